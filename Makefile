@@ -1,0 +1,85 @@
+# gpu_fabric.mnnvl — developer entry points.
+#   make test    lint, sanity, units, Molecule scenarios, end-to-end tests on the simulated rack
+#   make demo    simulated rack up, then site.yml (cluster + verify) against it, then the report
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+VENV        ?= .venv
+PYTHON      ?= python3
+BIN         := $(abspath $(VENV))/bin
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+COLLECTIONS := $(CURDIR)/.tmp/collections
+COLL_LINK   := $(COLLECTIONS)/ansible_collections/gpu_fabric/mnnvl
+SANITY_TREE := $(CURDIR)/.tmp/sanity/ansible_collections/gpu_fabric/mnnvl
+SANITY_PY   ?= 3.11
+MOLECULE_SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+
+.PHONY: help venv layout lint sanity units molecule integration test build install-collection demo sim-up sim-down changelog clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
+
+$(BIN)/ansible-playbook: requirements.txt requirements-host.txt requirements-test.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-test.txt
+	touch $@
+
+venv: $(BIN)/ansible-playbook  ## create .venv with the controller and test requirements
+
+layout:  ## lay the clone out as ansible_collections/gpu_fabric/mnnvl (a symlink under .tmp)
+	@mkdir -p $(dir $(COLL_LINK))
+	@ln -sfn ../../../.. $(COLL_LINK)
+
+lint: venv layout  ## ruff, ansible-lint (production profile), changelog fragments
+	ruff check .
+	ruff format --check .
+	ansible-lint --profile production
+	antsibull-changelog lint
+
+sanity: venv  ## ansible-test sanity on a copy laid out as ansible_collections/gpu_fabric/mnnvl
+	rm -rf $(dir $(SANITY_TREE))
+	mkdir -p $(SANITY_TREE)
+	git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C $(SANITY_TREE)
+	cd $(SANITY_TREE) && ansible-test sanity --venv --python $(SANITY_PY) --color no
+
+units: venv layout  ## pytest: module_utils, modules and filters against real tool outputs
+	pytest tests/unit
+
+molecule: venv layout  ## every Molecule scenario: create, converge, idempotence, verify, destroy
+	tests/molecule/build-image.sh
+	for s in $(MOLECULE_SCENARIOS); do \
+	  start=$$(date +%s); molecule test -s $$s; \
+	  echo "molecule scenario $$s: passed in $$(( $$(date +%s) - start ))s"; \
+	done
+
+integration: venv layout  ## end-to-end tests against the simulated rack (sim/rack up once per run)
+	pytest tests/integration
+
+test: lint sanity units molecule integration  ## THE test command (what CI runs)
+
+build: venv  ## build the collection artifact
+	ansible-galaxy collection build --force --output-path .tmp/dist
+
+install-collection: build  ## install the built artifact into .tmp/installed
+	ansible-galaxy collection install --force -p .tmp/installed .tmp/dist/gpu_fabric-mnnvl-*.tar.gz
+
+sim-up: venv layout  ## bring the simulated GB200 rack up (cold build of the control plane: minutes)
+	sim/rack up
+
+sim-down:  ## tear the simulated rack down
+	sim/rack down
+
+demo: venv layout  ## simulated rack + site.yml cluster and verify stages + report
+	sim/rack up
+	source <(sim/rack env) && ansible-playbook -i inventories/sim playbooks/site.yml --skip-tags hosts
+	@echo "report: $(CURDIR)/report/report.md"
+
+changelog: venv  ## render CHANGELOG.rst from the fragments
+	antsibull-changelog release
+
+clean:  ## remove build and test leftovers (not the simulated rack's binary cache)
+	rm -rf .tmp .pytest_cache .ruff_cache
