@@ -1,0 +1,456 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""ComputeDomain logic that needs no cluster: the desired object, spec comparison, readiness.
+
+A ComputeDomain (``resource.nvidia.com/v1beta1``, NVIDIA DRA driver 25.8.0) has an immutable spec
+(CEL ``self == oldSelf``). Its ``status.status`` is only an aggregate that the driver documents as
+"for debugging"; readiness is therefore read per node from ``status.nodes[].status``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    DynamicApiError,
+    api_error_text,
+    first_served_resource,
+    get_object,
+    list_all,
+    pod_summary,
+    to_dict,
+    workload_summary,
+)
+
+API_VERSION = "resource.nvidia.com/v1beta1"
+KIND = "ComputeDomain"
+ALLOCATION_MODES = ("Single", "All")
+DEFAULT_ALLOCATION_MODE = "Single"
+READY = "Ready"
+NOT_READY = "NotReady"
+
+
+@dataclass(frozen=True)
+class ComputeDomainSpec:
+    """The user-settable part of a ComputeDomain."""
+
+    num_nodes: int
+    channel_template_name: str
+    allocation_mode: str = DEFAULT_ALLOCATION_MODE
+
+    def to_api(self) -> Dict[str, Any]:
+        return {
+            "numNodes": self.num_nodes,
+            "channel": {
+                "resourceClaimTemplate": {"name": self.channel_template_name},
+                "allocationMode": self.allocation_mode,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One entry of ``status.nodes[]``: a node whose ComputeDomain daemon joined."""
+
+    name: str
+    status: str
+    clique_id: str
+    ip_address: str
+
+    def to_dict(self) -> Dict[str, str]:
+        return {"name": self.name, "status": self.status, "clique_id": self.clique_id, "ip_address": self.ip_address}
+
+
+@dataclass
+class Readiness:
+    """Verdict on a ComputeDomain's status against what the caller waits for."""
+
+    ready: bool
+    aggregate: str
+    nodes: List[NodeState] = field(default_factory=list)
+    not_ready_nodes: List[str] = field(default_factory=list)
+    missing_nodes: List[str] = field(default_factory=list)
+    reasons: List[str] = field(default_factory=list)
+
+
+def default_channel_template_name(name: str) -> str:
+    return f"{name}-channel"
+
+
+def validate_spec(spec: ComputeDomainSpec) -> List[str]:
+    """Problems with a requested spec, as messages a user can act on."""
+    problems = []
+    if spec.num_nodes < 0:
+        problems.append(f"num_nodes is {spec.num_nodes}; it must be zero or greater (0 is recommended with 25.8.0)")
+    if spec.allocation_mode not in ALLOCATION_MODES:
+        problems.append(
+            f"channel_allocation_mode is {spec.allocation_mode!r}; expected one of {', '.join(ALLOCATION_MODES)}"
+        )
+    if not spec.channel_template_name:
+        problems.append("channel_template_name is empty; give the ResourceClaimTemplate a name")
+    return problems
+
+
+def desired_object(name: str, namespace: str, spec: ComputeDomainSpec) -> Dict[str, Any]:
+    """The ComputeDomain manifest to create."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec.to_api(),
+    }
+
+
+def spec_from_object(obj: Dict[str, Any]) -> ComputeDomainSpec:
+    """Read the spec of an existing ComputeDomain, filling the API server's defaults."""
+    spec = obj.get("spec") or {}
+    channel = spec.get("channel") or {}
+    template = channel.get("resourceClaimTemplate") or {}
+    return ComputeDomainSpec(
+        num_nodes=int(spec.get("numNodes", 0) or 0),
+        channel_template_name=str(template.get("name", "")),
+        allocation_mode=str(channel.get("allocationMode") or DEFAULT_ALLOCATION_MODE),
+    )
+
+
+def spec_differences(existing: ComputeDomainSpec, desired: ComputeDomainSpec) -> List[str]:
+    """Fields whose value differs, as ``path: existing -> desired`` strings (empty when equal)."""
+    pairs = (
+        ("spec.numNodes", existing.num_nodes, desired.num_nodes),
+        ("spec.channel.resourceClaimTemplate.name", existing.channel_template_name, desired.channel_template_name),
+        ("spec.channel.allocationMode", existing.allocation_mode, desired.allocation_mode),
+    )
+    return [f"{path}: {old!r} -> {new!r}" for path, old, new in pairs if old != new]
+
+
+def immutable_spec_message(name: str, namespace: str, differences: Sequence[str]) -> str:
+    return (
+        f"ComputeDomain {namespace}/{name} exists with a different spec ({'; '.join(differences)}); "
+        "a ComputeDomain's spec is immutable. Delete it first (state=absent), or set force=true to "
+        "delete and recreate it (workloads using its channel lose it)."
+    )
+
+
+def parse_nodes(status: Optional[Dict[str, Any]]) -> List[NodeState]:
+    """``status.nodes[]`` as records; a missing per-node status counts as NotReady (the CRD default)."""
+    nodes = []
+    for entry in (status or {}).get("nodes") or []:
+        nodes.append(
+            NodeState(
+                name=str(entry.get("name", "")),
+                status=str(entry.get("status") or NOT_READY),
+                clique_id=str(entry.get("cliqueID", "")),
+                ip_address=str(entry.get("ipAddress", "")),
+            )
+        )
+    return nodes
+
+
+def evaluate_readiness(
+    obj: Optional[Dict[str, Any]],
+    num_nodes: int = 0,
+    wait_nodes: Optional[Sequence[str]] = None,
+) -> Readiness:
+    """Decide whether a ComputeDomain is ready for what the caller waits for.
+
+    - ``wait_nodes`` given: each named node is in ``status.nodes[]`` with status Ready (per-node
+      readiness is what the 25.8.0 kubelet plugin checks before it releases a workload pod).
+    - else ``num_nodes`` > 0: at least ``num_nodes`` nodes Ready and the aggregate ``status.status``
+      Ready (the controller sets it when that many daemons are ready).
+    - else (``numNodes: 0``, the 25.8.0 recommendation): no node has to join before a workload is
+      scheduled, so the domain is ready once the controller has written a status; every node that
+      did join must be Ready.
+    """
+    if not obj:
+        return Readiness(ready=False, aggregate="", reasons=["the ComputeDomain does not exist"])
+    status = obj.get("status") or {}
+    aggregate = str(status.get("status") or "")
+    nodes = parse_nodes(status)
+    by_name = {node.name: node for node in nodes}
+    not_ready = sorted(node.name for node in nodes if node.status != READY)
+    ready_count = len(nodes) - len(not_ready)
+    reasons: List[str] = []
+    missing: List[str] = []
+
+    if wait_nodes:
+        missing = sorted(n for n in wait_nodes if n not in by_name)
+        waited_not_ready = sorted(n for n in wait_nodes if n in by_name and by_name[n].status != READY)
+        if missing:
+            reasons.append(f"nodes not yet in status.nodes: {', '.join(missing)}")
+        if waited_not_ready:
+            reasons.append(f"nodes not Ready: {', '.join(waited_not_ready)}")
+        not_ready = waited_not_ready
+    elif num_nodes > 0:
+        if ready_count < num_nodes:
+            reasons.append(f"{ready_count} of {num_nodes} nodes Ready")
+        if aggregate != READY:
+            reasons.append(f"status.status is {aggregate or 'unset'}, expected Ready")
+    else:
+        if not aggregate:
+            reasons.append("the controller has not written a status yet")
+        if not_ready:
+            reasons.append(f"nodes not Ready: {', '.join(not_ready)}")
+
+    return Readiness(
+        ready=not reasons,
+        aggregate=aggregate,
+        nodes=nodes,
+        not_ready_nodes=not_ready,
+        missing_nodes=missing,
+        reasons=reasons,
+    )
+
+
+def diff_view(obj: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """The part of a ComputeDomain shown in ``--diff``: identity and spec, not status or metadata noise."""
+    if not obj:
+        return {}
+    metadata = obj.get("metadata") or {}
+    return {
+        "apiVersion": obj.get("apiVersion", API_VERSION),
+        "kind": obj.get("kind", KIND),
+        "metadata": {"name": metadata.get("name"), "namespace": metadata.get("namespace")},
+        "spec": spec_from_object(obj).to_api(),
+    }
+
+
+def timeout_message(
+    name: str,
+    namespace: str,
+    timeout: int,
+    readiness: Readiness,
+    diagnostics: Sequence[str],
+) -> str:
+    """Failure text for a wait that ran out: the CD status, the nodes not Ready, the driver's state."""
+    node_text = ", ".join(f"{n.name}={n.status}" for n in readiness.nodes) or "none joined"
+    parts = [
+        f"ComputeDomain {namespace}/{name} not ready after {timeout}s: {'; '.join(readiness.reasons)}.",
+        f"status.status={readiness.aggregate or 'unset'}; status.nodes: {node_text}.",
+    ]
+    if diagnostics:
+        parts.append("DRA driver: " + "; ".join(diagnostics) + ".")
+    parts.append(
+        "Check that the nvidia-dra-driver-gpu controller and kubelet plugin are Ready and that the "
+        "ComputeDomain daemon pods on those nodes start (their logs name IMEX errors)."
+    )
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Against a cluster: create/delete and wait. ``client`` is kubernetes.core's K8SClient.
+# ---------------------------------------------------------------------------------------------
+
+RESOURCE_CLAIM_TEMPLATE_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+
+
+class ComputeDomainError(Exception):
+    """A failure the module reports with ``fail_json``; ``result`` holds what was learnt so far."""
+
+    def __init__(self, message: str, result: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.result = result or {}
+
+
+@dataclass
+class Request:
+    name: str
+    namespace: str
+    state: str
+    spec: ComputeDomainSpec
+    wait: bool = True
+    wait_timeout: int = 300
+    wait_sleep: float = 2.0
+    wait_nodes: List[str] = field(default_factory=list)
+    force: bool = False
+    driver_namespace: str = "nvidia-dra-driver-gpu"
+    check_mode: bool = False
+
+
+def ensure(
+    client: Any,
+    request: Request,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Dict[str, Any]:
+    """Bring the ComputeDomain to ``request.state``; return the module result (without ``msg``)."""
+    try:
+        return _ensure(client, request, sleep, clock)
+    except DynamicApiError as exc:
+        req = request
+        raise ComputeDomainError(
+            f"the API server refused a call for ComputeDomain {req.namespace}/{req.name}: {api_error_text(exc)}"
+        ) from exc
+
+
+def _ensure(
+    client: Any,
+    request: Request,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> Dict[str, Any]:
+    resource = first_served_resource(client, KIND, [API_VERSION])
+    if resource is None:
+        raise ComputeDomainError(
+            f"the API server does not serve {KIND} in {API_VERSION}: the CRD computedomains.resource.nvidia.com "
+            "is missing. Install the NVIDIA DRA driver 25.8.0 (role gpu_fabric.mnnvl.dra_driver) first."
+        )
+    existing = get_object(client, resource, request.name, request.namespace)
+    session = _Session(client, resource, request, sleep, clock)
+    if request.state == "absent":
+        return session.absent(existing)
+    return session.present(existing)
+
+
+class _Session:
+    def __init__(self, client: Any, resource: Any, request: Request, sleep: Any, clock: Any) -> None:
+        self.client = client
+        self.resource = resource
+        self.request = request
+        self.sleep = sleep
+        self.clock = clock
+
+    # -- state=present -------------------------------------------------------------------------
+    def present(self, existing: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        req = self.request
+        problems = validate_spec(req.spec)
+        if problems:
+            raise ComputeDomainError("; ".join(problems))
+        desired = desired_object(req.name, req.namespace, req.spec)
+        diff = {"before": diff_view(existing), "after": diff_view(desired)}
+        changed = False
+        current = existing
+
+        if existing and (existing.get("metadata") or {}).get("deletionTimestamp"):
+            changed = True
+            if not req.check_mode:
+                self._wait_gone()
+            current = None
+        elif existing:
+            differences = spec_differences(spec_from_object(existing), req.spec)
+            if differences and not req.force:
+                raise ComputeDomainError(
+                    immutable_spec_message(req.name, req.namespace, differences), {"diff": diff, "changed": False}
+                )
+            if differences:
+                changed = True
+                if not req.check_mode:
+                    self.client.delete(self.resource, name=req.name, namespace=req.namespace)
+                    self._wait_gone()
+                current = None
+
+        if current is None:
+            changed = True
+            if not req.check_mode:
+                current = to_dict(self.client.create(self.resource, desired, namespace=req.namespace))
+
+        if current and req.wait and not req.check_mode:
+            current = self._wait_ready()
+        return self._result(current or desired, changed, diff)
+
+    def _wait_ready(self) -> Dict[str, Any]:
+        req = self.request
+        deadline = self.clock() + req.wait_timeout
+        while True:
+            current = get_object(self.client, self.resource, req.name, req.namespace)
+            readiness = evaluate_readiness(current, req.spec.num_nodes, req.wait_nodes)
+            if current is not None and not self._channel_template_exists():
+                readiness.ready = False
+                readiness.reasons.append(
+                    f"ResourceClaimTemplate {req.namespace}/{req.spec.channel_template_name} not created by the "
+                    "controller yet"
+                )
+            if readiness.ready:
+                return current or {}
+            if self.clock() >= deadline:
+                message = timeout_message(req.name, req.namespace, req.wait_timeout, readiness, self._diagnostics())
+                raise ComputeDomainError(message, self._result(current or {}, True, None))
+            self.sleep(req.wait_sleep)
+
+    def _channel_template_exists(self) -> bool:
+        rct = first_served_resource(self.client, "ResourceClaimTemplate", RESOURCE_CLAIM_TEMPLATE_VERSIONS)
+        if rct is None:
+            return False
+        req = self.request
+        return get_object(self.client, rct, req.spec.channel_template_name, req.namespace) is not None
+
+    # -- state=absent --------------------------------------------------------------------------
+    def absent(self, existing: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        req = self.request
+        diff = {"before": diff_view(existing), "after": {}}
+        if not existing:
+            return {
+                "changed": False,
+                "compute_domain": {},
+                "status": "",
+                "nodes": [],
+                "channel_template_name": req.spec.channel_template_name,
+                "diff": diff,
+            }
+        if not req.check_mode:
+            if not (existing.get("metadata") or {}).get("deletionTimestamp"):
+                self.client.delete(self.resource, name=req.name, namespace=req.namespace)
+            if req.wait:
+                self._wait_gone()
+        result = self._result(existing, True, diff)
+        result["compute_domain"] = {} if not req.check_mode else existing
+        return result
+
+    def _wait_gone(self) -> None:
+        req = self.request
+        deadline = self.clock() + req.wait_timeout
+        while True:
+            current = get_object(self.client, self.resource, req.name, req.namespace)
+            if current is None:
+                return
+            if self.clock() >= deadline:
+                finalizers = (current.get("metadata") or {}).get("finalizers") or []
+                raise ComputeDomainError(
+                    f"ComputeDomain {req.namespace}/{req.name} still exists {req.wait_timeout}s after deletion "
+                    f"(finalizers: {', '.join(finalizers) or 'none'}). The DRA controller removes its finalizer "
+                    f"after cleaning up; DRA driver: {'; '.join(self._diagnostics()) or 'no workloads found'}. "
+                    "Delete ComputeDomains before uninstalling the driver."
+                )
+            self.sleep(req.wait_sleep)
+
+    # -- shared --------------------------------------------------------------------------------
+    def _diagnostics(self) -> List[str]:
+        """The DRA driver's Deployments, this domain's DaemonSet and their pods, best effort."""
+        req = self.request
+        lines: List[str] = []
+        prefix = f"{req.name}-"
+        try:
+            deployments = list_all(self.client, "apps/v1", "Deployment", namespace=req.driver_namespace)
+            daemonsets = list_all(self.client, "apps/v1", "DaemonSet", namespace=req.driver_namespace)
+            pods = list_all(self.client, "v1", "Pod", namespace=req.driver_namespace)
+        except Exception as exc:  # diagnostics must never hide the original failure
+            return [f"could not read namespace {req.driver_namespace}: {exc}"]
+        if not deployments:
+            lines.append(f"no Deployment in namespace {req.driver_namespace} (is the DRA driver installed?)")
+        lines.extend(workload_summary(obj) for obj in deployments)
+        domain_sets = [obj for obj in daemonsets if (obj.get("metadata") or {}).get("name", "").startswith(prefix)]
+        if not domain_sets:
+            lines.append(f"no daemon DaemonSet {prefix}* for this ComputeDomain")
+        lines.extend(workload_summary(obj) for obj in domain_sets)
+        controller_names = [(d.get("metadata") or {}).get("name", "") for d in deployments]
+        for pod in pods:
+            name = (pod.get("metadata") or {}).get("name", "")
+            if name.startswith(prefix) or any(c and name.startswith(c) for c in controller_names):
+                lines.append(pod_summary(pod))
+        return lines
+
+    def _result(self, obj: Dict[str, Any], changed: bool, diff: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        status = obj.get("status") or {}
+        result: Dict[str, Any] = {
+            "changed": changed,
+            "compute_domain": obj,
+            "status": str(status.get("status") or ""),
+            "nodes": [node.to_dict() for node in parse_nodes(status)],
+            "channel_template_name": self.request.spec.channel_template_name,
+        }
+        if diff is not None:
+            result["diff"] = diff
+        return result

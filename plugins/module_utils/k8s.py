@@ -1,0 +1,135 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Kubernetes helpers shared by the collection's Kubernetes-facing modules.
+
+The connection itself comes from kubernetes.core (``get_api_client``), so kubeconfig, context,
+host, api_key, validate_certs and the ``K8S_AUTH_*`` variables behave exactly as in kubernetes.core.
+What lives here: paginated listing, reading an object that may be absent, and short summaries of
+workloads for failure messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+try:
+    from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
+except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes")
+
+    class DynamicApiError(Exception):  # type: ignore[no-redef]
+        pass
+
+    NotFoundError = ResourceNotFoundError = DynamicApiError  # type: ignore[assignment,misc]
+
+DEFAULT_PAGE_SIZE = 500
+
+
+def to_dict(obj: Any) -> Dict[str, Any]:
+    """A dynamic-client ResourceInstance (or a dict) as a plain dict."""
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return obj
+    return obj.to_dict()
+
+
+def resource_api(client: Any, api_version: str, kind: str) -> Any:
+    """The dynamic-client resource for ``kind`` in ``api_version`` (kubernetes.core's lookup)."""
+    return client.resource(kind, api_version)
+
+
+def first_served_resource(client: Any, kind: str, api_versions: Sequence[str]) -> Optional[Any]:
+    """The resource for the first of ``api_versions`` the server serves, or None."""
+    for api_version in api_versions:
+        try:
+            return client.resource(kind, api_version)
+        except ResourceNotFoundError:
+            continue
+    return None
+
+
+def iter_pages(
+    list_page: Callable[..., Any], limit: int = DEFAULT_PAGE_SIZE, **params: Any
+) -> Iterator[Dict[str, Any]]:
+    """Yield every item of a list call, following ``metadata.continue`` page by page."""
+    token: Optional[str] = None
+    while True:
+        kwargs = dict(params, limit=limit)
+        if token:
+            kwargs["_continue"] = token
+        page = to_dict(list_page(**kwargs))
+        yield from page.get("items") or []
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return
+
+
+def list_all(
+    client: Any,
+    api_version: str,
+    kind: str,
+    namespace: Optional[str] = None,
+    label_selector: Optional[str] = None,
+    limit: int = DEFAULT_PAGE_SIZE,
+) -> List[Dict[str, Any]]:
+    """Every object of a kind, read in pages of ``limit`` (large clusters list in chunks)."""
+    resource = resource_api(client, api_version, kind)
+    params: Dict[str, Any] = {}
+    if namespace:
+        params["namespace"] = namespace
+    if label_selector:
+        params["label_selector"] = label_selector
+    return list(iter_pages(lambda **kw: client.get(resource, **kw), limit=limit, **params))
+
+
+def get_object(client: Any, resource: Any, name: str, namespace: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The object as a dict, or None when it does not exist."""
+    try:
+        return to_dict(client.get(resource, name=name, namespace=namespace))
+    except NotFoundError:
+        return None
+
+
+def api_error_text(exc: Exception) -> str:
+    """The API server's own message for a failed call (status code and reason), else the exception text."""
+    summary = getattr(exc, "summary", None)
+    if callable(summary):
+        try:
+            return str(summary())
+        except Exception:  # a body that is not the usual Status object
+            pass
+    return str(exc)
+
+
+def workload_summary(obj: Dict[str, Any]) -> str:
+    """``Deployment ns/name 1/1 ready`` style line for a Deployment or DaemonSet."""
+    kind = obj.get("kind", "")
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    if kind == "DaemonSet":
+        desired = status.get("desiredNumberScheduled", 0)
+        ready = status.get("numberReady", 0)
+    else:
+        desired = (obj.get("spec") or {}).get("replicas", 1)
+        ready = status.get("readyReplicas", 0)
+    return f"{kind} {meta.get('namespace')}/{meta.get('name')} {ready or 0}/{desired or 0} ready"
+
+
+def pod_summary(pod: Dict[str, Any]) -> str:
+    """``pod name on node: phase (container: waiting reason)`` for failure messages."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    details = []
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        state = container.get("state") or {}
+        for key in ("waiting", "terminated"):
+            reason = (state.get(key) or {}).get("reason")
+            if reason:
+                details.append(f"{container.get('name')}: {reason}")
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            details.append(f"unschedulable: {condition.get('message', '')}".strip())
+    text = f"pod {meta.get('name')} on {spec.get('nodeName') or 'no node'}: {status.get('phase', 'Unknown')}"
+    return text + (f" ({'; '.join(details)})" if details else "")

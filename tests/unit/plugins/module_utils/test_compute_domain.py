@@ -1,0 +1,178 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.compute_domain import (
+    ComputeDomainSpec,
+    desired_object,
+    diff_view,
+    evaluate_readiness,
+    immutable_spec_message,
+    parse_nodes,
+    spec_differences,
+    spec_from_object,
+    timeout_message,
+    validate_spec,
+)
+
+CLIQUE = "5d5e9fd8-0ab7-4b69-8a3c-c0e2cbf2c6d1.32766"
+
+
+def cd(status=None, spec=None):
+    """A ComputeDomain as the API server returns it (shape of resource.nvidia.com/v1beta1 at 25.8.0)."""
+    obj = {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": {"name": "nvb", "namespace": "verify", "uid": "0b3c", "resourceVersion": "812"},
+        "spec": spec
+        or {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": "nvb-channel"}, "allocationMode": "Single"}},
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def node(name, status="Ready", index=0):
+    return {"name": name, "status": status, "cliqueID": CLIQUE, "ipAddress": f"10.244.0.{index + 10}", "index": index}
+
+
+def test_desired_object_matches_the_crd_shape():
+    spec = ComputeDomainSpec(num_nodes=2, channel_template_name="nvb-channel", allocation_mode="All")
+    assert desired_object("nvb", "verify", spec) == {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": {"name": "nvb", "namespace": "verify"},
+        "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": "nvb-channel"}, "allocationMode": "All"}},
+    }
+
+
+def test_spec_from_object_fills_the_server_default_allocation_mode():
+    obj = cd(spec={"numNodes": 1, "channel": {"resourceClaimTemplate": {"name": "imex-channel-0"}}})
+    assert spec_from_object(obj) == ComputeDomainSpec(1, "imex-channel-0", "Single")
+
+
+def test_equal_specs_have_no_differences():
+    existing = spec_from_object(cd())
+    assert spec_differences(existing, ComputeDomainSpec(0, "nvb-channel", "Single")) == []
+
+
+def test_spec_differences_name_each_changed_field():
+    existing = spec_from_object(cd())
+    desired = ComputeDomainSpec(2, "nvb-channel", "All")
+    assert spec_differences(existing, desired) == [
+        "spec.numNodes: 0 -> 2",
+        "spec.channel.allocationMode: 'Single' -> 'All'",
+    ]
+
+
+def test_immutable_message_tells_what_to_do():
+    message = immutable_spec_message("nvb", "verify", ["spec.numNodes: 0 -> 2"])
+    assert "verify/nvb" in message
+    assert "spec.numNodes: 0 -> 2" in message
+    assert "immutable" in message
+    assert "force=true" in message
+    assert "state=absent" in message
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        (ComputeDomainSpec(-1, "c"), "num_nodes is -1"),
+        (ComputeDomainSpec(0, "c", "Some"), "channel_allocation_mode is 'Some'"),
+        (ComputeDomainSpec(0, ""), "channel_template_name is empty"),
+    ],
+)
+def test_validate_spec_rejects_bad_values(spec, fragment):
+    problems = validate_spec(spec)
+    assert len(problems) == 1
+    assert fragment in problems[0]
+
+
+def test_parse_nodes_defaults_missing_status_to_not_ready():
+    entries = [node("gb200-r0-t0"), {"name": "gb200-r0-t1", "cliqueID": CLIQUE, "ipAddress": "10.244.0.11"}]
+    parsed = parse_nodes({"status": "NotReady", "nodes": entries})
+    assert [(n.name, n.status, n.clique_id, n.ip_address) for n in parsed] == [
+        ("gb200-r0-t0", "Ready", CLIQUE, "10.244.0.10"),
+        ("gb200-r0-t1", "NotReady", CLIQUE, "10.244.0.11"),
+    ]
+    assert parsed[0].to_dict() == {
+        "name": "gb200-r0-t0",
+        "status": "Ready",
+        "clique_id": CLIQUE,
+        "ip_address": "10.244.0.10",
+    }
+
+
+def test_absent_object_is_not_ready():
+    readiness = evaluate_readiness(None)
+    assert not readiness.ready
+    assert readiness.reasons == ["the ComputeDomain does not exist"]
+
+
+def test_wait_nodes_require_each_named_node_ready():
+    obj = cd({"status": "NotReady", "nodes": [node("gb200-r0-t0"), node("gb200-r0-t1", "NotReady", 1)]})
+    readiness = evaluate_readiness(obj, wait_nodes=["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2"])
+    assert not readiness.ready
+    assert readiness.missing_nodes == ["gb200-r0-t2"]
+    assert readiness.not_ready_nodes == ["gb200-r0-t1"]
+    assert readiness.reasons == ["nodes not yet in status.nodes: gb200-r0-t2", "nodes not Ready: gb200-r0-t1"]
+
+
+def test_wait_nodes_ignore_the_aggregate_status():
+    # With numNodes=0 the aggregate is documented as "for debugging": per-node readiness decides.
+    obj = cd({"status": "NotReady", "nodes": [node("gb200-r0-t0"), node("gb200-r0-t1", index=1)]})
+    readiness = evaluate_readiness(obj, wait_nodes=["gb200-r0-t1", "gb200-r0-t0"])
+    assert readiness.ready
+    assert readiness.reasons == []
+
+
+def test_num_nodes_needs_enough_ready_nodes_and_ready_aggregate():
+    obj = cd({"status": "NotReady", "nodes": [node("gb200-r0-t0"), node("gb200-r0-t1", "NotReady", 1)]})
+    readiness = evaluate_readiness(obj, num_nodes=2)
+    assert not readiness.ready
+    assert readiness.reasons == ["1 of 2 nodes Ready", "status.status is NotReady, expected Ready"]
+    assert readiness.not_ready_nodes == ["gb200-r0-t1"]
+
+
+def test_num_nodes_ready():
+    obj = cd({"status": "Ready", "nodes": [node("gb200-r0-t0"), node("gb200-r0-t1", index=1)]})
+    readiness = evaluate_readiness(obj, num_nodes=2)
+    assert readiness.ready
+    assert readiness.aggregate == "Ready"
+    assert [n.name for n in readiness.nodes] == ["gb200-r0-t0", "gb200-r0-t1"]
+
+
+def test_num_nodes_zero_waits_for_a_status_only():
+    assert evaluate_readiness(cd()).reasons == ["the controller has not written a status yet"]
+    assert evaluate_readiness(cd({"status": "Ready"})).ready
+    # a node that joined but is not Ready still blocks
+    joined = evaluate_readiness(cd({"status": "Ready", "nodes": [node("gb200-r0-t3", "NotReady", 3)]}))
+    assert not joined.ready
+    assert joined.reasons == ["nodes not Ready: gb200-r0-t3"]
+
+
+def test_diff_view_drops_status_and_server_metadata():
+    obj = cd({"status": "Ready", "nodes": [node("gb200-r0-t0")]})
+    assert diff_view(obj) == {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": {"name": "nvb", "namespace": "verify"},
+        "spec": {
+            "numNodes": 0,
+            "channel": {"resourceClaimTemplate": {"name": "nvb-channel"}, "allocationMode": "Single"},
+        },
+    }
+    assert diff_view(None) == {}
+
+
+def test_timeout_message_names_status_nodes_and_driver_state():
+    obj = cd({"status": "NotReady", "nodes": [node("gb200-r0-t0"), node("gb200-r0-t1", "NotReady", 1)]})
+    readiness = evaluate_readiness(obj, wait_nodes=["gb200-r0-t0", "gb200-r0-t1"])
+    message = timeout_message(
+        "nvb", "verify", 30, readiness, ["Deployment nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-controller 0/1 ready"]
+    )
+    assert message.startswith("ComputeDomain verify/nvb not ready after 30s: nodes not Ready: gb200-r0-t1.")
+    assert "status.status=NotReady; status.nodes: gb200-r0-t0=Ready, gb200-r0-t1=NotReady." in message
+    assert "DRA driver: Deployment nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-controller 0/1 ready." in message
