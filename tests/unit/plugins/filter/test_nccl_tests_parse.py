@@ -1,0 +1,31 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpu_fabric.mnnvl.plugins.filter.nccl_tests_parse import FilterModule, nccl_tests_parse
+
+from tests.conftest import FIXTURES
+
+
+def test_filter_is_registered_under_its_name():
+    assert FilterModule().filters()["nccl_tests_parse"] is nccl_tests_parse
+
+
+def test_filter_converts_string_arguments_from_templates():
+    text = (FIXTURES / "nccl" / "gb200-2node-all_reduce_perf.txt").read_text()
+    result = nccl_tests_parse(text, min_busbw_gbps="790", expected_ranks="8")
+    assert result["passed"] is False
+    assert result["violations"] == ["average bus bandwidth 787.804 GB/s is below the threshold 790 GB/s"]
+
+
+def test_filter_refuses_a_list_with_a_hint():
+    with pytest.raises(AnsibleFilterError, match="log_lines"):
+        nccl_tests_parse(["# Avg bus bandwidth    : 1"])
+
+
+def test_filter_refuses_a_non_numeric_threshold():
+    with pytest.raises(AnsibleFilterError, match="could not convert"):
+        nccl_tests_parse("", min_busbw_gbps="fast")

@@ -1,0 +1,154 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
+    evaluate_nccl_tests,
+    nccl_tests_summary,
+    parse_nccl_tests,
+)
+
+from tests.conftest import FIXTURES
+
+NCCL = FIXTURES / "nccl"
+
+
+def read(name: str) -> str:
+    return (NCCL / name).read_text()
+
+
+def test_parse_clean_run_reads_params_devices_rows_and_footer():
+    result = parse_nccl_tests(read("gb200-2node-all_reduce_perf.txt"))
+
+    assert result.params == {"nthread": 1, "ngpus": 1, "min_bytes": 1073741824, "max_bytes": 8589934592}
+    assert result.ranks == 8
+    assert result.devices[5].host == "nccl-test-worker-1"
+    assert result.devices[5].device == 1
+    assert result.devices[5].bus_id == "0x01"
+    assert result.devices[5].name == "NVIDIA GB200"
+    assert [row.size_bytes for row in result.rows] == [1073741824, 2147483648, 4294967296, 8589934592]
+    first = result.rows[0]
+    assert (first.count, first.type, first.redop, first.root) == (268435456, "float", "sum", -1)
+    assert first.out_of_place.time_us == 2468.1
+    assert first.out_of_place.algbw_gbps == 435.05
+    assert first.out_of_place.busbw_gbps == 761.33
+    assert first.out_of_place.wrong == 0
+    assert first.in_place.busbw_gbps == 760.16
+    # %7.0f times above 10 ms carry no decimals
+    assert result.rows[-1].out_of_place.time_us == 18664.0
+    assert result.out_of_bounds == 0
+    assert result.avg_busbw_gbps == 787.804
+    assert result.avg_busbw_verdict is None
+    assert result.max_busbw_gbps == 805.64
+    assert result.failures == []
+    assert result.warnings == []
+
+
+def test_avg_bus_bandwidth_is_the_mean_of_the_printed_busbw_columns():
+    result = parse_nccl_tests(read("gb200-2node-all_reduce_perf.txt"))
+    values = [bw for row in result.rows for bw in (row.out_of_place.busbw_gbps, row.in_place.busbw_gbps)]
+    assert round(sum(values) / len(values), 3) == result.avg_busbw_gbps
+
+
+def test_clean_run_passes_threshold_and_rank_count():
+    result = parse_nccl_tests(read("gb200-2node-all_reduce_perf.txt"))
+    verdict = evaluate_nccl_tests(result, min_busbw_gbps=540.0, expected_ranks=8)
+    assert verdict.passed
+    assert verdict.violations == []
+
+
+def test_threshold_above_the_average_fails_with_both_numbers():
+    result = parse_nccl_tests(read("gb200-2node-all_reduce_perf.txt"))
+    verdict = evaluate_nccl_tests(result, min_busbw_gbps=800.0)
+    assert not verdict.passed
+    assert verdict.violations == ["average bus bandwidth 787.804 GB/s is below the threshold 800 GB/s"]
+
+
+def test_rank_count_mismatch_is_a_violation():
+    result = parse_nccl_tests(read("gb200-2node-all_reduce_perf.txt"))
+    verdict = evaluate_nccl_tests(result, expected_ranks=16)
+    assert not verdict.passed
+    assert verdict.violations[0].startswith("8 ranks took part, 16 were expected")
+
+
+def test_wrong_elements_name_the_size_and_out_of_bounds_count():
+    result = parse_nccl_tests(read("bad-wrong-elements.txt"))
+    # "%5g" prints 1048576 wrong elements as "1.04858e+06"
+    assert result.rows[2].out_of_place.wrong == 1048580
+    assert result.rows[2].wrong == 1048580
+    assert result.wrong_sizes == [4294967296]
+    assert result.out_of_bounds == 1
+    verdict = evaluate_nccl_tests(result, min_busbw_gbps=100.0)
+    assert not verdict.passed
+    assert verdict.violations == [
+        "wrong results (#wrong > 0) at 1 message sizes (4294967296 B): data corruption on the fabric or a broken "
+        "NCCL transport",
+        "1 out-of-bounds values reported by the data check",
+    ]
+
+
+def test_nccl_failure_cut_short_is_reported_with_its_lines():
+    result = parse_nccl_tests(read("bad-nccl-failure.txt"))
+    assert len(result.rows) == 1
+    assert result.avg_busbw_gbps is None
+    assert result.warnings == [
+        "nccl-test-worker-1:52:60 [2] NCCL WARN Cuda failure 'an illegal memory access was encountered'"
+    ]
+    assert [line.split(":")[0] for line in result.failures] == [
+        "nccl-test-worker-1",
+        ".. nccl-test-worker-1 pid 52",
+        "Primary job  terminated normally, but 1 process returned",
+    ]
+    verdict = evaluate_nccl_tests(result)
+    assert not verdict.passed
+    assert verdict.violations[0].startswith("the test reported a failure: nccl-test-worker-1: Test NCCL failure")
+    assert verdict.violations[-1] == (
+        "the '# Avg bus bandwidth' line is missing: the benchmark did not finish (1 sizes measured before it stopped)"
+    )
+
+
+def test_empty_output_fails_as_not_run():
+    verdict = evaluate_nccl_tests(parse_nccl_tests(""))
+    assert not verdict.passed
+    assert verdict.violations[0].startswith("no result row was found in the output")
+
+
+def test_data_check_off_reads_na_as_unknown_wrong_count():
+    # -c 0 prints "N/A" in the #wrong columns (common.cu: PRINT("  %7s  %6.2f  %6.2f  %5s", ..., "N/A"))
+    text = read("gb200-2node-all_reduce_perf.txt").replace("      0\n", "    N/A\n").replace("      0   ", "    N/A   ")
+    result = parse_nccl_tests(text)
+    assert [row.out_of_place.wrong for row in result.rows] == [None, None, None, None]
+    assert [row.in_place.wrong for row in result.rows] == [None, None, None, None]
+    assert evaluate_nccl_tests(result).passed
+
+
+def test_cputime_header_and_benchmark_verdict_are_read():
+    text = read("gb200-2node-all_reduce_perf.txt").replace("     time   algbw", "  cputime   algbw")
+    text = text.replace("# Avg bus bandwidth    : 787.804 ", "# Avg bus bandwidth    : 787.804 OK")
+    result = parse_nccl_tests(text)
+    assert len(result.rows) == 4
+    assert result.rows[0].in_place.time_us == 2471.9
+    assert result.avg_busbw_verdict == "OK"
+
+
+def test_row_with_missing_columns_is_refused():
+    text = read("gb200-2node-all_reduce_perf.txt").replace("#wrong     time   algbw   busbw #wrong", "x  y  z  w  v")
+    with pytest.raises(ValueError, match="lacks the columns"):
+        parse_nccl_tests(text)
+
+
+def test_summary_is_plain_data_with_verdict():
+    summary = nccl_tests_summary(read("gb200-2node-all_reduce_perf.txt"), min_busbw_gbps=540.0, expected_ranks=8)
+    assert summary["passed"] is True
+    assert summary["ranks"] == 8
+    assert summary["avg_busbw_gbps"] == 787.804
+    assert summary["rows"][3]["busbw_gbps"] == 805.64
+    assert summary["rows"][3]["out_of_place"] == {
+        "time_us": 18664.0,
+        "algbw_gbps": 460.24,
+        "busbw_gbps": 805.42,
+        "wrong": 0,
+    }
+    assert summary["min_busbw_gbps"] == 540.0
