@@ -1,0 +1,199 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The simulated GB200 rack: a real Kubernetes control plane with KWOK nodes, on 127.0.0.1.
+
+Shared by the ``sim/rack`` command and the stand-ins for the NVIDIA components: where the state
+lives, which ports are used, where the binaries are, and the fault switchboard (``faults.json``).
+Standard library only, so that controllers can import it without the kubernetes client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+SIM_DIR = Path(__file__).resolve().parent.parent
+REPO_ROOT = SIM_DIR.parent
+BUILD_SCRIPT = SIM_DIR / "build.sh"
+
+# Names of the processes that the control plane side starts, in start order.
+CONTROL_PLANE_COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "helm")
+
+# Faults the sim knows. The control plane applies the first three itself; the stand-ins read the
+# others from faults.json on every reconcile.
+FAULTS = {
+    "unlabelled-node": "remove the nvidia.com/gpu.clique label from one tray (node=<name>)",
+    "split-clique": "relabel half of one rack's trays with a second clique (rack=<R>)",
+    "apiserver-restart": "kill and restart kube-apiserver now, or --after SECONDS in the background",
+    "degraded-link": "lower one cell of the nvbandwidth matrix and the SUM (src=<gpu> dst=<gpu> gbps=<value>)",
+    "launcher-fails": "the MPIJob launcher pod fails with exit code 1 and an MPI/CUDA error in its log",
+    "compute-domain-not-ready": "the ComputeDomain controller never marks nodes Ready",
+    "missing-deviceclass": "the compute-domain-default-channel.nvidia.com DeviceClass is removed",
+    "channel-missing": "the IMEX channel pod's listing lacks channel0",
+}
+# Faults that are actions, not lasting states: they are carried out and not recorded.
+ACTION_FAULTS = ("apiserver-restart",)
+
+
+@dataclass
+class Ports:
+    """Loopback ports of the control plane; each one overridable by an environment variable."""
+
+    apiserver: int = 6443
+    etcd: int = 2379
+    etcd_peer: int = 2380
+    kwok: int = 10247
+    controller_manager: int = 10257
+    scheduler: int = 10259
+
+    ENV = {
+        "apiserver": "GPU_FABRIC_SIM_APISERVER_PORT",
+        "etcd": "GPU_FABRIC_SIM_ETCD_PORT",
+        "etcd_peer": "GPU_FABRIC_SIM_ETCD_PEER_PORT",
+        "kwok": "GPU_FABRIC_SIM_KWOK_PORT",
+        "controller_manager": "GPU_FABRIC_SIM_KCM_PORT",
+        "scheduler": "GPU_FABRIC_SIM_SCHEDULER_PORT",
+    }
+
+    @classmethod
+    def from_env(cls, environ: Optional[dict[str, str]] = None) -> Ports:
+        environ = os.environ if environ is None else environ
+        ports = cls()
+        for name, var in cls.ENV.items():
+            if environ.get(var):
+                setattr(ports, name, int(environ[var]))
+        return ports
+
+
+@dataclass
+class RackConfig:
+    """What `sim/rack up` was asked for; stored as <state>/config.json so later commands agree."""
+
+    racks: int = 1
+    trays_per_rack: int = 4
+    bin_dir: str = ""
+    ports: Ports = field(default_factory=Ports)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> RackConfig:
+        data = json.loads(text)
+        ports = Ports(**data.pop("ports", {}))
+        return cls(ports=ports, **data)
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """Everything the rack writes lives under one directory that `sim/rack down` removes."""
+
+    root: Path
+
+    @property
+    def pids(self) -> Path:
+        return self.root / "pids"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def podlogs(self) -> Path:
+        return self.root / "podlogs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def faults(self) -> Path:
+        return self.root / "faults.json"
+
+    @property
+    def endpoints(self) -> Path:
+        return self.root / "endpoints.json"
+
+    def pid_file(self, name: str) -> Path:
+        return self.pids / f"{name}.pid"
+
+    def log_file(self, name: str) -> Path:
+        return self.logs / f"{name}.log"
+
+
+def state_dir(environ: Optional[dict[str, str]] = None) -> Path:
+    environ = os.environ if environ is None else environ
+    return Path(environ.get("GPU_FABRIC_SIM_STATE") or REPO_ROOT / ".tmp" / "sim").resolve()
+
+
+def build_versions(script: Path = BUILD_SCRIPT, environ: Optional[dict[str, str]] = None) -> dict[str, str]:
+    """The pinned versions, read from the defaults in sim/build.sh (one source of truth)."""
+    environ = os.environ if environ is None else environ
+    versions = {}
+    for name, default in re.findall(r'^(\w+_VERSION)="\$\{\1:-([^}]+)\}"', script.read_text(), re.MULTILINE):
+        versions[name] = environ.get(name) or default
+    return versions
+
+
+def bin_dir(environ: Optional[dict[str, str]] = None) -> Path:
+    """The version-keyed binary cache that sim/build.sh fills (same rule as the script)."""
+    environ = os.environ if environ is None else environ
+    v = build_versions(environ=environ)
+    cache_root = environ.get("GPU_FABRIC_SIM_CACHE") or str(
+        Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpu-fabric-sim"
+    )
+    key = f"k8s{v['K8S_VERSION']}-etcd{v['ETCD_VERSION']}-kwok{v['KWOK_VERSION']}-helm{v['HELM_VERSION']}"
+    return Path(cache_root) / key / "bin"
+
+
+def missing_binaries(directory: Path) -> list[str]:
+    return [name for name in BINARIES if not os.access(directory / name, os.X_OK)]
+
+
+def read_faults(state: Path) -> dict[str, dict[str, Any]]:
+    """Active faults, ``{name: {param: value}}``; empty when none is on or the rack is down."""
+    try:
+        data = json.loads((StatePaths(state).faults).read_text())
+    except FileNotFoundError:
+        return {}
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{StatePaths(state).faults} is not valid JSON ({exc}); clear it with `sim/rack fault --clear-all`"
+        ) from exc
+    return data if isinstance(data, dict) else {}
+
+
+def write_faults(state: Path, faults: dict[str, dict[str, Any]]) -> None:
+    """Replace faults.json atomically, so a controller never reads half a file."""
+    atomic_write(StatePaths(state).faults, json.dumps(faults, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
