@@ -1,0 +1,66 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Filters ``nvbandwidth_parse`` and ``clique_groups`` (documentation: the YAML files beside this one)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Dict, List
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
+    CLIQUE_LABEL,
+    UNLABELLED_KEY,
+    group_nodes_by_clique,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import (
+    NvbandwidthParseError,
+    parse_nvbandwidth,
+)
+
+
+def nvbandwidth_parse(data: Any, format: str = "auto") -> Dict[str, Dict[str, Any]]:
+    """nvbandwidth output (text, JSON text or the decoded JSON) -> {testcase name: record}."""
+    if format not in ("auto", "text", "json"):
+        raise AnsibleFilterError(f"nvbandwidth_parse: format is {format!r}; use auto, text or json")
+    if isinstance(data, Mapping):
+        data = dict(data)
+    elif not isinstance(data, str):
+        raise AnsibleFilterError(
+            "nvbandwidth_parse expects the nvbandwidth output as a string (or its decoded JSON), "
+            f"got {type(data).__name__}"
+        )
+    try:
+        output = parse_nvbandwidth(data, format)
+    except NvbandwidthParseError as exc:
+        raise AnsibleFilterError(f"nvbandwidth_parse: {exc}") from exc
+    return {name: testcase.to_dict() for name, testcase in output.testcases.items()}
+
+
+def clique_groups(
+    nodes: Any, unlabelled_key: str = UNLABELLED_KEY, label: str = CLIQUE_LABEL, non_gpu_key: Any = None
+) -> Dict[str, List[str]]:
+    """Node objects -> {clique value: [node names], unlabelled_key: [GPU nodes without the label]}."""
+    if isinstance(nodes, Mapping) and "resources" in nodes:
+        nodes = nodes["resources"]  # a registered kubernetes.core.k8s_info result
+    if not isinstance(nodes, (list, tuple)):
+        raise AnsibleFilterError(
+            f"clique_groups expects a list of Node objects (k8s_info's resources), got {type(nodes).__name__}"
+        )
+    try:
+        grouping = group_nodes_by_clique([n for n in nodes], label=label)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"clique_groups: {exc}") from exc
+    if unlabelled_key in grouping.groups:
+        raise AnsibleFilterError(f"clique_groups: a clique is named {unlabelled_key!r}; choose another unlabelled_key")
+    result: Dict[str, List[str]] = dict(grouping.groups)
+    result[unlabelled_key] = grouping.unlabelled_gpu_nodes
+    if non_gpu_key:
+        result[str(non_gpu_key)] = grouping.non_gpu_nodes
+    return result
+
+
+class FilterModule:
+    def filters(self) -> Dict[str, Any]:
+        return {"nvbandwidth_parse": nvbandwidth_parse, "clique_groups": clique_groups}

@@ -1,0 +1,852 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Parse nvbandwidth output (text or ``-j`` JSON) and judge it against bandwidth thresholds.
+
+nvbandwidth's exit code cannot be trusted: it exits 0 when a testcase is ``Waived``, when a
+testcase threw a caught ``Error:``, and when a test name is unknown (``ERROR: Testcase <name> not
+found!``). The verdict therefore comes from the output alone: the matrix, the ``SUM`` line (which
+must agree with the cells), and the absence of error lines.
+
+Text layout, as printed by nvbandwidth's ``PeerValueMatrix`` stream operator (v0.7/v0.8)::
+
+    Running <testcase>.
+    <description ending in "(GB/s)" or "(ns)">
+      <column labels, each right-aligned in 10 characters; the indent is the row-label width (>= 2)>
+    <row label, right-aligned in the indent><cells, each right-aligned in 10 characters, 2 decimals or N/A>
+    ...
+    (blank)
+    SUM <key> <sum, 2 decimals>
+
+Columns never wrap: a 72-GPU matrix is one 722-character line per row. Bidirectional
+device-to-device tests print three matrices (keys ``<testcase>_read1``, ``_read2``, ``_total`` or
+``_write1``, ``_write2``, ``_total``); their JSON form appends the three matrices into one
+``3N x N`` ``bandwidth_matrix`` and keeps only the last ``sum`` (the total). Only the Python
+standard library is used: the parser runs on GPU hosts as well as on the controller.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+Cell = Optional[float]
+
+# Testcase names of nvbandwidth v0.8, in index order (single-node, then the multinode build's).
+KNOWN_TESTCASES: Tuple[str, ...] = (
+    "host_to_device_memcpy_ce",
+    "device_to_host_memcpy_ce",
+    "host_to_device_bidirectional_memcpy_ce",
+    "device_to_host_bidirectional_memcpy_ce",
+    "device_to_device_memcpy_read_ce",
+    "device_to_device_memcpy_write_ce",
+    "device_to_device_bidirectional_memcpy_read_ce",
+    "device_to_device_bidirectional_memcpy_write_ce",
+    "all_to_host_memcpy_ce",
+    "all_to_host_bidirectional_memcpy_ce",
+    "host_to_all_memcpy_ce",
+    "host_to_all_bidirectional_memcpy_ce",
+    "all_to_one_write_ce",
+    "all_to_one_read_ce",
+    "one_to_all_write_ce",
+    "one_to_all_read_ce",
+    "host_to_device_memcpy_sm",
+    "device_to_host_memcpy_sm",
+    "host_to_device_bidirectional_memcpy_sm",
+    "device_to_host_bidirectional_memcpy_sm",
+    "device_to_device_memcpy_read_sm",
+    "device_to_device_memcpy_write_sm",
+    "device_to_device_bidirectional_memcpy_read_sm",
+    "device_to_device_bidirectional_memcpy_write_sm",
+    "all_to_host_memcpy_sm",
+    "all_to_host_bidirectional_memcpy_sm",
+    "host_to_all_memcpy_sm",
+    "host_to_all_bidirectional_memcpy_sm",
+    "all_to_one_write_sm",
+    "all_to_one_read_sm",
+    "one_to_all_write_sm",
+    "one_to_all_read_sm",
+    "host_device_latency_sm",
+    "device_to_device_latency_sm",
+    "device_local_copy",
+    "multinode_device_to_device_memcpy_read_ce",
+    "multinode_device_to_device_memcpy_write_ce",
+    "multinode_device_to_device_bidirectional_memcpy_read_ce",
+    "multinode_device_to_device_bidirectional_memcpy_write_ce",
+    "multinode_device_to_device_memcpy_read_sm",
+    "multinode_device_to_device_memcpy_write_sm",
+    "multinode_device_to_device_bidirectional_memcpy_read_sm",
+    "multinode_device_to_device_bidirectional_memcpy_write_sm",
+    "multinode_device_to_device_all_to_one_write_sm",
+    "multinode_device_to_device_all_from_one_read_sm",
+    "multinode_device_to_device_broadcast_one_to_all_sm",
+    "multinode_device_to_device_broadcast_all_to_all_sm",
+    "multinode_bisect_write_ce",
+)
+
+STATUS_PASSED = "Passed"
+STATUS_WAIVED = "Waived"
+STATUS_ERROR = "Error"  # the testcase ran and threw (text "Error: <msg>")
+STATUS_NOT_FOUND = "ERROR"  # nvbandwidth's status for an unknown name or index
+STATUS_INCOMPLETE = "Incomplete"  # started, but the output ends before its matrix and SUM line
+
+BIDIRECTIONAL_SUFFIXES = ("_read1", "_read2", "_write1", "_write2", "_total")
+
+# Prefixes that log collectors put in front of every line: `kubectl logs --prefix`,
+# `kubectl logs --timestamps`, `mpirun --tag-output`.
+_LINE_PREFIX_RE = re.compile(
+    r"^(?:\[pod/[^\]\s]+\]\s)?"
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)\s)?"
+    r"(?:\[\d+,\d+\]<std(?:out|err)>:)?"
+)
+_RUNNING_RE = re.compile(r"^Running (\S+)\.\s*$")
+_WAIVING_OLD_RE = re.compile(r"^Waiving (\S+)\.\s*$")  # nvbandwidth before v0.5
+_WAIVED_RE = re.compile(r"^Waived:\s*(.*)$")
+_ERROR_UPPER_RE = re.compile(r"^ERROR:\s*(.*)$")
+_ERROR_RE = re.compile(r"^Error:\s*(.*)$")
+_NOT_FOUND_RE = re.compile(r"Testcase (?:index )?(\S+) (?:not found!|out of bound!)")
+# CU_ASSERT/CUDA_ASSERT print "[<error name>] <text> in expression ...", NVML_ASSERT "NVML_ERROR: [...]",
+# ASSERT "ASSERT in expression ...": each one aborts the run (multinode: MPI_Abort).
+_CUDA_ERROR_RE = re.compile(
+    r"\[(?:CUDA_ERROR_[A-Z_]+|cudaError[A-Za-z]+)\]|NVML_ERROR: \[|^ASSERT in expression |MPI_ABORT was invoked"
+)
+_DESCRIPTION_RE = re.compile(r"^(?P<text>\S.*\((?P<unit>GB/s|ns)\))\s*$")
+_SUM_RE = re.compile(r"^SUM (?P<key>\S+) (?P<value>\S+)\s*$")
+_PERF_RE = re.compile(r"^&&&& PERF (?P<key>\S+) (?P<value>[-+0-9.eE]+|nan|inf)\s*(?P<unit>\S*)\s*$")
+_STAT_RE = re.compile(r"^(?P<stat>MIN|MAX|AVG) (?P<key>\S+) (?P<value>\S+)\s*$")
+_VERSION_RE = re.compile(r"^nvbandwidth Version: (\S+)")
+_DRIVER_RE = re.compile(r"^Driver Version: (\S+)")
+_CUDA_RE = re.compile(r"^CUDA Driver Version: (\d+)")
+_PROCESS_RE = re.compile(
+    r"^Process\s+(?P<rank>\d+) \((?P<host>[^)]*)\): device (?P<device>\d+): "
+    r"(?P<name>.+) \((?P<pci>[0-9a-fA-F:.]+)\)\s*$"
+)
+_DEVICE_RE = re.compile(r"^Device (?P<device>\d+): (?P<name>.+) \((?P<pci>[0-9a-fA-F:.]+)\)\s*$")
+_JSON_DEVICE_RE = re.compile(r"^(?P<device>\d+): (?P<name>.+) \((?P<pci>[0-9a-fA-F:.]+)\): \((?P<host>[^)]*)\)$")
+_JSON_START_RE = re.compile(r'\{\s*"nvbandwidth"\s*:')
+_CELL_RE = re.compile(r"^(?:N/A|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)$")
+
+
+class NvbandwidthParseError(ValueError):
+    """The text is not nvbandwidth output at all (nothing to judge)."""
+
+
+@dataclass
+class BandwidthMatrix:
+    """One matrix as nvbandwidth printed it; ``None`` cells are ``N/A`` (not measured)."""
+
+    key: str
+    description: str
+    unit: str
+    rows: List[List[Cell]]
+    row_labels: List[str] = field(default_factory=list)
+    column_labels: List[str] = field(default_factory=list)
+    reported_sum: Optional[float] = None
+    damaged_rows: List[str] = field(default_factory=list)
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return len(self.rows), (len(self.rows[0]) if self.rows else len(self.column_labels))
+
+    def measured(self) -> List[Tuple[int, int, float]]:
+        """Every measured cell as (row, column, value)."""
+        return [(r, c, v) for r, row in enumerate(self.rows) for c, v in enumerate(row) if v is not None]
+
+    @property
+    def computed_sum(self) -> float:
+        return sum(v for _, _, v in self.measured())
+
+    def sum_tolerance(self) -> float:
+        """How far the cell total may drift from the printed SUM through the cells' rounding.
+
+        Text cells carry 2 decimals (0.005 each); JSON cells carry 6 significant digits.
+        """
+        return 0.01 + sum(max(0.005, abs(v) * 5e-6) for _, _, v in self.measured())
+
+    def to_dict(self) -> Dict[str, Any]:
+        values = [v for _, _, v in self.measured()]
+        return {
+            "key": self.key,
+            "description": self.description,
+            "unit": self.unit,
+            "matrix": [list(row) for row in self.rows],
+            "row_labels": list(self.row_labels),
+            "column_labels": list(self.column_labels),
+            "sum": self.reported_sum,
+            "min": min(values) if values else None,
+            "max": max(values) if values else None,
+            "mean": (sum(values) / len(values)) if values else None,
+        }
+
+
+@dataclass
+class TestcaseResult:
+    """One testcase of the output: its status and its matrices (three for bidirectional tests)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    name: str
+    status: str
+    message: str = ""
+    matrices: List[BandwidthMatrix] = field(default_factory=list)
+
+    def matrix_named(self, part: Optional[str] = None) -> Optional[BandwidthMatrix]:
+        """The matrix a verdict is about: ``part`` (e.g. ``total``, ``read1``) or the last one printed.
+
+        For bidirectional tests the last one is ``_total``, the sum of both directions.
+        """
+        if not self.matrices:
+            return None
+        if part is None:
+            return self.matrices[-1]
+        for matrix in self.matrices:
+            if matrix.key == self.name + "_" + part or (part == "main" and matrix.key == self.name):
+                return matrix
+        return None
+
+    def parts(self) -> List[str]:
+        return [m.key[len(self.name) + 1 :] if m.key.startswith(self.name + "_") else "main" for m in self.matrices]
+
+    def to_dict(self) -> Dict[str, Any]:
+        main = self.matrix_named()
+        record: Dict[str, Any] = {
+            "name": self.name,
+            "status": self.status,
+            "message": self.message,
+            "description": main.description if main else None,
+            "unit": main.unit if main else None,
+            "matrix": [list(row) for row in main.rows] if main else None,
+            "sum": main.reported_sum if main else None,
+        }
+        if main:
+            stats = main.to_dict()
+            record.update({k: stats[k] for k in ("min", "max", "mean")})
+        if len(self.matrices) > 1:
+            record["matrices"] = {part: m.to_dict() for part, m in zip(self.parts(), self.matrices)}
+        return record
+
+
+@dataclass
+class Device:
+    """A GPU listed in the output header (single node: ``Device i``; multinode: ``Process i``)."""
+
+    index: int
+    device: int
+    name: str
+    pci_bus_id: str
+    host: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "index": self.index,
+            "device": self.device,
+            "name": self.name,
+            "pci_bus_id": self.pci_bus_id,
+            "host": self.host,
+        }
+
+
+@dataclass
+class NvbandwidthOutput:
+    """Everything read from one nvbandwidth run."""
+
+    format: str
+    version: Optional[str] = None
+    driver_version: Optional[str] = None
+    cuda_version: Optional[int] = None
+    devices: List[Device] = field(default_factory=list)
+    testcases: Dict[str, TestcaseResult] = field(default_factory=dict)
+    unnamed_waived: int = 0
+    errors: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+def clean_lines(content: str) -> List[str]:
+    """The output's lines without carriage returns and per-line log prefixes (kubectl, mpirun)."""
+    return [_LINE_PREFIX_RE.sub("", line.rstrip("\r")) for line in content.splitlines()]
+
+
+def find_json_document(content: str) -> Optional[Dict[str, Any]]:
+    """The ``{"nvbandwidth": ...}`` document inside ``content`` (logs may surround it), or None."""
+    decoder = json.JSONDecoder()
+    for match in _JSON_START_RE.finditer(content):
+        try:
+            document, _ = decoder.raw_decode(content, match.start())
+        except ValueError:
+            continue
+        if isinstance(document, dict) and isinstance(document.get("nvbandwidth"), dict):
+            return document
+    return None
+
+
+def detect_format(content: str) -> str:
+    """``json`` when the content holds an nvbandwidth ``-j`` document, else ``text``."""
+    return "json" if find_json_document(content) is not None else "text"
+
+
+def _to_cell(token: str) -> Cell:
+    if token == "N/A":
+        return None
+    value = float(token)
+    return None if math.isnan(value) else value
+
+
+def _split_row(line: str, columns: int) -> Optional[Tuple[str, List[Cell]]]:
+    """A matrix row as (label, cells), or None when the line is not a row of ``columns`` cells.
+
+    Cells are the last ``columns`` whitespace-separated tokens; whatever precedes them is the row
+    label, which may itself hold spaces (``multinode_bisect_write_ce`` labels rows "40-> 4").
+    """
+    tokens = line.split()
+    if len(tokens) < columns + 1:
+        return None
+    cells = tokens[-columns:]
+    if not all(_CELL_RE.match(token) for token in cells):
+        return None
+    label = line[: len(line.rstrip())].rsplit(None, columns)[0].strip()
+    return label, [_to_cell(token) for token in cells]
+
+
+def _read_text_matrix(lines: List[str], start: int, description: str, unit: str) -> Tuple[BandwidthMatrix, int]:
+    """Read the header and rows that follow a description line; return the matrix and the next index."""
+    index = start
+    while index < len(lines) and not lines[index].strip():
+        index += 1
+    matrix = BandwidthMatrix(key="", description=description, unit=unit, rows=[])
+    if index >= len(lines):
+        return matrix, index
+    header = lines[index].split()
+    if not header or any(_CELL_RE.match(t) and "." in t for t in header):
+        # No header: the output was cut right after the description.
+        return matrix, index
+    matrix.column_labels = header
+    index += 1
+    columns = len(header)
+    while index < len(lines):
+        line = lines[index]
+        if not line.strip():
+            break
+        if _SUM_RE.match(line) or _PERF_RE.match(line) or _RUNNING_RE.match(line) or _DESCRIPTION_RE.match(line):
+            break
+        row = _split_row(line, columns)
+        if row is None:
+            # A log line interleaved with the matrix (mpirun, ssh) is kept out of the cells; a line that
+            # starts like a row of this matrix but lacks cells means the matrix itself is damaged.
+            first = line.split()[0] if line.split() else ""
+            if first == str(len(matrix.rows)) and all(_CELL_RE.match(t) for t in line.split()[1:]):
+                matrix.damaged_rows.append(line.strip())
+            index += 1
+            continue
+        label, cells = row
+        matrix.row_labels.append(label)
+        matrix.rows.append(cells)
+        index += 1
+    return matrix, index
+
+
+def parse_text(content: str) -> NvbandwidthOutput:
+    """Parse nvbandwidth's text output (single node or multinode, one or several testcases)."""
+    lines = clean_lines(content)
+    output = NvbandwidthOutput(format="text")
+    current: Optional[TestcaseResult] = None
+    last_matrix: Optional[BandwidthMatrix] = None
+    previous_line = ""
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        stripped = line.strip()
+        if _CUDA_ERROR_RE.search(stripped):
+            output.errors.append(stripped)
+        if match := _VERSION_RE.match(line):
+            output.version = match.group(1)
+        elif match := _DRIVER_RE.match(line):
+            output.driver_version = match.group(1)
+        elif match := _CUDA_RE.match(line):
+            output.cuda_version = int(match.group(1))
+        elif match := _PROCESS_RE.match(line):
+            output.devices.append(
+                Device(
+                    index=int(match.group("rank")),
+                    device=int(match.group("device")),
+                    name=match.group("name").strip(),
+                    pci_bus_id=match.group("pci"),
+                    host=match.group("host"),
+                )
+            )
+        elif match := _DEVICE_RE.match(line):
+            host = previous_line.strip() if not output.devices and " " not in previous_line.strip() else ""
+            if output.devices and output.devices[-1].host:
+                host = output.devices[-1].host
+            output.devices.append(
+                Device(
+                    index=int(match.group("device")),
+                    device=int(match.group("device")),
+                    name=match.group("name").strip(),
+                    pci_bus_id=match.group("pci"),
+                    host=host,
+                )
+            )
+        elif match := _RUNNING_RE.match(line):
+            current = TestcaseResult(name=match.group(1), status=STATUS_INCOMPLETE)
+            output.testcases[current.name] = current
+            last_matrix = None
+        elif match := _WAIVING_OLD_RE.match(line):
+            output.testcases[match.group(1)] = TestcaseResult(name=match.group(1), status=STATUS_WAIVED)
+            current = None
+        elif match := _WAIVED_RE.match(line):
+            # v0.8 prints a bare "Waived: " without the testcase's name.
+            output.unnamed_waived += 1
+            current = None
+        elif match := _ERROR_UPPER_RE.match(line):
+            message = match.group(1).strip()
+            found = _NOT_FOUND_RE.search(message)
+            if found:
+                output.testcases[found.group(1)] = TestcaseResult(
+                    name=found.group(1), status=STATUS_NOT_FOUND, message=message
+                )
+            else:
+                output.errors.append(stripped)
+            current = None
+        elif match := _ERROR_RE.match(line):
+            message = match.group(1).strip()
+            if current is not None:
+                current.status = STATUS_ERROR
+                current.message = message
+            else:
+                output.errors.append(stripped)
+        elif match := _DESCRIPTION_RE.match(line):
+            matrix, index = _read_text_matrix(lines, index + 1, match.group("text"), match.group("unit"))
+            if current is None:
+                output.warnings.append(
+                    f"a matrix ({matrix.description}) appears outside any 'Running <testcase>.' line"
+                )
+                current = TestcaseResult(name="unnamed", status=STATUS_INCOMPLETE)
+                output.testcases.setdefault(current.name, current)
+            current.matrices.append(matrix)
+            last_matrix = matrix
+            previous_line = line
+            continue
+        elif (match := _SUM_RE.match(line)) or (match := _PERF_RE.match(line)):
+            if last_matrix is not None and current is not None and last_matrix.reported_sum is None:
+                last_matrix.key = match.group("key")
+                try:
+                    last_matrix.reported_sum = float(match.group("value"))
+                except ValueError:
+                    output.errors.append(f"unreadable SUM line: {stripped}")
+                if current.status == STATUS_INCOMPLETE:
+                    current.status = STATUS_PASSED
+        elif _STAT_RE.match(line):
+            pass  # -v statistics are recomputed from the cells
+        previous_line = line
+        index += 1
+
+    for testcase in output.testcases.values():
+        _finish_testcase(testcase)
+    return output
+
+
+def _finish_testcase(testcase: TestcaseResult) -> None:
+    """Mark a testcase incomplete when any of its matrices lacks cells or a SUM line."""
+    if testcase.status != STATUS_PASSED:
+        return
+    for matrix in testcase.matrices:
+        if not matrix.rows or matrix.reported_sum is None:
+            testcase.status = STATUS_INCOMPLETE
+        if not matrix.key:
+            matrix.key = testcase.name
+
+
+def _json_cell(value: Any) -> Cell:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return None if math.isnan(float(value)) else float(value)
+    return _to_cell(str(value).strip())
+
+
+def _unit_of(description: str) -> str:
+    match = re.search(r"\((GB/s|ns)\)\s*$", description)
+    return match.group(1) if match else ""
+
+
+def parse_json(content: Union[str, Dict[str, Any]]) -> NvbandwidthOutput:
+    """Parse nvbandwidth's ``-j`` document (a string that holds it, or the decoded dict)."""
+    document = content if isinstance(content, dict) else find_json_document(content)
+    if document is None or not isinstance(document.get("nvbandwidth"), dict):
+        raise NvbandwidthParseError('no {"nvbandwidth": ...} JSON document found')
+    root = document["nvbandwidth"]
+    output = NvbandwidthOutput(format="json")
+    output.version = root.get("version")
+    output.driver_version = root.get("Driver Version")
+    cuda = root.get("CUDA Runtime Version")
+    output.cuda_version = int(cuda) if isinstance(cuda, int) else None
+    for position, entry in enumerate(root.get("GPU Device list") or []):
+        text = str(entry)
+        match = _JSON_DEVICE_RE.match(text) or _PROCESS_RE.match(text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        output.devices.append(
+            Device(
+                index=int(groups.get("rank") or position),
+                device=int(groups["device"]),
+                name=groups["name"].strip(),
+                pci_bus_id=groups["pci"],
+                host=groups.get("host") or "",
+            )
+        )
+    if root.get("error"):
+        output.errors.append(str(root["error"]))
+    if root.get("warning"):
+        output.warnings.append(str(root["warning"]))
+    for entry in root.get("testcases") or []:
+        name = str(entry.get("name", "unnamed"))
+        status = str(entry.get("status", ""))
+        testcase = TestcaseResult(name=name, status=status, message=str(entry.get("error", "") or ""))
+        rows = [[_json_cell(v) for v in row] for row in (entry.get("bandwidth_matrix") or [])]
+        description = str(entry.get("bandwidth_description", "")).strip()
+        if rows:
+            testcase.matrices = _split_json_matrix(name, description, rows, entry.get("sum"))
+        if status == STATUS_PASSED and (not rows or entry.get("sum") is None):
+            testcase.status = STATUS_INCOMPLETE
+        output.testcases[name] = testcase
+    return output
+
+
+def _split_json_matrix(name: str, description: str, rows: List[List[Cell]], total: Any) -> List[BandwidthMatrix]:
+    """One JSON matrix, or the three N x N blocks a bidirectional testcase appends into 3N rows."""
+    columns = len(rows[0])
+    unit = _unit_of(description)
+    reported = float(total) if isinstance(total, (int, float)) else None
+    labels = [str(c) for c in range(columns)]
+    if "bidirectional" in name and columns > 1 and len(rows) == 3 * columns:
+        direction = "write" if "write" in name.split("bidirectional", 1)[1] else "read"
+        parts = [f"_{direction}1", f"_{direction}2", "_total"]
+        blocks = []
+        for number, suffix in enumerate(parts):
+            block = rows[number * columns : (number + 1) * columns]
+            blocks.append(
+                BandwidthMatrix(
+                    key=name + suffix,
+                    # JSON keeps only the last description (Total); name the parts like the text does.
+                    description=description
+                    if suffix == "_total"
+                    else re.sub(r"\bTotal\b", suffix[1:].title(), description),
+                    unit=unit,
+                    rows=block,
+                    row_labels=labels[:],
+                    column_labels=labels[:],
+                    reported_sum=reported if suffix == "_total" else sum(v for r in block for v in r if v is not None),
+                )
+            )
+        return blocks
+    return [
+        BandwidthMatrix(
+            key=name,
+            description=description,
+            unit=unit,
+            rows=rows,
+            row_labels=[str(r) for r in range(len(rows))],
+            column_labels=labels,
+            reported_sum=reported,
+        )
+    ]
+
+
+def parse_nvbandwidth(content: Union[str, Dict[str, Any]], output_format: str = "auto") -> NvbandwidthOutput:
+    """Parse ``content`` as text or JSON (``output_format``: ``auto``, ``text`` or ``json``)."""
+    if isinstance(content, dict):
+        return parse_json(content)
+    if output_format == "json" or (output_format == "auto" and detect_format(content) == "json"):
+        return parse_json(content)
+    return parse_text(content)
+
+
+def parse_to_dict(content: Union[str, Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """``{testcase name: {description, unit, matrix, sum, status, ...}}`` (the filter's shape)."""
+    output = parse_nvbandwidth(content)
+    return {name: testcase.to_dict() for name, testcase in output.testcases.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Judging
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Thresholds:
+    """What a good run must show; every field is optional."""
+
+    min_gbps: Optional[float] = None
+    min_sum_gbps: Optional[float] = None
+    min_fraction_of_peak: Optional[float] = None
+    peak_gbps: Optional[float] = None
+    expected_gpus: Optional[int] = None
+
+    def cell_threshold(self) -> Optional[float]:
+        """The per-cell floor: the stricter of ``min_gbps`` and ``min_fraction_of_peak * peak_gbps``."""
+        candidates = []
+        if self.min_gbps is not None:
+            candidates.append(float(self.min_gbps))
+        if self.min_fraction_of_peak is not None and self.peak_gbps is not None:
+            candidates.append(float(self.min_fraction_of_peak) * float(self.peak_gbps))
+        return max(candidates) if candidates else None
+
+
+@dataclass
+class Verdict:
+    """The judgement of one testcase. ``errors`` mean the test did not really run (always fatal)."""
+
+    testcase: Optional[str]
+    matrix: Optional[BandwidthMatrix] = None
+    errors: List[str] = field(default_factory=list)
+    violations: List[str] = field(default_factory=list)
+    failing_pairs: List[Dict[str, Any]] = field(default_factory=list)
+    threshold_gbps: Optional[float] = None
+    warnings: List[str] = field(default_factory=list)
+    output: Optional[NvbandwidthOutput] = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors and not self.violations
+
+    def to_result(self) -> Dict[str, Any]:
+        """The module's return values (documented in the module's RETURN)."""
+        matrix = self.matrix
+        values = [v for _, _, v in matrix.measured()] if matrix else []
+        rows, columns = matrix.shape if matrix else (0, 0)
+        output = self.output or NvbandwidthOutput(format="text")
+        return {
+            "testcase": self.testcase,
+            "testcases": list(output.testcases),
+            "format": output.format,
+            "version": output.version,
+            "driver_version": output.driver_version,
+            "description": matrix.description if matrix else None,
+            "matrix_key": matrix.key if matrix else None,
+            "unit": matrix.unit if matrix else None,
+            "matrix": [list(r) for r in matrix.rows] if matrix else [],
+            "row_labels": list(matrix.row_labels) if matrix else [],
+            "column_labels": list(matrix.column_labels) if matrix else [],
+            "gpus": gpu_count(matrix) if matrix else 0,
+            "devices": [d.to_dict() for d in output.devices],
+            "sum": matrix.reported_sum if matrix else None,
+            "min": min(values) if values else None,
+            "max": max(values) if values else None,
+            "mean": round(sum(values) / len(values), 6) if values else None,
+            "measured_cells": len(values),
+            "shape": [rows, columns],
+            "threshold_gbps": self.threshold_gbps,
+            "failing_pairs": list(self.failing_pairs),
+            "violations": list(self.violations),
+            "errors": list(self.errors),
+            "warnings": list(self.warnings),
+            "passed": self.passed,
+        }
+
+
+def gpu_count(matrix: BandwidthMatrix) -> int:
+    """GPUs a matrix covers: N for an N x N matrix, the columns for a host<->device 1 x N one."""
+    rows, columns = matrix.shape
+    return columns if rows <= 1 or rows == columns else max(rows, columns)
+
+
+def _select_testcase(output: NvbandwidthOutput, testcase: Optional[str]) -> Tuple[Optional[TestcaseResult], List[str]]:
+    found = list(output.testcases)
+    waived_note = (
+        f"; the output shows {output.unnamed_waived} 'Waived:' line(s): nvbandwidth waives multinode testcases "
+        "run with fewer than 2 MPI ranks and peer testcases on GPUs without peer access"
+        if output.unnamed_waived
+        else ""
+    )
+    if testcase is None:
+        waived_count = f", plus {output.unnamed_waived} waived" if output.unnamed_waived else ""
+        if len(found) + output.unnamed_waived > 1:
+            return None, [
+                f"the output holds several testcases ({', '.join(found) or 'none by name'}"
+                f"{waived_count}); "
+                "set testcase to the one to judge"
+            ]
+        if not found:
+            return None, [f"no testcase ran: no 'Running <testcase>.' line and no matrix in the output{waived_note}"]
+        return output.testcases[found[0]], []
+    if testcase in output.testcases:
+        return output.testcases[testcase], []
+    known = (
+        ""
+        if testcase in KNOWN_TESTCASES
+        else f"; '{testcase}' is not an nvbandwidth v0.8 testcase name (nvbandwidth -l lists them)"
+    )
+    return None, [
+        f"testcase {testcase} did not run: it is not in the output (found: {', '.join(found) or 'none'})"
+        f"{waived_note}{known}"
+    ]
+
+
+def evaluate(
+    output: NvbandwidthOutput,
+    testcase: Optional[str] = None,
+    thresholds: Optional[Thresholds] = None,
+    part: Optional[str] = None,
+) -> Verdict:
+    """Judge ``testcase`` of ``output`` against ``thresholds``.
+
+    ``errors`` (the test did not really run, or its output is damaged) and ``violations`` (a
+    threshold missed) are kept apart so a caller can ignore violations but never errors.
+    ``part`` picks one matrix of a bidirectional testcase (``total`` by default).
+    """
+    thresholds = thresholds or Thresholds()
+    verdict = Verdict(testcase=testcase, output=output, warnings=list(output.warnings))
+    verdict.errors.extend(f"nvbandwidth reported an error: {line}" for line in output.errors)
+
+    selected, problems = _select_testcase(output, testcase)
+    verdict.errors.extend(problems)
+    for name, other in output.testcases.items():
+        if selected is not None and name != selected.name and other.status != STATUS_PASSED:
+            verdict.warnings.append(f"testcase {name}: {other.status} {other.message}".rstrip())
+    if selected is None:
+        return verdict
+    verdict.testcase = selected.name
+    if output.unnamed_waived:
+        verdict.warnings.append(f"{output.unnamed_waived} other testcase(s) of this run were waived")
+
+    if selected.status in (STATUS_NOT_FOUND, "Not Found"):
+        said = f" (it printed: ERROR: {selected.message})" if selected.message else ""
+        verdict.errors.append(
+            f"testcase {selected.name} is unknown to this nvbandwidth{said}; use a name from 'nvbandwidth -l' "
+            "(multinode testcases need a build with -DMULTINODE=1)"
+        )
+        return verdict
+    if selected.status == STATUS_WAIVED:
+        verdict.errors.append(
+            f"testcase {selected.name} was waived, not run: multinode testcases need 2 or more MPI ranks in one "
+            "NVLink clique, peer testcases need 2 or more GPUs with peer access"
+        )
+        return verdict
+    if selected.status == STATUS_ERROR:
+        verdict.errors.append(f"testcase {selected.name} failed inside nvbandwidth: Error: {selected.message}")
+        return verdict
+
+    matrix = selected.matrix_named(part)
+    if matrix is None:
+        if part is not None and selected.matrices:
+            verdict.errors.append(
+                f"testcase {selected.name} has no '{part}' matrix (it has: {', '.join(selected.parts())})"
+            )
+        else:
+            verdict.errors.append(
+                f"testcase {selected.name} started but printed no matrix: the output is truncated or the run "
+                "aborted; read the launcher and worker logs"
+            )
+        return verdict
+    verdict.matrix = matrix
+
+    if selected.status not in (STATUS_PASSED,):
+        missing = "SUM line" if matrix.rows else "matrix"
+        verdict.errors.append(
+            f"testcase {selected.name} has no {missing} for {matrix.key or selected.name}: the output is truncated "
+            f"(status {selected.status}); the run did not finish"
+        )
+    if matrix.unit != "GB/s":
+        verdict.errors.append(
+            f"testcase {selected.name} reports {matrix.unit or 'an unknown unit'} ('{matrix.description}'), "
+            "not bandwidth in GB/s: latency testcases cannot be judged against GB/s thresholds; "
+            "run a *_memcpy_* testcase"
+        )
+    for damaged in matrix.damaged_rows:
+        verdict.errors.append(f"matrix {matrix.key} has a damaged row: '{damaged}'")
+    measured = matrix.measured()
+    if not measured:
+        verdict.errors.append(
+            f"testcase {selected.name} measured nothing: every cell is N/A (no peer access between the GPUs)"
+        )
+    elif matrix.reported_sum is not None and abs(matrix.computed_sum - matrix.reported_sum) > matrix.sum_tolerance():
+        verdict.errors.append(
+            f"matrix {matrix.key} is inconsistent: its cells add up to {matrix.computed_sum:.2f} but the SUM line "
+            f"says {matrix.reported_sum:.2f}; rows are missing or damaged"
+        )
+    if verdict.errors:
+        return verdict
+
+    _check_thresholds(verdict, matrix, thresholds)
+    return verdict
+
+
+def _is_peer_matrix(matrix: BandwidthMatrix) -> bool:
+    rows, columns = matrix.shape
+    return rows == columns and rows > 1 and "GPU(row)" in matrix.description
+
+
+def _check_thresholds(verdict: Verdict, matrix: BandwidthMatrix, thresholds: Thresholds) -> None:
+    threshold = thresholds.cell_threshold()
+    verdict.threshold_gbps = threshold
+    gpus = gpu_count(matrix)
+    if thresholds.expected_gpus is not None and gpus != thresholds.expected_gpus:
+        rows, columns = matrix.shape
+        verdict.violations.append(
+            f"the matrix covers {gpus} GPUs ({rows}x{columns}), expected {thresholds.expected_gpus}: "
+            "check the MPI rank count (-np), slots per worker and GPUs per node"
+        )
+    if _is_peer_matrix(matrix):
+        for r, row in enumerate(matrix.rows):
+            for c, value in enumerate(row):
+                if r != c and value is None:
+                    verdict.failing_pairs.append({"src": r, "dst": c, "gbps": None})
+                    verdict.violations.append(
+                        f"GPU {r} -> GPU {c}: not measured (N/A), the pair has no peer access over NVLink"
+                    )
+    if threshold is not None:
+        for r, c, value in matrix.measured():
+            if value < threshold:
+                verdict.failing_pairs.append({"src": r, "dst": c, "gbps": value})
+                verdict.violations.append(
+                    f"{_pair_name(matrix, r, c)}: {_num(value)} {matrix.unit} is below the threshold {_num(threshold)}"
+                )
+    reported = matrix.reported_sum
+    if thresholds.min_sum_gbps is not None and reported is not None and reported < thresholds.min_sum_gbps:
+        verdict.violations.append(
+            f"SUM {matrix.key} {_num(reported)} is below min_sum_gbps {_num(thresholds.min_sum_gbps)}"
+        )
+    verdict.failing_pairs.sort(key=lambda p: (p["src"], p["dst"]))
+
+
+def _num(value: float) -> str:
+    """A value as the output showed it (up to 3 decimals, no trailing zeros)."""
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def _pair_name(matrix: BandwidthMatrix, row: int, column: int) -> str:
+    if "CPU(row)" in matrix.description:
+        return f"CPU -> GPU {column}" if "->" in matrix.description else f"CPU <-> GPU {column}"
+    if matrix.shape[0] == 1:
+        return f"GPU {column}"
+    return f"GPU {row} -> GPU {column}"
+
+
+def check_nvbandwidth(
+    content: Union[str, Dict[str, Any]],
+    testcase: Optional[str] = None,
+    thresholds: Optional[Thresholds] = None,
+    output_format: str = "auto",
+    part: Optional[str] = None,
+) -> Verdict:
+    """Parse ``content`` and judge it: the one call the module makes."""
+    if isinstance(content, str) and not content.strip():
+        verdict = Verdict(testcase=testcase)
+        verdict.errors.append("the nvbandwidth output is empty: the launcher printed nothing (did the job run?)")
+        return verdict
+    try:
+        output = parse_nvbandwidth(content, output_format)
+    except NvbandwidthParseError as exc:
+        verdict = Verdict(testcase=testcase)
+        verdict.errors.append(f"{exc}: the content is not nvbandwidth -j output; use format=text or auto")
+        return verdict
+    return evaluate(output, testcase=testcase, thresholds=thresholds, part=part)
