@@ -1,0 +1,453 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import (
+    Fabric,
+    Gpu,
+    GpuFactsError,
+    clique_label,
+    collect_gpu_facts,
+    driver_floor_message,
+    fabric_problems,
+    find_nvidia_smi,
+    library_path_for,
+    list_imex_channels,
+    parse_driver_params,
+    parse_driver_version_file,
+    parse_nvlink_status,
+    parse_proc_devices,
+    parse_query_xml,
+    read_imex_info,
+    smi_failure_message,
+)
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+SMI = FIXTURES / "nvidia-smi"
+PROC = FIXTURES / "proc"
+
+H200X2_UUIDS = ["GPU-6f4c9d12-3e8b-4a70-b5d2-9e1a7c4b3f02", "GPU-1b0e2f50-7c2a-4d9e-9a61-0c3f5e8d2a01"]
+GB200_LABEL = "69a19a31-f41c-45a5-8245-579b6bce5bdd.32766"
+
+
+def smi(name: str) -> str:
+    return (SMI / name).read_text()
+
+
+def proc(name: str) -> str:
+    return (PROC / name).read_text()
+
+
+# --------------------------------------------------------------------------- nvidia-smi -q -x
+
+
+def test_parse_h200x2_xml():
+    report = parse_query_xml(smi("h200x2-nvidia-smi-q.xml"))
+    assert report.driver_version == "580.159.04"
+    assert report.cuda_version == "13.0"
+    assert [gpu.index for gpu in report.gpus] == [0, 1]
+    assert [gpu.name for gpu in report.gpus] == ["NVIDIA H200", "NVIDIA H200"]
+    assert [gpu.uuid for gpu in report.gpus] == H200X2_UUIDS
+    assert [gpu.pci_bus_id for gpu in report.gpus] == ["00000000:00:06.0", "00000000:00:07.0"]
+    assert [gpu.memory_total_mib for gpu in report.gpus] == [143771, 143771]
+    for gpu in report.gpus:
+        assert gpu.fabric == Fabric("Completed", "Success", 0, "00000000-0000-0000-0000-000000000000")
+        # A single-node NVSwitch system: registered, but not in a multi-node domain.
+        assert gpu.fabric.attached is False
+
+
+def test_h200x2_xml_agrees_with_the_csv_query_of_the_same_host():
+    report = parse_query_xml(smi("h200x2-nvidia-smi-q.xml"))
+    rows = [line.split(", ") for line in smi("h200x2-nvidia-smi-query-gpu-header.csv").splitlines()[1:]]
+    assert [(gpu.index, gpu.name, gpu.pci_bus_id, f"{gpu.memory_total_mib} MiB", gpu.uuid) for gpu in report.gpus] == [
+        (int(row[0]), row[1], row[3], row[4], row[5]) for row in rows
+    ]
+    assert {row[2] for row in rows} == {report.driver_version}
+
+
+def test_parse_h200_device_xml_without_fabric():
+    # The real capture of a one-GPU H200 virtual machine: NVLink disabled, fabric N/A.
+    report = parse_query_xml(smi("h200-device-nvidia-smi-q.xml"))
+    assert report.driver_version == "580.159.04"
+    assert report.cuda_version == "13.0"
+    assert len(report.gpus) == 1
+    gpu = report.gpus[0]
+    assert (gpu.index, gpu.name, gpu.pci_bus_id, gpu.memory_total_mib) == (0, "NVIDIA H200", "00000000:00:06.0", 143771)
+    assert gpu.uuid == "GPU-4d2a8c61-0b7e-4f13-a9c5-3e6f1d8b7a10"
+    assert gpu.fabric == Fabric(None, None, None, None)
+
+
+def test_parse_synthesized_gb200_xml():
+    report = parse_query_xml(smi("synth-gb200-nvidia-smi-q.xml"))
+    assert report.driver_version == "580.95.05"
+    assert [gpu.pci_bus_id for gpu in report.gpus] == [
+        "00000008:01:00.0",
+        "00000009:01:00.0",
+        "00000018:01:00.0",
+        "00000019:01:00.0",
+    ]
+    assert {gpu.memory_total_mib for gpu in report.gpus} == {189471}
+    assert {gpu.fabric.clique_id for gpu in report.gpus} == {32766}
+    assert all(gpu.fabric.attached for gpu in report.gpus)
+    assert clique_label(report.gpus) == GB200_LABEL
+
+
+def test_gb200_label_matches_the_label_seen_on_the_real_nodes():
+    real = (FIXTURES / "k8s" / "gb200-clique-labels.txt").read_text().splitlines()[1:]
+    assert {line.split()[2] for line in real} == {GB200_LABEL}
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("No devices were found\n", "not XML"),
+        ("", "not XML"),
+        ("<?xml version='1.0'?><other/>", "expected <nvidia_smi_log>"),
+    ],
+)
+def test_parse_query_xml_refuses_other_text(text, error):
+    with pytest.raises(ValueError, match=error):
+        parse_query_xml(text)
+
+
+def test_parse_query_xml_without_fabric_element():
+    # Drivers before the fabric API have no <fabric> element at all.
+    text = "<nvidia_smi_log><driver_version>535.183.01</driver_version><gpu id='0000:01:00.0'>"
+    text += "<product_name>NVIDIA A100</product_name><fb_memory_usage><total>81920 MiB</total></fb_memory_usage>"
+    text += "</gpu></nvidia_smi_log>"
+    report = parse_query_xml(text)
+    assert report.cuda_version is None
+    assert report.gpus[0].pci_bus_id == "0000:01:00.0"
+    assert report.gpus[0].memory_total_mib == 81920
+    assert report.gpus[0].fabric == Fabric()
+
+
+# --------------------------------------------------------------------------- nvidia-smi nvlink -s
+
+
+def test_parse_h200x2_nvlink():
+    links = parse_nvlink_status(smi("h200x2-nvidia-smi-nvlink-s.txt"))
+    assert sorted(links) == sorted(H200X2_UUIDS)
+    for status in links.values():
+        assert status.active_links == 18
+        assert status.inactive_links == 0
+        assert status.gbps_per_link == 26.562
+        assert status.total_gbps == 478.116
+
+
+def test_parse_device_nvlink_prints_nothing_when_nvlink_is_disabled():
+    assert smi("h200-device-nvidia-smi-nvlink-s.txt") == ""
+    assert parse_nvlink_status("") == {}
+
+
+def test_parse_degraded_nvlink_reports_the_missing_links():
+    links = parse_nvlink_status(smi("synth-gb200-degraded-nvidia-smi-nvlink-s.txt"))
+    statuses = list(links.values())
+    assert [s.active_links for s in statuses] == [18, 18, 18, 16]
+    assert [s.inactive_links for s in statuses] == [0, 0, 0, 2]
+    assert statuses[3].total_gbps == 800.0
+    assert statuses[0].total_gbps == 900.0
+
+
+def test_parse_nvlink_slowest_link_and_all_inactive():
+    text = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-a)\n\t Link 0: 26.562 GB/s\n\t Link 1: 13.281 GB/s\n"
+    text += "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-b)\n\t Link 0: <inactive>\n\t Link 1: <inactive>\n"
+    links = parse_nvlink_status(text)
+    assert (links["GPU-a"].active_links, links["GPU-a"].gbps_per_link, links["GPU-a"].total_gbps) == (2, 13.281, 39.843)
+    assert (links["GPU-b"].active_links, links["GPU-b"].inactive_links, links["GPU-b"].gbps_per_link) == (0, 2, None)
+
+
+# --------------------------------------------------------------------------- /proc
+
+
+@pytest.mark.parametrize("name", ["h200x2-driver-nvidia-version.txt", "h200-device-driver-nvidia-version.txt"])
+def test_parse_open_kernel_module(name):
+    module = parse_driver_version_file(proc(name))
+    assert module.flavour == "open"
+    assert module.version == "580.159.04"
+
+
+def test_parse_proprietary_kernel_module():
+    text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n"
+    module = parse_driver_version_file(text)
+    assert (module.flavour, module.version) == ("proprietary", "535.183.01")
+
+
+def test_parse_driver_version_file_without_nvrm_line():
+    with pytest.raises(ValueError, match="NVRM version"):
+        parse_driver_version_file("GCC version: gcc 12\n")
+
+
+def test_parse_driver_params():
+    params = parse_driver_params(proc("h200x2-driver-nvidia-params.txt"))
+    assert params["CreateImexChannel0"] == "0"
+    assert params["ImexChannelCount"] == "2048"
+    assert params["NvLinkDisable"] == "0"
+    assert params["RegistryDwords"] == ""
+    # The one-GPU virtual machine runs with NVLink disabled.
+    assert parse_driver_params(proc("h200-device-driver-nvidia-params.txt"))["NvLinkDisable"] == "1"
+
+
+def test_parse_proc_devices():
+    majors = parse_proc_devices(proc("h200x2-proc-devices.txt"))
+    assert majors["nvidia-caps-imex-channels"] == 242
+    assert majors["nvidia-caps"] == 241
+    assert majors["nvidia"] == 195
+    # Block devices are not character devices: 253 is dimmctl here, zram only among block devices.
+    assert majors["dimmctl"] == 253
+    assert "zram" not in majors
+    assert "blkext" not in majors
+    assert parse_proc_devices(proc("h200-device-proc-devices.txt"))["nvidia-caps-imex-channels"] == 242
+
+
+def test_list_imex_channels_counts_character_devices_only(tmp_path):
+    channels = tmp_path / "nvidia-caps-imex-channels"
+    channels.mkdir()
+    # /dev/null stands in for a channel node: a character device that an unprivileged test can link to.
+    os.symlink("/dev/null", channels / "channel10")
+    os.symlink("/dev/null", channels / "channel2")
+    (channels / "channel3").write_text("a regular file is not a channel\n")
+    os.symlink("/dev/null", channels / "not-a-channel")
+    assert list_imex_channels(str(channels)) == [str(channels / "channel2"), str(channels / "channel10")]
+    assert list_imex_channels(str(tmp_path / "missing")) == []
+
+
+def proc_tree(tmp_path: Path, prefix: str = "h200x2") -> Path:
+    root = tmp_path / "proc"
+    (root / "driver" / "nvidia").mkdir(parents=True)
+    (root / "driver" / "nvidia" / "version").write_text(proc(f"{prefix}-driver-nvidia-version.txt"))
+    (root / "driver" / "nvidia" / "params").write_text(proc(f"{prefix}-driver-nvidia-params.txt"))
+    (root / "devices").write_text(proc(f"{prefix}-proc-devices.txt"))
+    return root
+
+
+def test_read_imex_info(tmp_path):
+    root = proc_tree(tmp_path)
+    dev = tmp_path / "dev"
+    (dev / "nvidia-caps-imex-channels").mkdir(parents=True)
+    os.symlink("/dev/null", dev / "nvidia-caps-imex-channels" / "channel0")
+    info = read_imex_info(str(root), str(dev))
+    assert info.create_imex_channel0 is False
+    assert info.channel_count == 2048
+    assert info.channel_major == 242
+    assert info.channel_devices == [str(dev / "nvidia-caps-imex-channels" / "channel0")]
+
+
+def test_read_imex_info_without_driver(tmp_path):
+    info = read_imex_info(str(tmp_path / "proc"), str(tmp_path / "dev"))
+    assert (info.create_imex_channel0, info.channel_count, info.channel_major, info.channel_devices) == (
+        None,
+        None,
+        None,
+        [],
+    )
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def gpus_from(name: str):
+    return parse_query_xml(smi(name)).gpus
+
+
+def test_fabric_problems_none_on_gb200():
+    assert fabric_problems(gpus_from("synth-gb200-nvidia-smi-q.xml")) == []
+
+
+def test_fabric_problems_names_the_gpu_in_progress():
+    problems = fabric_problems(gpus_from("synth-gb200-fabric-in-progress-nvidia-smi-q.xml"))
+    assert problems == ["GPU 2 (00000018:01:00.0): fabric state In Progress, status N/A (expected Completed/Success)"]
+
+
+def test_fabric_problems_two_cliques():
+    gpus = gpus_from("synth-gb200-two-cliques-nvidia-smi-q.xml")
+    assert clique_label(gpus) is None
+    assert fabric_problems(gpus) == [
+        "GPUs are in 2 cliques, expected one: "
+        "69a19a31-f41c-45a5-8245-579b6bce5bdd.32766: GPU 0 (00000008:01:00.0), GPU 1 (00000009:01:00.0); "
+        "69a19a31-f41c-45a5-8245-579b6bce5bdd.32767: GPU 2 (00000018:01:00.0), GPU 3 (00000019:01:00.0)"
+    ]
+
+
+def test_fabric_problems_single_node_nvswitch_is_not_a_multinode_domain():
+    gpus = gpus_from("h200x2-nvidia-smi-q.xml")
+    assert clique_label(gpus) is None
+    problems = fabric_problems(gpus)
+    assert len(problems) == 2
+    assert problems[0] == (
+        "GPU 0 (00000000:00:06.0): fabric Completed/Success but cluster UUID"
+        " 00000000-0000-0000-0000-000000000000: the GPU is not in a multi-node NVLink domain"
+    )
+
+
+def test_fabric_problems_without_fabric():
+    assert fabric_problems(gpus_from("h200-device-nvidia-smi-q.xml")) == [
+        "GPU 0 (00000000:00:06.0): no fabric state (N/A): the GPU is not registered with an NVLink fabric"
+        " (expected Completed/Success)"
+    ]
+
+
+def test_clique_label_ignores_unattached_gpus_like_gfd():
+    gpus = gpus_from("synth-gb200-fabric-in-progress-nvidia-smi-q.xml")
+    # GFD labels from the attached GPUs alone; require_fabric is what catches GPU 2.
+    assert clique_label(gpus) == GB200_LABEL
+    assert clique_label([]) is None
+    other_cluster = Gpu(
+        0, "x", "u", "b", 1, Fabric("Completed", "Success", 32766, "7b968a6d-c8aa-45e1-9e07-e1e51be99c31")
+    )
+    assert clique_label([*gpus_from("synth-gb200-nvidia-smi-q.xml"), other_cluster]) is None
+
+
+def test_driver_floor_message():
+    assert driver_floor_message("535.183.01", "570.158.01") == (
+        "driver 535.183.01 is below the floor 570.158.01 required by ComputeDomains;"
+        " upgrade the driver or set nvidia_driver_min_version"
+    )
+    assert driver_floor_message("570.158.01", "570.86.15") is None
+    assert driver_floor_message("570.86.15", "570.158.01").startswith("driver 570.86.15 is below")
+
+
+# --------------------------------------------------------------------------- locating and running nvidia-smi
+
+
+def executable(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_find_nvidia_smi_order(tmp_path):
+    explicit = executable(tmp_path / "bin" / "nvidia-smi")
+    root_smi = executable(tmp_path / "root" / "usr" / "bin" / "nvidia-smi")
+    assert find_nvidia_smi(str(explicit), "/", lambda _: None) == str(explicit)
+    assert find_nvidia_smi(None, str(tmp_path / "root"), lambda _: "/elsewhere") == str(root_smi)
+
+
+def test_find_nvidia_smi_path_lookup_only_for_host_root(tmp_path):
+    # With driver_root=/ the PATH is searched when /usr/bin has none (unless this machine has one).
+    if not Path("/usr/bin/nvidia-smi").exists():
+        assert find_nvidia_smi(None, "/", lambda name: f"/opt/bin/{name}") == "/opt/bin/nvidia-smi"
+        with pytest.raises(GpuFactsError, match="nvidia-smi was not found in /usr/bin or on PATH"):
+            find_nvidia_smi(None, "/", lambda _: None)
+    # A driver container root is searched alone.
+    with pytest.raises(GpuFactsError, match=r"not found at .*/run/nvidia/driver/usr/bin/nvidia-smi"):
+        find_nvidia_smi(None, str(tmp_path / "run" / "nvidia" / "driver"), lambda _: "/usr/bin/nvidia-smi")
+
+
+def test_find_nvidia_smi_refuses_a_wrong_explicit_path(tmp_path):
+    (tmp_path / "nvidia-smi").write_text("not executable")
+    with pytest.raises(GpuFactsError, match="is not an executable file"):
+        find_nvidia_smi(str(tmp_path / "nvidia-smi"), "/", lambda _: "/usr/bin/nvidia-smi")
+
+
+def test_library_path_for_driver_root(tmp_path):
+    assert library_path_for("/") is None
+    (tmp_path / "usr" / "lib64").mkdir(parents=True)
+    (tmp_path / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
+    assert (
+        library_path_for(str(tmp_path))
+        == f"{tmp_path}/usr/lib64:{tmp_path}/usr/lib/x86_64-linux-gnu:{tmp_path}/usr/lib"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rc", "stdout", "expected"),
+    [
+        (
+            9,
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest"
+            " NVIDIA driver is installed and running.\n",
+            "/usr/bin/nvidia-smi could not communicate with the NVIDIA driver (rc 9): the kernel module is not loaded",
+        ),
+        (6, "No devices were found\n", "/usr/bin/nvidia-smi found no NVIDIA GPU ('No devices were found', rc 6)"),
+        (
+            18,
+            "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.159\n",
+            "/usr/bin/nvidia-smi reports a driver/library version mismatch (rc 18)",
+        ),
+        (4, "Insufficient Permissions\n", "/usr/bin/nvidia-smi -q -x failed (rc 4): Insufficient Permissions"),
+    ],
+)
+def test_smi_failure_message(rc, stdout, expected):
+    assert smi_failure_message("/usr/bin/nvidia-smi", rc, stdout, "").startswith(expected)
+
+
+class FakeSmi:
+    """Answers like nvidia-smi from fixture files; records what it was asked."""
+
+    def __init__(self, xml: str, nvlink: str | None = None, xml_rc: int = 0, nvlink_rc: int = 0):
+        self.xml, self.nvlink, self.xml_rc, self.nvlink_rc = xml, nvlink, xml_rc, nvlink_rc
+        self.calls: list[list[str]] = []
+
+    def __call__(self, args):
+        self.calls.append(args)
+        if args[1:] == ["-q", "-x"]:
+            return self.xml_rc, self.xml, ""
+        if args[1:] == ["nvlink", "-s"]:
+            return self.nvlink_rc, self.nvlink or "", ""
+        return 2, "", "unknown arguments"
+
+
+def test_collect_gpu_facts_h200x2(tmp_path):
+    run = FakeSmi(smi("h200x2-nvidia-smi-q.xml"), smi("h200x2-nvidia-smi-nvlink-s.txt"))
+    facts = collect_gpu_facts(run, "/usr/bin/nvidia-smi", str(proc_tree(tmp_path)), str(tmp_path / "dev"))
+    assert run.calls == [["/usr/bin/nvidia-smi", "-q", "-x"], ["/usr/bin/nvidia-smi", "nvlink", "-s"]]
+    assert facts.warnings == []
+    data = facts.as_dict()
+    assert data["driver_version"] == "580.159.04"
+    assert data["kernel_module"] == "open"
+    assert data["gpu_count"] == 2
+    assert data["clique_label"] is None
+    assert data["gpus"][1] == {
+        "index": 1,
+        "name": "NVIDIA H200",
+        "uuid": H200X2_UUIDS[1],
+        "pci_bus_id": "00000000:00:07.0",
+        "memory_total_mib": 143771,
+        "fabric": {
+            "state": "Completed",
+            "status": "Success",
+            "clique_id": 0,
+            "cluster_uuid": "00000000-0000-0000-0000-000000000000",
+            "attached": False,
+        },
+        "nvlink": {"active_links": 18, "inactive_links": 0, "gbps_per_link": 26.562, "total_gbps": 478.116},
+    }
+    assert data["imex"] == {
+        "channel_devices": [],
+        "create_imex_channel0": False,
+        "channel_count": 2048,
+        "channel_major": 242,
+    }
+
+
+def test_collect_gpu_facts_warns_when_nvlink_and_proc_are_missing(tmp_path):
+    run = FakeSmi(smi("synth-gb200-nvidia-smi-q.xml"), "NVLink is not supported\n", nvlink_rc=3)
+    facts = collect_gpu_facts(run, "smi", str(tmp_path / "proc"), str(tmp_path / "dev"))
+    assert facts.clique_label == GB200_LABEL
+    assert facts.kernel_module is None
+    assert [gpu.nvlink for gpu in facts.gpus] == [None] * 4
+    assert facts.warnings == [
+        "smi nvlink -s failed (rc 3): NVLink is not supported; NVLink state is not reported",
+        f"{tmp_path}/proc/driver/nvidia/version is missing: the kernel module flavour is not reported",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("xml", "rc", "expected"),
+    [
+        ("No devices were found\n", 6, "found no NVIDIA GPU"),
+        ("<nvidia_smi_log><driver_version>580.159.04</driver_version></nvidia_smi_log>", 0, "found no NVIDIA GPU"),
+        ("garbage", 0, "printed no usable XML"),
+        ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", 9, "could not communicate"),
+    ],
+)
+def test_collect_gpu_facts_failures(tmp_path, xml, rc, expected):
+    with pytest.raises(GpuFactsError, match=expected):
+        collect_gpu_facts(FakeSmi(xml, xml_rc=rc), "smi", str(tmp_path), str(tmp_path))
