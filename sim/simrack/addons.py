@@ -1,0 +1,194 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NVIDIA stand-ins of the simulated rack: Helm repository, MPI operator manifest, controllers.
+
+``python -m simrack.addons up --state DIR --kubeconfig FILE --bin DIR`` (run by ``sim/rack up``):
+
+1. packages ``sim/charts/*`` with the sim's Helm into ``<state>/www/charts`` and indexes them;
+   copies ``sim/manifests/mpi-operator.yaml`` to ``<state>/www/mpi-operator/v0.6.0/``;
+2. starts, unless already running, the HTTP server for ``<state>/www`` on 127.0.0.1 and the
+   stand-in controllers, each a background process with ``<state>/pids/<name>.pid`` and
+   ``<state>/logs/<name>.log`` (``addons-http``, ``standin-<controller>``);
+3. writes ``<state>/endpoints.json`` (``helm_repo_url``, ``mpi_operator_manifest_url``).
+
+``status`` lists the processes; ``down`` stops them (``sim/rack down`` also does, by pid file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Optional
+
+SIM_DIR = Path(__file__).resolve().parent.parent
+CHARTS_DIR = SIM_DIR / "charts"
+MPI_MANIFEST = SIM_DIR / "manifests" / "mpi-operator.yaml"
+MPI_OPERATOR_VERSION = "v0.6.0"
+HTTP = "addons-http"
+CONTROLLERS = ("compute-domain-controller", "dra-kubelet-plugin", "mpi-operator", "podlogs")
+PROCESS_PREFIX = "standin-"
+
+
+def say(msg: str) -> None:
+    print(f"[sim addons {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def pid_file(state: Path, name: str) -> Path:
+    return state / "pids" / f"{name}.pid"
+
+
+def running_pid(state: Path, name: str) -> Optional[int]:
+    """The pid recorded for ``name`` if that process is alive and is ours."""
+    try:
+        pid = int(pid_file(state, name).read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    return pid if "simrack" in cmdline else None
+
+
+def start(state: Path, name: str, argv: list[str]) -> int:
+    (state / "pids").mkdir(parents=True, exist_ok=True)
+    (state / "logs").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(SIM_DIR), os.environ.get("PYTHONPATH")]))}
+    with open(state / "logs" / f"{name}.log", "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=str(SIM_DIR),
+            start_new_session=True,
+        )
+    pid_file(state, name).write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def build_repository(state: Path, bin_dir: Path) -> Path:
+    """Package every chart and index them; copy the MPI operator manifest. Answers the web root."""
+    www = state / "www"
+    charts = www / "charts"
+    if charts.exists():
+        shutil.rmtree(charts)
+    charts.mkdir(parents=True)
+    helm = str(bin_dir / "helm") if (bin_dir / "helm").exists() else shutil.which("helm")
+    if not helm:
+        raise SystemExit(f"helm not found in {bin_dir} nor on PATH: run sim/build.sh (sim/rack up builds it)")
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(state / "helm" / "cache"),
+        "HELM_CONFIG_HOME": str(state / "helm" / "config"),
+        "HELM_DATA_HOME": str(state / "helm" / "data"),
+    }
+    for chart in sorted(p for p in CHARTS_DIR.iterdir() if (p / "Chart.yaml").exists()):
+        subprocess.run([helm, "package", str(chart), "-d", str(charts)], check=True, env=env, stdout=subprocess.DEVNULL)
+    # Relative chart URLs: Helm resolves them against the repository URL, whatever the port.
+    subprocess.run([helm, "repo", "index", str(charts)], check=True, env=env)
+    manifest_dir = www / "mpi-operator" / MPI_OPERATOR_VERSION
+    manifest_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(MPI_MANIFEST, manifest_dir / "mpi-operator.yaml")
+    return www
+
+
+def ensure_http(state: Path, www: Path) -> int:
+    """Start the HTTP server unless it runs; keep the previous port when it is still free."""
+    port_file = state / "addons-http.port"
+    if running_pid(state, HTTP) and port_file.exists():
+        return int(port_file.read_text())
+    previous = int(read_endpoints(state).get("http_port", 0))
+    for port in dict.fromkeys((previous, 0)):
+        port_file.unlink(missing_ok=True)
+        start(
+            state, HTTP, ["-m", "simrack.serve", "--root", str(www), "--port", str(port), "--port-file", str(port_file)]
+        )
+        for _ in range(50):
+            if port_file.exists():
+                return int(port_file.read_text())
+            time.sleep(0.1)
+    raise SystemExit(f"the add-ons HTTP server did not start: see {state / 'logs' / f'{HTTP}.log'}")
+
+
+def read_endpoints(state: Path) -> dict:
+    try:
+        return json.loads((state / "endpoints.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def up(state: Path, kubeconfig: str, bin_dir: Path) -> None:
+    say("packaging charts gpu-operator, nvidia-dra-driver-gpu into the Helm repository")
+    www = build_repository(state, bin_dir)
+    port = ensure_http(state, www)
+    base = f"http://127.0.0.1:{port}"
+    with urllib.request.urlopen(f"{base}/charts/index.yaml", timeout=5) as resp:
+        if resp.status != 200:
+            raise SystemExit(f"{base}/charts/index.yaml answered {resp.status}")
+    say(f"Helm repository and MPI operator manifest served at {base}")
+    for name in CONTROLLERS:
+        if running_pid(state, PROCESS_PREFIX + name):
+            continue
+        pid = start(
+            state,
+            PROCESS_PREFIX + name,
+            ["-m", "simrack.controllers", name, "--state", str(state), "--kubeconfig", kubeconfig],
+        )
+        say(f"started stand-in {name} (pid {pid})")
+    endpoints = {
+        **read_endpoints(state),
+        "http_port": port,
+        "helm_repo_url": f"{base}/charts",
+        "mpi_operator_manifest_url": f"{base}/mpi-operator/{MPI_OPERATOR_VERSION}/mpi-operator.yaml",
+    }
+    tmp = state / "endpoints.json.tmp"
+    tmp.write_text(json.dumps(endpoints, indent=2) + "\n")
+    tmp.replace(state / "endpoints.json")
+    say("stand-ins up: " + ", ".join(f"{k}={v}" for k, v in endpoints.items() if k.endswith("_url")))
+
+
+def status(state: Path) -> int:
+    missing = 0
+    for name in (HTTP, *(PROCESS_PREFIX + c for c in CONTROLLERS)):
+        pid = running_pid(state, name)
+        print(f"{name:28} {'running, pid ' + str(pid) if pid else 'not running'}")
+        missing += pid is None
+    return 1 if missing else 0
+
+
+def down(state: Path) -> None:
+    for name in (HTTP, *(PROCESS_PREFIX + c for c in CONTROLLERS)):
+        pid = running_pid(state, name)
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+        pid_file(state, name).unlink(missing_ok=True)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m simrack.addons")
+    parser.add_argument("command", choices=("up", "status", "down"))
+    parser.add_argument("--state", required=True, type=Path)
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--bin", type=Path, default=Path("/nonexistent"))
+    args = parser.parse_args(argv)
+    state = args.state.resolve()
+    if args.command == "up":
+        if not args.kubeconfig:
+            parser.error("up needs --kubeconfig")
+        up(state, str(Path(args.kubeconfig).resolve()), args.bin)
+        return 0
+    if args.command == "status":
+        return status(state)
+    down(state)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,175 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Container-log writer: gives pods on the KWOK trays the output their real containers print.
+
+For each pod it writes a CRI-format file under ``<state>/podlogs/<namespace>/<pod>.log`` and a
+kwok ``Logs`` object (same name and namespace as the pod, owned by it) pointing at the file, so
+``kubectl logs`` and ``kubernetes.core.k8s_log`` read it through kwok's kubelet server:
+
+* a pod claiming a ComputeDomain's channel template (and not an MPI worker): the
+  ``ls -la /dev/nvidia-caps-imex-channels`` listing; without ``channel0`` when the fault
+  ``channel-missing`` is on or the node has no clique label (the real driver injects no channel
+  on a node without a clique ID);
+* an MPIJob launcher pod: nvbandwidth output scaled to workers x slotsPerWorker ranks, or an
+  nccl-tests ``all_reduce_perf`` table when the command runs it; fault ``degraded-link``
+  (params src, dst, gbps) lowers one cell; a launcher with a non-zero
+  ``gpu-fabric.sim/exit-code`` annotation ends with the CUDA/MPI error instead.
+
+A log is written once, when the pod is first seen; faults switched later do not rewrite it.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from typing import Any, Optional
+
+from simrack import logs
+from simrack.controllers.base import Controller, labels_of
+from simrack.controllers.kube import COMPUTEDOMAINS, KWOK_LOGS, MPIJOBS, NODES, PODS, owner_reference
+from simrack.controllers.mpioperator import EXIT_CODE_ANNOTATION, JOB_NAME, JOB_ROLE, defaults
+
+log = logging.getLogger("simrack")
+
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+POD_UID = "gpu-fabric.sim/pod-uid"
+
+
+def command_line(pod: dict[str, Any]) -> list[str]:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if not containers:
+        return []
+    c = containers[0]
+    return [str(a) for a in (c.get("command") or []) + (c.get("args") or [])]
+
+
+def testcase_of(argv: list[str]) -> str:
+    for i, arg in enumerate(argv[:-1]):
+        if arg in ("-t", "--testcase"):
+            return argv[i + 1]
+    return logs.DEFAULT_TESTCASE
+
+
+def degraded_cells(faults: dict[str, dict[str, Any]], world: int) -> dict[tuple[int, int], float]:
+    fault = faults.get("degraded-link")
+    if fault is None:
+        return {}
+    src, dst = int(fault.get("src", 0)), int(fault.get("dst", 1))
+    gbps = float(fault.get("gbps", 400.0))
+    if not (0 <= src < world and 0 <= dst < world and src != dst):
+        log.warning("fault degraded-link: pair (%d, %d) is outside a %d-rank matrix", src, dst, world)
+        return {}
+    return {(src, dst): gbps}
+
+
+def launcher_log(pod: dict[str, Any], mpijob: dict[str, Any], faults: dict[str, dict[str, Any]]) -> str:
+    spec = defaults(mpijob.get("spec") or {})
+    workers = int(spec["mpiReplicaSpecs"].get("Worker", {}).get("replicas", 0))
+    slots = int(spec["slotsPerWorker"])
+    hostnames, devices = logs.ranks_for(mpijob["metadata"]["name"], workers, slots)
+    argv = command_line(pod)
+    exit_code = ((pod["metadata"].get("annotations") or {}).get(EXIT_CODE_ANNOTATION) or "0").strip()
+    failing = exit_code not in ("", "0")
+    if any(a.endswith("all_reduce_perf") for a in argv) and not failing:
+        return logs.all_reduce_perf_text(argv, len(hostnames), hostnames, logs.mean_measured_cell())
+    run = logs.NvbandwidthRun(
+        hostnames=hostnames,
+        local_devices=devices,
+        testcase=testcase_of(argv),
+        degraded=degraded_cells(faults, len(hostnames)),
+        failure="launcher-fails" if failing else None,
+    )
+    return logs.nvbandwidth_text(run)
+
+
+class PodLogsController(Controller):
+    name = "podlogs"
+    watched = (PODS,)
+    resync = 5.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.root = self.state / "podlogs"
+        self.done: set[str] = set()  # pod UIDs whose Logs object exists
+
+    def reconcile(self) -> None:
+        pods = self.kube.list(PODS)
+        live = {p["metadata"]["uid"] for p in pods}
+        self.done &= live
+        pending = [
+            p for p in pods if p["metadata"]["uid"] not in self.done and not p["metadata"].get("deletionTimestamp")
+        ]
+        channel_templates: Optional[set[tuple[str, str]]] = None
+        mpijobs: Optional[dict[tuple[str, str], dict[str, Any]]] = None
+        for pod in pending:
+            meta = pod["metadata"]
+            role = labels_of(pod).get(JOB_ROLE)
+            text = None
+            if role == "launcher":
+                if mpijobs is None:
+                    mpijobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in self.kube.list(MPIJOBS)}
+                mpijob = mpijobs.get((meta["namespace"], labels_of(pod).get(JOB_NAME, "")))
+                if mpijob is not None:
+                    text = launcher_log(pod, mpijob, self.faults)
+            elif role != "worker" and (pod.get("spec") or {}).get("resourceClaims"):
+                if channel_templates is None:
+                    channel_templates = {
+                        (cd["metadata"]["namespace"], cd["spec"]["channel"]["resourceClaimTemplate"]["name"])
+                        for cd in self.kube.list(COMPUTEDOMAINS)
+                    }
+                claims = {
+                    (meta["namespace"], rc.get("resourceClaimTemplateName")) for rc in pod["spec"]["resourceClaims"]
+                }
+                if claims & channel_templates:
+                    node_name = (pod.get("spec") or {}).get("nodeName")
+                    if not node_name:
+                        continue  # wait until scheduled: the listing depends on the node
+                    node = self.kube.get(NODES, node_name) or {}
+                    present = "channel-missing" not in self.faults and bool(labels_of(node).get(CLIQUE_LABEL))
+                    text = logs.imex_listing(present)
+            if text is None:
+                self.done.add(meta["uid"])  # nothing to say for this pod
+                continue
+            self.publish(pod, text)
+            self.done.add(meta["uid"])
+        self.prune(pods)
+
+    def publish(self, pod: dict[str, Any], text: str) -> None:
+        meta = pod["metadata"]
+        existing = self.kube.get(KWOK_LOGS, meta["name"], meta["namespace"])
+        if existing is not None and (existing["metadata"].get("annotations") or {}).get(POD_UID) == meta["uid"]:
+            return  # written before this process (re)started
+        path = self.root / meta["namespace"] / f"{meta['name']}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(logs.cri_lines(text))
+        tmp.replace(path)
+        pod.setdefault("apiVersion", "v1")
+        pod.setdefault("kind", "Pod")
+        body = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "annotations": {POD_UID: meta["uid"]},
+                "ownerReferences": [owner_reference(pod, controller=False)],
+            },
+            "spec": {"logs": [{"containers": [], "logsFile": str(path), "follow": False}]},
+        }
+        if existing is not None:
+            self.kube.delete(KWOK_LOGS, meta["name"], meta["namespace"])  # a previous pod of that name
+        self.kube.create(KWOK_LOGS, body, meta["namespace"])
+        log.info("logs for %s/%s: %d lines", meta["namespace"], meta["name"], text.count("\n"))
+
+    def prune(self, pods: list[dict[str, Any]]) -> None:
+        """Remove files of pods that are gone (their Logs objects go with them, by owner)."""
+        if not self.root.is_dir():
+            return
+        names = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
+        for ns_dir in self.root.iterdir():
+            for f in ns_dir.glob("*.log"):
+                if (ns_dir.name, f.stem) not in names:
+                    f.unlink(missing_ok=True)
+            if ns_dir.is_dir() and not any(ns_dir.iterdir()):
+                shutil.rmtree(ns_dir, ignore_errors=True)
