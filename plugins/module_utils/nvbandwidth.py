@@ -749,12 +749,13 @@ def evaluate(
         return verdict
     verdict.matrix = matrix
 
-    if selected.status not in (STATUS_PASSED,):
+    if selected.status != STATUS_PASSED:
         missing = "SUM line" if matrix.rows else "matrix"
         verdict.errors.append(
             f"testcase {selected.name} has no {missing} for {matrix.key or selected.name}: the output is truncated "
             f"(status {selected.status}); the run did not finish"
         )
+        return verdict
     if matrix.unit != "GB/s":
         verdict.errors.append(
             f"testcase {selected.name} reports {matrix.unit or 'an unknown unit'} ('{matrix.description}'), "

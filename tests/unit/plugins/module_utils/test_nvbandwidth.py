@@ -1,0 +1,483 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""nvbandwidth parsing and verdicts on real captures (H200, GB200) and emitter-built bad cases."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import (
+    Thresholds,
+    check_nvbandwidth,
+    detect_format,
+    parse_json,
+    parse_nvbandwidth,
+    parse_text,
+    parse_to_dict,
+)
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # the emitter helper sits beside this file, whatever pytest's import mode
+    sys.path.insert(0, str(HERE))
+
+from nvbandwidth_emitter import (  # noqa: E402
+    READ_DESCRIPTION,
+    Matrix,
+    Testcase,
+    emit_run,
+    uniform_peer_matrix,
+)
+
+NVBW = HERE.parents[2] / "fixtures" / "nvbandwidth"
+MN = "multinode_device_to_device_memcpy_read_ce"
+D2D = "device_to_device_memcpy_read_ce"
+BIDIR = "device_to_device_bidirectional_memcpy_read_ce"
+
+
+def fixture(name: str) -> str:
+    return (NVBW / name).read_text()
+
+
+@pytest.fixture
+def gb200() -> str:
+    return fixture("gb200-2node-multinode_device_to_device_memcpy_read_ce.txt")
+
+
+def gb200_rows(text: str) -> list:
+    lines = text.splitlines()
+    start = lines.index(READ_DESCRIPTION) + 2
+    return [[None if t == "N/A" else float(t) for t in line.split()[1:]] for line in lines[start : start + 8]]
+
+
+# ------------------------------------------------------------------ real captures
+
+
+def test_h200_text_read_cells_and_sum():
+    output = parse_text(fixture("h200x2-device_to_device_memcpy_read_ce.txt"))
+    testcase = output.testcases[D2D]
+    matrix = testcase.matrix_named()
+    assert testcase.status == "Passed"
+    assert matrix.rows == [[None, 393.76], [393.58, None]]
+    assert matrix.reported_sum == 787.35
+    assert matrix.unit == "GB/s"
+    assert output.version == "v0.8"
+    assert output.driver_version == "580.159.04"
+    assert output.cuda_version == 13000
+    assert [(d.device, d.name, d.pci_bus_id, d.host) for d in output.devices] == [
+        (0, "NVIDIA H200", "00000000:00:06", "vm"),
+        (1, "NVIDIA H200", "00000000:00:07", "vm"),
+    ]
+
+
+def test_h200_json_string_cells_become_floats_and_na_null():
+    content = fixture("h200x2-device_to_device_memcpy_read_ce.json")
+    assert detect_format(content) == "json"
+    output = parse_json(content)
+    matrix = output.testcases[D2D].matrix_named()
+    assert matrix.rows == [[None, 393.763], [393.745, None]]
+    assert matrix.reported_sum == pytest.approx(787.507469139)
+    assert output.format == "json"
+    assert [d.host for d in output.devices] == ["vm", "vm"]
+
+
+def test_h200_write_text_and_json_agree_on_shape():
+    text = parse_nvbandwidth(fixture("h200x2-device_to_device_memcpy_write_ce.txt"))
+    js = parse_nvbandwidth(fixture("h200x2-device_to_device_memcpy_write_ce.json"))
+    name = "device_to_device_memcpy_write_ce"
+    assert text.testcases[name].matrix_named().rows == [[None, 396.20], [396.25, None]]
+    assert js.testcases[name].matrix_named().rows == [[None, 396.105], [396.16, None]]
+    assert text.testcases[name].matrix_named().description == "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)"
+    assert js.testcases[name].matrix_named().description == text.testcases[name].matrix_named().description
+
+
+def test_gb200_two_node_matrix(gb200):
+    verdict = check_nvbandwidth(gb200)
+    result = verdict.to_result()
+    assert result["testcase"] == MN
+    assert result["shape"] == [8, 8]
+    assert result["gpus"] == 8
+    assert result["matrix"][0][3] == 821.92
+    assert result["matrix"][6][0] == 820.35
+    assert result["matrix"][3][3] is None
+    assert result["sum"] == 45997.93
+    assert result["min"] == 820.35
+    assert result["max"] == 822.16
+    assert result["measured_cells"] == 56
+    assert result["mean"] == pytest.approx(45997.93 / 56, abs=0.001)
+    hosts = [d["host"] for d in result["devices"]]
+    assert hosts == ["nvbandwidth-test-worker-0"] * 4 + ["nvbandwidth-test-worker-1"] * 4
+    assert [d["device"] for d in result["devices"]] == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert result["passed"] is True
+    assert result["errors"] == [] and result["violations"] == []
+
+
+def test_gb200_passes_85_percent_of_nvlink5_peak(gb200):
+    verdict = check_nvbandwidth(gb200, testcase=MN, thresholds=Thresholds(min_fraction_of_peak=0.85, peak_gbps=900))
+    assert verdict.threshold_gbps == pytest.approx(765.0)
+    assert verdict.passed
+    assert verdict.failing_pairs == []
+
+
+def test_gb200_threshold_between_values_lists_exactly_the_slower_pairs(gb200):
+    verdict = check_nvbandwidth(gb200, thresholds=Thresholds(min_gbps=820.6, expected_gpus=8))
+    assert not verdict.passed
+    assert verdict.errors == []
+    assert verdict.failing_pairs == [
+        {"src": 2, "dst": 0, "gbps": 820.59},
+        {"src": 3, "dst": 0, "gbps": 820.51},
+        {"src": 5, "dst": 0, "gbps": 820.51},
+        {"src": 6, "dst": 0, "gbps": 820.35},
+        {"src": 7, "dst": 0, "gbps": 820.59},
+    ]
+    assert verdict.violations[0] == "GPU 2 -> GPU 0: 820.59 GB/s is below the threshold 820.6"
+
+
+def test_stricter_of_min_gbps_and_fraction_applies(gb200):
+    verdict = check_nvbandwidth(
+        gb200, thresholds=Thresholds(min_gbps=500, min_fraction_of_peak=0.9125, peak_gbps=900)
+    )  # 821.25 > 500
+    assert verdict.threshold_gbps == pytest.approx(821.25)
+    assert {(p["src"], p["dst"]) for p in verdict.failing_pairs} >= {(1, 5), (2, 5), (6, 5)}
+    assert all(p["gbps"] < 821.25 for p in verdict.failing_pairs)
+
+
+def test_h200_pair_below_threshold():
+    verdict = check_nvbandwidth(fixture("h200x2-device_to_device_memcpy_read_ce.txt"), thresholds=Thresholds(393.7))
+    assert verdict.failing_pairs == [{"src": 1, "dst": 0, "gbps": 393.58}]
+
+
+def test_degraded_cell_with_consistent_sum_fails_only_that_pair(gb200):
+    degraded = gb200.replace(" 0       N/A    822.16    821.69    821.92", " 0       N/A    822.16    821.69    410.50")
+    degraded = degraded.replace("45997.93", f"{45997.93 - 821.92 + 410.50:.2f}")
+    verdict = check_nvbandwidth(degraded, thresholds=Thresholds(min_fraction_of_peak=0.85, peak_gbps=900))
+    assert verdict.errors == []
+    assert verdict.failing_pairs == [{"src": 0, "dst": 3, "gbps": 410.5}]
+    assert verdict.violations == ["GPU 0 -> GPU 3: 410.5 GB/s is below the threshold 765"]
+    assert verdict.to_result()["min"] == 410.5
+
+
+def test_cell_changed_without_its_sum_is_reported_as_damaged(gb200):
+    damaged = gb200.replace(" 0       N/A    822.16    821.69    821.92", " 0       N/A    822.16    821.69    410.50")
+    verdict = check_nvbandwidth(damaged)
+    assert not verdict.passed
+    assert verdict.errors == [
+        f"matrix {MN} is inconsistent: its cells add up to 45586.49 but the SUM line says 45997.93; "
+        "rows are missing or damaged"
+    ]
+
+
+def test_min_sum_and_expected_gpus(gb200):
+    verdict = check_nvbandwidth(gb200, thresholds=Thresholds(min_sum_gbps=46000, expected_gpus=16))
+    assert verdict.violations == [
+        "the matrix covers 8 GPUs (8x8), expected 16: "
+        "check the MPI rank count (-np), slots per worker and GPUs per node",
+        f"SUM {MN} 45997.93 is below min_sum_gbps 46000",
+    ]
+    assert verdict.failing_pairs == []
+
+
+# ------------------------------------------------------------------ the emitter is faithful
+
+
+def test_emitter_reproduces_the_real_gb200_capture(gb200):
+    testcase = Testcase(MN, [Matrix(MN, READ_DESCRIPTION, gb200_rows(gb200), reported_sum=45997.93)])
+    emitted = emit_run([testcase], hosts=["nvbandwidth-test-worker-0", "nvbandwidth-test-worker-1"], version="v0.7")
+    assert emitted == gb200
+
+
+# ------------------------------------------------------------------ layouts
+
+
+def test_72_gpu_matrix_one_line_per_row_and_a_degraded_link():
+    hosts = [f"gb200-rack1-tray{n:02d}" for n in range(18)]
+    rows = uniform_peer_matrix(72, 820.0)
+    rows[17][54] = 402.17
+    content = emit_run([Testcase(MN, [Matrix(MN, READ_DESCRIPTION, rows)])], hosts=hosts)
+    header = next(line for line in content.splitlines() if line.startswith("           0"))
+    assert len(header) == 2 + 72 * 10  # no wrapping: all 72 columns on one line
+    assert "Process  0 (gb200-rack1-tray00): device 0" in content  # rank ids padded to 2 digits
+    verdict = check_nvbandwidth(content, testcase=MN, thresholds=Thresholds(min_gbps=765, expected_gpus=72))
+    result = verdict.to_result()
+    assert result["shape"] == [72, 72]
+    assert result["measured_cells"] == 72 * 71
+    assert result["failing_pairs"] == [{"src": 17, "dst": 54, "gbps": 402.17}]
+    assert result["matrix"][71][70] == rows[71][70]
+    assert len(result["devices"]) == 72
+    assert result["devices"][71] == {
+        "index": 71,
+        "device": 3,
+        "name": "NVIDIA GB200",
+        "pci_bus_id": "00000019:01:00",
+        "host": "gb200-rack1-tray17",
+    }
+    expected_sum = round(sum(v for row in rows for v in row if v is not None), 2)
+    assert result["sum"] == expected_sum
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 8, 16, 36, 72])
+def test_sizes_2_to_72(gpus):
+    rows = uniform_peer_matrix(gpus, 395.0)
+    content = emit_run([Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows)])], single_node_gpus=gpus)
+    result = check_nvbandwidth(content, thresholds=Thresholds(expected_gpus=gpus)).to_result()
+    assert result["passed"]
+    assert result["matrix"] == rows
+    assert len(result["devices"]) == gpus
+
+
+def test_host_to_device_one_row_matrix():
+    name = "host_to_device_memcpy_ce"
+    rows = [[55.31, 55.29, 12.04, 55.30]]
+    testcase = Testcase(name, [Matrix(name, "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)", rows)])
+    content = emit_run([testcase], single_node_gpus=4)
+    verdict = check_nvbandwidth(content, thresholds=Thresholds(min_gbps=50, expected_gpus=4))
+    result = verdict.to_result()
+    assert result["shape"] == [1, 4]
+    assert result["gpus"] == 4
+    assert result["failing_pairs"] == [{"src": 0, "dst": 2, "gbps": 12.04}]
+    assert verdict.violations == ["CPU -> GPU 2: 12.04 GB/s is below the threshold 50"]
+
+
+def test_bisect_row_labels_with_spaces():
+    # multinode_bisect_write_ce labels its rows "<rank>-><peer>" with padded ids, e.g. "40-> 4".
+    name = "multinode_bisect_write_ce"
+    world = 12
+    labels = [f"{i:>2}->{(i + world // 2) % world:>2}" for i in range(world)]
+    rows = [[790.0 + i] for i in range(world)]
+    matrix = Matrix(name, "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", rows, row_labels=labels)
+    content = emit_run([Testcase(name, [matrix])], hosts=["a", "b", "c"])
+    assert " 6-> 0    796.00" in content
+    result = check_nvbandwidth(content).to_result()
+    assert result["row_labels"][6] == "6-> 0"
+    assert result["matrix"] == rows
+    assert result["sum"] == pytest.approx(sum(r[0] for r in rows))
+
+
+def test_bidirectional_text_three_matrices_total_by_default():
+    content = fixture("invented-h200x2-bidirectional_read_ce.txt")
+    output = parse_text(content)
+    testcase = output.testcases[BIDIR]
+    assert testcase.parts() == ["read1", "read2", "total"]
+    total = check_nvbandwidth(content).to_result()
+    assert total["matrix_key"] == BIDIR + "_total"
+    assert total["matrix"] == [[None, 744.85], [744.73, None]]
+    assert total["sum"] == 1489.58
+    read2 = check_nvbandwidth(content, part="read2", thresholds=Thresholds(min_gbps=372.4)).to_result()
+    assert read2["matrix"] == [[None, 372.44], [372.35, None]]
+    assert read2["failing_pairs"] == [{"src": 1, "dst": 0, "gbps": 372.35}]
+    missing = check_nvbandwidth(content, part="write1")
+    assert missing.errors == [f"testcase {BIDIR} has no 'write1' matrix (it has: read1, read2, total)"]
+
+
+def test_bidirectional_json_3n_rows_split_into_three_blocks():
+    content = fixture("invented-h200x2-bidirectional_read_ce.json")
+    assert len(json.loads(content)["nvbandwidth"]["testcases"][0]["bandwidth_matrix"]) == 6
+    output = parse_json(content)
+    testcase = output.testcases[BIDIR]
+    assert [m.key for m in testcase.matrices] == [BIDIR + "_read1", BIDIR + "_read2", BIDIR + "_total"]
+    assert testcase.matrices[0].rows == [[None, 372.41], [372.38, None]]
+    assert testcase.matrices[0].description == "memcpy CE GPU(row) <-> GPU(column) Read1 bandwidth (GB/s)"
+    result = check_nvbandwidth(content, thresholds=Thresholds(expected_gpus=2)).to_result()
+    assert result["matrix"] == [[None, 744.85], [744.73, None]]
+    assert result["sum"] == pytest.approx(1489.58)
+    assert result["gpus"] == 2
+    assert result["passed"]
+
+
+def test_several_testcases_need_a_name():
+    write = "device_to_device_memcpy_write_ce"
+    rows_r = [[None, 393.76], [393.58, None]]
+    rows_w = [[None, 396.2], [396.25, None]]
+    content = emit_run(
+        [
+            Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows_r)]),
+            Testcase(write, [Matrix(write, "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", rows_w)]),
+        ],
+        single_node_gpus=2,
+    )
+    ambiguous = check_nvbandwidth(content)
+    assert ambiguous.errors == [
+        f"the output holds several testcases ({D2D}, {write}); set testcase to the one to judge"
+    ]
+    chosen = check_nvbandwidth(content, testcase=write).to_result()
+    assert chosen["matrix"] == rows_w
+    assert chosen["testcases"] == [D2D, write]
+    assert chosen["passed"]
+
+
+def test_launcher_log_noise_and_kubectl_prefixes(gb200):
+    noisy_lines = [
+        "Warning: Permanently added 'nvbandwidth-test-worker-0.nvbandwidth-test.default.svc' (ED25519) to known hosts.",
+        "[nvbandwidth-test-worker-0:00025] MCW rank 0 bound to socket 0[core 0[hwt 0]]: [B/././.]",
+    ]
+    for line in gb200.splitlines():
+        noisy_lines.append(line)
+        if line.startswith(" 3 "):
+            noisy_lines.append("[nvbandwidth-test-worker-1:00031] MCW rank 5 bound to socket 0[core 1[hwt 0]]: [./B/.]")
+    prefixed = "\n".join(
+        f"[pod/nvbandwidth-test-launcher-x7k2p/mpi-launcher] 2026-01-05T08:31:{n % 60:02d}.123456789Z {line}"
+        for n, line in enumerate(noisy_lines)
+    )
+    for content in ("\r\n".join(noisy_lines), prefixed):
+        result = check_nvbandwidth(content, thresholds=Thresholds(min_gbps=765)).to_result()
+        assert result["passed"], result["errors"]
+        assert result["sum"] == 45997.93
+        assert result["matrix"] == gb200_rows(gb200)
+
+
+def test_json_inside_a_log():
+    document = fixture("h200x2-device_to_device_memcpy_read_ce.json")
+    content = 'Defaulted container "mpi-launcher"\n' + document + "done\n"
+    result = check_nvbandwidth(content).to_result()
+    assert result["format"] == "json"
+    assert result["matrix"] == [[None, 393.763], [393.745, None]]
+
+
+def test_parse_to_dict_shape():
+    parsed = parse_to_dict(fixture("h200x2-device_to_device_memcpy_read_ce.json"))
+    assert parsed == {
+        D2D: {
+            "name": D2D,
+            "status": "Passed",
+            "message": "",
+            "description": READ_DESCRIPTION,
+            "unit": "GB/s",
+            "matrix": [[None, 393.763], [393.745, None]],
+            "sum": pytest.approx(787.507469139),
+            "min": 393.745,
+            "max": 393.763,
+            "mean": pytest.approx(393.754),
+        }
+    }
+
+
+# ------------------------------------------------------------------ the test did not really run
+
+
+def test_unknown_testcase_text_always_errors():
+    content = fixture("invented-unknown-testcase.txt")
+    verdict = check_nvbandwidth(content)
+    assert verdict.errors == [
+        "testcase no_such_test is unknown to this nvbandwidth (it printed: ERROR: Testcase no_such_test not found!); "
+        "use a name from 'nvbandwidth -l' (multinode testcases need a build with -DMULTINODE=1)"
+    ]
+    asked = check_nvbandwidth(content, testcase=MN)
+    assert asked.errors == [f"testcase {MN} did not run: it is not in the output (found: no_such_test)"]
+
+
+def test_unknown_testcase_json_always_errors():
+    content = fixture("invented-unknown-testcase.json")
+    verdict = check_nvbandwidth(content, testcase="no_such_test")
+    assert verdict.errors[0].startswith("testcase no_such_test is unknown to this nvbandwidth;")
+    assert parse_to_dict(content)["no_such_test"]["status"] == "ERROR"
+
+
+def test_misspelled_name_is_flagged_as_unknown(gb200):
+    verdict = check_nvbandwidth(gb200, testcase="multinode_device_to_device_memcpy_read")
+    assert verdict.errors == [
+        "testcase multinode_device_to_device_memcpy_read did not run: it is not in the output "
+        f"(found: {MN}); 'multinode_device_to_device_memcpy_read' is not an nvbandwidth v0.8 testcase name "
+        "(nvbandwidth -l lists them)"
+    ]
+
+
+def test_waived_multinode_testcase():
+    verdict = check_nvbandwidth(fixture("invented-multinode-waived.txt"), testcase=MN)
+    assert len(verdict.errors) == 1
+    assert "did not run: it is not in the output (found: none)" in verdict.errors[0]
+    assert "1 'Waived:' line(s)" in verdict.errors[0]
+    unnamed = check_nvbandwidth(fixture("invented-multinode-waived.txt"))
+    assert unnamed.errors[0].startswith("no testcase ran")
+
+
+def test_waived_json_status():
+    document = json.loads(fixture("h200x2-device_to_device_memcpy_read_ce.json"))
+    document["nvbandwidth"]["testcases"] = [{"name": MN, "status": "Waived"}]
+    verdict = check_nvbandwidth(json.dumps(document))
+    assert verdict.errors[0].startswith(f"testcase {MN} was waived, not run")
+
+
+def test_cuda_error_aborts():
+    verdict = check_nvbandwidth(fixture("invented-multinode-cuda-error.txt"), testcase=MN)
+    assert verdict.errors[0].startswith("nvbandwidth reported an error: [CUDA_ERROR_NOT_PERMITTED] operation not")
+    assert any(e.startswith("nvbandwidth reported an error: MPI_ABORT was invoked") for e in verdict.errors)
+    assert f"testcase {MN} started but printed no matrix" in verdict.errors[-1]
+
+
+def test_truncated_output():
+    verdict = check_nvbandwidth(fixture("invented-gb200-truncated.txt"), thresholds=Thresholds(min_gbps=1))
+    assert verdict.errors == [
+        f"testcase {MN} has no SUM line for {MN}: the output is truncated (status Incomplete); the run did not finish"
+    ]
+    assert verdict.to_result()["shape"] == [5, 8]
+
+
+def test_cut_after_description():
+    content = fixture("gb200-2node-multinode_device_to_device_memcpy_read_ce.txt").split(READ_DESCRIPTION)[0]
+    verdict = check_nvbandwidth(content + READ_DESCRIPTION + "\n")
+    assert verdict.errors == [
+        f"testcase {MN} has no matrix for {MN}: the output is truncated (status Incomplete); the run did not finish"
+    ]
+
+
+def test_latency_testcase_is_not_bandwidth():
+    verdict = check_nvbandwidth(fixture("invented-latency.txt"))
+    assert verdict.errors == [
+        "testcase host_device_latency_sm reports ns ('memory latency SM CPU(row) <-> GPU(column) (ns)'), not "
+        "bandwidth in GB/s: latency testcases cannot be judged against GB/s thresholds; run a *_memcpy_* testcase"
+    ]
+    assert verdict.to_result()["matrix"] == [[712.45, 709.88]]
+
+
+def test_error_line_after_running():
+    verdict = check_nvbandwidth(fixture("invented-testcase-error.txt"), testcase=D2D)
+    assert verdict.errors == [
+        f"testcase {D2D} failed inside nvbandwidth: Error: Unable to enable peer access between device 0 and device 1"
+    ]
+
+
+def test_unmeasured_pair_is_a_violation():
+    rows = [[None, 393.76, None], [393.58, None, 393.6], [393.5, 393.4, None]]
+    content = emit_run([Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows)])], single_node_gpus=3)
+    verdict = check_nvbandwidth(content)
+    assert verdict.errors == []
+    assert verdict.failing_pairs == [{"src": 0, "dst": 2, "gbps": None}]
+    assert verdict.violations == ["GPU 0 -> GPU 2: not measured (N/A), the pair has no peer access over NVLink"]
+
+
+def test_all_cells_na_means_nothing_ran():
+    rows = [[None, None], [None, None]]
+    content = emit_run([Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows)])], single_node_gpus=2)
+    verdict = check_nvbandwidth(content)
+    assert verdict.errors == [f"testcase {D2D} measured nothing: every cell is N/A (no peer access between the GPUs)"]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("", "the nvbandwidth output is empty"),
+        ("   \n", "the nvbandwidth output is empty"),
+        ('Error from server (NotFound): pods "x" not found\n', "no testcase ran"),
+    ],
+)
+def test_no_output(content, expected):
+    verdict = check_nvbandwidth(content)
+    assert verdict.errors[0].startswith(expected)
+    assert not verdict.passed
+
+
+def test_json_asked_for_text():
+    verdict = check_nvbandwidth(fixture("h200x2-device_to_device_memcpy_read_ce.txt"), output_format="json")
+    assert verdict.errors == [
+        'no {"nvbandwidth": ...} JSON document found: the content is not nvbandwidth -j output; use format=text or auto'
+    ]
+
+
+def test_usage_text_from_unknown_option():
+    # nvbandwidth prints its usage on stdout and exits 1 for an unknown option, even with -j.
+    usage = "unrecognised option '--bogus'\nnvbandwidth CLI:\n  -h [ --help ]  Produce help message\n"
+    verdict = check_nvbandwidth(usage)
+    assert verdict.errors[0].startswith("no testcase ran")
