@@ -1,0 +1,155 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Clique grouping and expectations, on Node objects built from the GB200 guide's label table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
+    CliqueGrouping,
+    check_clique_expectations,
+    group_nodes_by_clique,
+    is_gpu_node,
+)
+
+LABELS = Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "gb200-clique-labels.txt"
+REAL_CLIQUE = "69a19a31-f41c-45a5-8245-579b6bce5bdd.32766"
+OTHER_CLIQUE = "7b968a6d-c8aa-45e1-9e07-e1e51be99c31.1"
+
+
+def node(name, labels=None, gpus=None):
+    """A Node object shaped like kubernetes.core.k8s_info's resources[]."""
+    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels or {})}, "status": {}}
+    if gpus is not None:
+        obj["status"] = {"capacity": {"cpu": "144", "nvidia.com/gpu": str(gpus)}, "allocatable": {"cpu": "144"}}
+    return obj
+
+
+def guide_nodes():
+    """The two GB200 nodes of the guide's table, with the labels GFD and NFD set."""
+    rows = [line.split() for line in LABELS.read_text().splitlines()[1:] if line.strip()]
+    return [
+        node(name, {label: value, "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-GB200"}, gpus=4)
+        for name, label, value in rows
+    ]
+
+
+def test_guide_nodes_share_the_real_clique():
+    grouping = group_nodes_by_clique(guide_nodes())
+    assert grouping.groups == {REAL_CLIQUE: ["gb200-pod2-f06-node05", "gb200-pod2-f06-node06"]}
+    assert grouping.unlabelled_gpu_nodes == []
+    assert grouping.non_gpu_nodes == []
+    assert grouping.malformed == {}
+    assert check_clique_expectations(grouping, expected_cliques=1, nodes_per_clique=2) == []
+
+
+def test_unlabelled_gpu_node_and_control_plane_are_told_apart():
+    nodes = [
+        *guide_nodes(),
+        node("gb200-pod2-f06-node07", {"nvidia.com/gpu.present": "true"}, gpus=4),  # label missing
+        node("gpu-by-capacity-only", {}, gpus=8),
+        node("control-plane-0", {"node-role.kubernetes.io/control-plane": ""}),
+        node("cpu-worker", {}, gpus=0),
+    ]
+    grouping = group_nodes_by_clique(nodes)
+    assert grouping.unlabelled_gpu_nodes == ["gb200-pod2-f06-node07", "gpu-by-capacity-only"]
+    assert grouping.non_gpu_nodes == ["control-plane-0", "cpu-worker"]
+    violations = check_clique_expectations(grouping)
+    assert violations == [
+        "GPU node gb200-pod2-f06-node07 has no nvidia.com/gpu.clique label: its GPUs are not fabric-attached or "
+        "GPU Feature Discovery has not labelled it; check 'nvidia-smi -q' Fabric State/Status (Completed/Success) "
+        "and the GFD pod",
+        "GPU node gpu-by-capacity-only has no nvidia.com/gpu.clique label: its GPUs are not fabric-attached or "
+        "GPU Feature Discovery has not labelled it; check 'nvidia-smi -q' Fabric State/Status (Completed/Success) "
+        "and the GFD pod",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("labels", "capacity", "expected"),
+    [
+        ({"nvidia.com/gpu.present": "true"}, None, True),
+        ({"nvidia.com/gpu.present": "false"}, None, False),
+        ({}, 4, True),
+        ({}, 0, False),
+        ({"nvidia.com/gpu.clique": REAL_CLIQUE}, None, True),
+        ({}, None, False),
+    ],
+)
+def test_gpu_node_detection(labels, capacity, expected):
+    assert is_gpu_node(node("n", labels, capacity)) is expected
+
+
+def test_two_racks_and_a_rack_split_across_cliques():
+    rack_a = [node(f"a{i}", {"nvidia.com/gpu.clique": REAL_CLIQUE}, gpus=4) for i in range(3)]
+    rack_b = [node(f"b{i}", {"nvidia.com/gpu.clique": OTHER_CLIQUE}, gpus=4) for i in range(2)]
+    rack_b.append(node("b2", {"nvidia.com/gpu.clique": REAL_CLIQUE}, gpus=4))  # cabled into the wrong domain
+    grouping = group_nodes_by_clique(rack_a + rack_b)
+    assert grouping.groups == {REAL_CLIQUE: ["a0", "a1", "a2", "b2"], OTHER_CLIQUE: ["b0", "b1"]}
+    racks = {"rack-a": ["a0", "a1", "a2"], "rack-b": ["b0", "b1", "b2", "b3"]}
+    violations = check_clique_expectations(grouping, expected_cliques=2, nodes_per_clique=3, racks=racks)
+    assert violations == [
+        f"clique {REAL_CLIQUE} has 4 node(s) (a0, a1, a2, b2), expected 3",
+        f"clique {OTHER_CLIQUE} has 2 node(s) (b0, b1), expected 3",
+        "rack rack-b: node b3 is not in the cluster",
+        f"rack rack-b spans 2 cliques ({REAL_CLIQUE}: b2; {OTHER_CLIQUE}: b0, b1); the nodes of one rack must share "
+        "one NVLink clique: check the NVLink switch trays and each node's fabric state",
+    ]
+
+
+def test_expected_cliques_as_values():
+    grouping = group_nodes_by_clique(guide_nodes())
+    assert check_clique_expectations(grouping, expected_cliques=[REAL_CLIQUE]) == []
+    assert check_clique_expectations(grouping, expected_cliques=[OTHER_CLIQUE]) == [
+        f"expected clique {OTHER_CLIQUE} has no node",
+        f"clique {REAL_CLIQUE} (nodes gb200-pod2-f06-node05, gb200-pod2-f06-node06) is not among the expected cliques",
+    ]
+    assert check_clique_expectations(grouping, expected_cliques=2) == [f"found 1 clique(s) ({REAL_CLIQUE}), expected 2"]
+
+
+def test_rack_members_unlabelled_or_not_gpu():
+    nodes = [*guide_nodes(), node("gb200-pod2-f06-node07", {}, gpus=4), node("login-0", {})]
+    grouping = group_nodes_by_clique(nodes)
+    racks = {"f06": ["gb200-pod2-f06-node05", "gb200-pod2-f06-node06", "gb200-pod2-f06-node07", "login-0"]}
+    violations = check_clique_expectations(grouping, racks=racks)
+    assert violations[1:] == [
+        "rack f06: node gb200-pod2-f06-node07 has no nvidia.com/gpu.clique label",
+        "rack f06: node login-0 is not a GPU node (no nvidia.com/gpu capacity)",
+    ]
+    assert violations[0].startswith("GPU node gb200-pod2-f06-node07 has no nvidia.com/gpu.clique label")
+
+
+def test_malformed_clique_value():
+    grouping = group_nodes_by_clique([node("x", {"nvidia.com/gpu.clique": "rack1"}, gpus=4)])
+    assert grouping.groups == {"rack1": ["x"]}
+    assert grouping.malformed == {"x": "rack1"}
+    assert check_clique_expectations(grouping) == [
+        "node x has nvidia.com/gpu.clique=rack1, expected <clusterUUID>.<cliqueId> "
+        "(e.g. 69a19a31-f41c-45a5-8245-579b6bce5bdd.32766); the label was not set by GPU Feature Discovery"
+    ]
+
+
+def test_empty_label_counts_as_unlabelled():
+    grouping = group_nodes_by_clique([node("y", {"nvidia.com/gpu.clique": "", "nvidia.com/gpu.present": "true"})])
+    assert grouping.groups == {}
+    assert grouping.unlabelled_gpu_nodes == ["y"]
+
+
+def test_not_a_node_is_refused():
+    with pytest.raises(ValueError, match=r"no metadata\.name"):
+        group_nodes_by_clique([{"kind": "Node", "metadata": {}}])
+
+
+def test_grouping_to_dict_and_lookup():
+    grouping = group_nodes_by_clique(guide_nodes())
+    assert isinstance(grouping, CliqueGrouping)
+    assert grouping.clique_of() == {"gb200-pod2-f06-node05": REAL_CLIQUE, "gb200-pod2-f06-node06": REAL_CLIQUE}
+    assert grouping.to_dict() == {
+        "groups": {REAL_CLIQUE: ["gb200-pod2-f06-node05", "gb200-pod2-f06-node06"]},
+        "unlabelled_gpu_nodes": [],
+        "non_gpu_nodes": [],
+        "malformed": {},
+    }
