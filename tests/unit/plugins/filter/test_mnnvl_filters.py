@@ -1,0 +1,111 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The nvbandwidth_parse and clique_groups filters on real captures and Node objects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import FilterModule, clique_groups, nvbandwidth_parse
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+NVBW = FIXTURES / "nvbandwidth"
+MN = "multinode_device_to_device_memcpy_read_ce"
+REAL_CLIQUE = "69a19a31-f41c-45a5-8245-579b6bce5bdd.32766"
+
+
+def test_filters_are_exported():
+    assert FilterModule().filters() == {"nvbandwidth_parse": nvbandwidth_parse, "clique_groups": clique_groups}
+
+
+def test_nvbandwidth_parse_gb200_text():
+    parsed = nvbandwidth_parse((NVBW / "gb200-2node-multinode_device_to_device_memcpy_read_ce.txt").read_text())
+    assert list(parsed) == [MN]
+    record = parsed[MN]
+    assert record["status"] == "Passed"
+    assert record["description"] == "memcpy CE GPU(row) -> GPU(column) bandwidth (GB/s)"
+    assert record["unit"] == "GB/s"
+    assert record["sum"] == 45997.93
+    assert record["matrix"][0] == [None, 822.16, 821.69, 821.92, 821.45, 821.30, 821.53, 821.69]
+    assert record["min"] == 820.35 and record["max"] == 822.16
+
+
+def test_nvbandwidth_parse_json_string_and_decoded_give_the_same():
+    text = (NVBW / "h200x2-device_to_device_memcpy_read_ce.json").read_text()
+    from_text = nvbandwidth_parse(text)
+    from_dict = nvbandwidth_parse(json.loads(text))
+    assert from_text == from_dict
+    assert from_text["device_to_device_memcpy_read_ce"]["matrix"] == [[None, 393.763], [393.745, None]]
+
+
+def test_nvbandwidth_parse_bidirectional_parts():
+    parsed = nvbandwidth_parse((NVBW / "invented-h200x2-bidirectional_read_ce.txt").read_text())
+    record = parsed["device_to_device_bidirectional_memcpy_read_ce"]
+    assert record["matrix"] == [[None, 744.85], [744.73, None]]
+    assert sorted(record["matrices"]) == ["read1", "read2", "total"]
+    assert record["matrices"]["read1"]["sum"] == 744.79
+    assert record["matrices"]["read1"]["matrix"] == [[None, 372.41], [372.38, None]]
+
+
+def test_nvbandwidth_parse_statuses_of_bad_runs():
+    assert nvbandwidth_parse((NVBW / "invented-unknown-testcase.txt").read_text())["no_such_test"]["status"] == "ERROR"
+    error = nvbandwidth_parse((NVBW / "invented-testcase-error.txt").read_text())["device_to_device_memcpy_read_ce"]
+    assert error["status"] == "Error"
+    assert error["message"] == "Unable to enable peer access between device 0 and device 1"
+    assert error["matrix"] is None
+    truncated = nvbandwidth_parse((NVBW / "invented-gb200-truncated.txt").read_text())[MN]
+    assert truncated["status"] == "Incomplete"
+    assert truncated["sum"] is None
+    assert len(truncated["matrix"]) == 5
+
+
+def test_nvbandwidth_parse_refuses_non_strings():
+    with pytest.raises(AnsibleFilterError, match="expects the nvbandwidth output as a string"):
+        nvbandwidth_parse(["a", "list"])
+    with pytest.raises(AnsibleFilterError, match=r"no .* JSON document found"):
+        nvbandwidth_parse("plain text", format="json")
+    with pytest.raises(AnsibleFilterError, match="format is 'xml'"):
+        nvbandwidth_parse("x", format="xml")
+
+
+def _node(name, labels, gpus=None):
+    status = {"capacity": {"nvidia.com/gpu": str(gpus)}} if gpus is not None else {}
+    return {"metadata": {"name": name, "labels": labels}, "status": status}
+
+
+def _guide_nodes():
+    rows = [line.split() for line in (FIXTURES / "k8s" / "gb200-clique-labels.txt").read_text().splitlines()[1:]]
+    return [_node(name, {label: value, "nvidia.com/gpu.present": "true"}, 4) for name, label, value in rows]
+
+
+def test_clique_groups_guide_nodes():
+    assert clique_groups(_guide_nodes()) == {
+        REAL_CLIQUE: ["gb200-pod2-f06-node05", "gb200-pod2-f06-node06"],
+        "_unlabelled": [],
+    }
+
+
+def test_clique_groups_unlabelled_and_non_gpu():
+    nodes = [*_guide_nodes(), _node("gb200-pod2-f06-node07", {}, 4), _node("control-plane-0", {})]
+    assert clique_groups(nodes) == {
+        REAL_CLIQUE: ["gb200-pod2-f06-node05", "gb200-pod2-f06-node06"],
+        "_unlabelled": ["gb200-pod2-f06-node07"],
+    }
+    assert clique_groups({"resources": nodes}, unlabelled_key="missing", non_gpu_key="cpu_only") == {
+        REAL_CLIQUE: ["gb200-pod2-f06-node05", "gb200-pod2-f06-node06"],
+        "missing": ["gb200-pod2-f06-node07"],
+        "cpu_only": ["control-plane-0"],
+    }
+
+
+def test_clique_groups_errors():
+    with pytest.raises(AnsibleFilterError, match="expects a list of Node objects"):
+        clique_groups("node05")
+    with pytest.raises(AnsibleFilterError, match="no metadata"):
+        clique_groups([{"metadata": {}}])
+    with pytest.raises(AnsibleFilterError, match="a clique is named '_unlabelled'"):
+        clique_groups([_node("x", {"nvidia.com/gpu.clique": "_unlabelled"})])
