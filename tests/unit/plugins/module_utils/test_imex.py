@@ -1,0 +1,153 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import (
+    DEFAULT_NODES_PATH,
+    KNOWN_KEYS,
+    ImexConfigError,
+    duplicate_active_keys,
+    edit_settings,
+    parse_settings,
+    render_nodes,
+    resolve_nodes_path,
+    validate_nodes,
+    validate_settings,
+)
+
+from tests.conftest import FIXTURES
+
+REAL_CONFIG = (FIXTURES / "imex" / "config-580.178.04.cfg").read_text(encoding="utf-8")
+
+
+def test_real_config_settings_are_read():
+    settings = parse_settings(REAL_CONFIG)
+    assert len(settings) == 37
+    assert set(settings) == KNOWN_KEYS
+    assert settings["SERVER_PORT"] == "50000"
+    assert settings["IMEX_NODE_CONFIG_FILE"] == "/etc/nvidia-imex/nodes_config.cfg"
+    assert settings["IMEX_CMD_PORT"] == "50005"
+    assert settings["BIND_INTERFACE_IP"] == ""
+    assert settings["IMEX_GSS_TIMEOUT_SEC"] == "-1"
+    # "IMEX_SPIFFE_AUTHORIZED_PRINCIPALS=spiffe://..." inside a comment is not a setting
+    assert settings["IMEX_SPIFFE_AUTHORIZED_PRINCIPALS"] == ""
+
+
+def test_changing_one_key_changes_only_its_line():
+    edit = edit_settings(REAL_CONFIG, {"SERVER_PORT": "50010"})
+    assert edit.changed_keys == ["SERVER_PORT"]
+    assert edit.text == REAL_CONFIG.replace("\nSERVER_PORT=50000\n", "\nSERVER_PORT=50010\n")
+    # the real file's whitespace-only lines (" ", "  ", ...) are still there
+    assert "\n     \n" in edit.text
+    assert len(edit.text.splitlines()) == len(REAL_CONFIG.splitlines())
+
+
+def test_values_already_set_change_nothing():
+    edit = edit_settings(REAL_CONFIG, {"SERVER_PORT": "50000", "BIND_INTERFACE_IP": ""})
+    assert edit.text == REAL_CONFIG
+    assert edit.changed_keys == []
+
+
+def test_absent_key_is_appended_at_the_end():
+    before = REAL_CONFIG.replace("NETWORK_INTERFACE=\n", "", 1)
+    assert "\nNETWORK_INTERFACE=" not in before
+    edit = edit_settings(before, {"NETWORK_INTERFACE": "enP5p9s0"})
+    assert edit.text == before + "NETWORK_INTERFACE=enP5p9s0\n"
+    assert edit.changed_keys == ["NETWORK_INTERFACE"]
+
+
+def test_absent_key_with_a_commented_default_goes_right_after_it():
+    # invented: an administrator commented the key out to "use the default"
+    before = REAL_CONFIG.replace("\nDAEMONIZE=1\n", "\n#DAEMONIZE=1\n")
+    edit = edit_settings(before, {"DAEMONIZE": "0"})
+    assert edit.text == before.replace("\n#DAEMONIZE=1\n", "\n#DAEMONIZE=1\nDAEMONIZE=0\n")
+    assert parse_settings(edit.text)["DAEMONIZE"] == "0"
+
+
+def test_key_on_several_lines_sets_all_of_them():
+    before = "SERVER_PORT=1\n# note\nSERVER_PORT = 2\n"
+    assert duplicate_active_keys(before, {"SERVER_PORT"}) == ["SERVER_PORT"]
+    edit = edit_settings(before, {"SERVER_PORT": "50000"})
+    assert edit.text == "SERVER_PORT=50000\n# note\nSERVER_PORT = 50000\n"
+
+
+def test_line_endings_and_a_missing_final_newline_are_respected():
+    edit = edit_settings("LOG_LEVEL=4\r\nSERVER_PORT=50000", {"SERVER_PORT": "50001", "DAEMONIZE": "0"})
+    assert edit.text == "LOG_LEVEL=4\r\nSERVER_PORT=50001\r\nDAEMONIZE=0\r\n"
+
+
+def test_settings_are_rendered_and_checked():
+    rendered, warnings = validate_settings(
+        {"SERVER_PORT": 50001, "IMEX_CMD_ENABLED": False, "BIND_INTERFACE_IP": "fd00::5", "NETWORK_INTERFACE": None}
+    )
+    assert rendered == {
+        "SERVER_PORT": "50001",
+        "IMEX_CMD_ENABLED": "0",
+        "BIND_INTERFACE_IP": "fd00::5",
+        "NETWORK_INTERFACE": "",
+    }
+    assert warnings == []
+
+
+def test_unknown_key_is_written_with_a_warning():
+    rendered, warnings = validate_settings({"SERVER_PROT": "50000"})
+    assert rendered == {"SERVER_PROT": "50000"}
+    assert warnings == [
+        "settings.SERVER_PROT is not a key of the config.cfg of nvidia-imex 580; it is written as given. "
+        "Check the spelling against /etc/nvidia-imex/config.cfg."
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"SERVER_PORT": 70000}, "settings.SERVER_PORT='70000' is not a TCP port; expected a number from 0 to 65535."),
+        ({"BIND_INTERFACE_IP": "10.0.0"}, "settings.BIND_INTERFACE_IP='10.0.0' is not an IPv4 or IPv6 address"),
+        ({"LOG_LEVEL": 7}, "settings.LOG_LEVEL='7' is not one of '0', '1', '2', '3', '4'."),
+        ({"DAEMONIZE": "yes"}, "settings.DAEMONIZE='yes' must be 0 or 1 (or a boolean)."),
+        ({"IMEX_NODE_CONFIG_FILE": "nodes.cfg"}, "must be an absolute path of at most 256 characters"),
+        ({"SERVER PORT": 1}, "settings key 'SERVER PORT' is not a config.cfg key"),
+        ({"LOG_FILE_NAME": "/var/log/a\nLOG_LEVEL=0"}, "settings.LOG_FILE_NAME contains a line break"),
+        ({"SERVER_PORT": [1]}, "settings.SERVER_PORT is a list; expected a string, number or boolean"),
+    ],
+)
+def test_bad_settings_are_refused(settings, message):
+    with pytest.raises(ImexConfigError) as error:
+        validate_settings(settings)
+    assert message in str(error.value)
+
+
+def test_nodes_keep_order_and_take_canonical_form():
+    nodes = validate_nodes(["10.0.0.2", " 10.0.0.1 ", "FD00:0:0::1", "2001:db8::10"])
+    assert nodes == ["10.0.0.2", "10.0.0.1", "fd00::1", "2001:db8::10"]
+    assert render_nodes(nodes) == "10.0.0.2\n10.0.0.1\nfd00::1\n2001:db8::10\n"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "message"),
+    [
+        (["10.0.0.1", "10.0.0.256"], "nodes[1] = '10.0.0.256' is not an IPv4 or IPv6 address"),
+        (["node-1.rack1"], "nodes[0] = 'node-1.rack1' is not an IPv4 or IPv6 address"),
+        (["10.0.0.1/24"], "nodes[0] = '10.0.0.1/24' is not an IPv4 or IPv6 address"),
+        (["10.0.0.1", "10.0.0.2", "10.0.0.1"], "nodes[2] = '10.0.0.1' repeats nodes[0] (10.0.0.1)"),
+        (["fd00::1", "fd00:0::1"], "nodes[1] = 'fd00:0::1' repeats nodes[0] (fd00::1)"),
+        (["fe80::1%eth0"], "nodes[0] = 'fe80::1%eth0' has a zone index"),
+        ([], "nodes is empty"),
+    ],
+)
+def test_bad_nodes_are_refused_naming_the_entry(nodes, message):
+    with pytest.raises(ImexConfigError) as error:
+        validate_nodes(nodes)
+    assert message in str(error.value)
+
+
+def test_nodes_path_comes_from_the_option_then_the_config():
+    current = parse_settings(REAL_CONFIG)
+    assert resolve_nodes_path(None, {}, current) == "/etc/nvidia-imex/nodes_config.cfg"
+    assert resolve_nodes_path(None, {"IMEX_NODE_CONFIG_FILE": "/etc/imex/peers"}, current) == "/etc/imex/peers"
+    assert resolve_nodes_path("/srv/peers", {"IMEX_NODE_CONFIG_FILE": "/etc/imex/peers"}, current) == "/srv/peers"
+    assert resolve_nodes_path(None, {}, {"IMEX_NODE_CONFIG_FILE": ""}) == DEFAULT_NODES_PATH
+    with pytest.raises(ImexConfigError, match=r"IMEX_NODE_CONFIG_FILE='peers' in config.cfg is not an absolute path"):
+        resolve_nodes_path(None, {}, {"IMEX_NODE_CONFIG_FILE": "peers"})
