@@ -229,6 +229,11 @@ def main() -> None:
         module.fail_json(msg=exc.message, **exc.result)
     except CoreException as exc:
         module.fail_from_exception(exc)
+    except Exception as exc:  # connection refused, TLS, DNS: the client raises urllib3 errors
+        module.fail_json(
+            msg=f"cannot reach the Kubernetes API ({type(exc).__name__}: {exc}); "
+            "check the kubeconfig/host options or K8S_AUTH_KUBECONFIG"
+        )
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(**result)
