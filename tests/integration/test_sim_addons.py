@@ -1,0 +1,787 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The simulated rack's NVIDIA stand-ins: generators and charts (no rack needed), then the live
+rack (``-m sim``): charts from the served repository, DeviceClasses and ResourceSlices, a pod
+claiming a ComputeDomain channel, an MPIJob running nvbandwidth, and every stand-in fault.
+
+Outputs are checked with the collection's own parsers (``plugins/module_utils``), so the sim
+emits what the verification roles will read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "sim"))
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import parse_nccl_tests  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import parse_text  # noqa: E402
+from simrack import logs  # noqa: E402
+from simrack.controllers import computedomain, mpioperator  # noqa: E402
+from simrack.controllers.base import read_faults  # noqa: E402
+
+TESTCASE = "multinode_device_to_device_memcpy_read_ce"
+FIXTURE_TEXT = logs.NVBANDWIDTH_FIXTURE.read_text()
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+DAEMON_CLASS = "compute-domain-daemon.nvidia.com"
+DRA_NS = "nvidia-dra-driver-gpu"
+
+
+def fixture_cells() -> list[float]:
+    """The measured cells of the real GB200 run, row-major, read independently of simrack.logs."""
+    block = FIXTURE_TEXT.split("bandwidth (GB/s)\n", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    return [float(tok) for row in block for tok in row.split()[1:] if tok != "N/A"]
+
+
+def matrix_of(text: str):
+    result = parse_text(text)
+    return result, result.testcases[TESTCASE].matrix_named()
+
+
+# ------------------------------------------------------------------------------------------------
+# Generators (no rack needed)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_eight_ranks_reproduce_the_real_gb200_run_byte_for_byte():
+    hosts, devices = logs.ranks_for("nvbandwidth-test", workers=2, slots=4)
+    assert logs.nvbandwidth_text(logs.NvbandwidthRun(hosts, devices)) == FIXTURE_TEXT
+
+
+def test_twelve_ranks_cycle_the_measured_cells_and_sum_them():
+    hosts, devices = logs.ranks_for("big", workers=3, slots=4)
+    text = logs.nvbandwidth_text(logs.NvbandwidthRun(hosts, devices))
+    result, matrix = matrix_of(text)
+    cells = fixture_cells()
+    assert matrix.shape == (12, 12)
+    assert all(matrix.rows[i][i] is None for i in range(12))
+    measured = [v for _, _, v in matrix.measured()]
+    assert len(measured) == 132
+    assert measured == [cells[k % len(cells)] for k in range(132)]
+    assert matrix.reported_sum == pytest.approx(round(sum(measured), 2), abs=1e-9)
+    assert [d.host for d in result.devices] == [f"big-worker-{w}" for w in range(3) for _ in range(4)]
+    assert "Process  0 (big-worker-0): device 0: NVIDIA GB200 (00000008:01:00)" in text
+    assert "Process 11 (big-worker-2): device 3: NVIDIA GB200 (00000019:01:00)" in text
+
+
+def test_degraded_link_lowers_one_cell_and_the_sum():
+    hosts, devices = logs.ranks_for("nvb", workers=2, slots=4)
+    text = logs.nvbandwidth_text(logs.NvbandwidthRun(hosts, devices, degraded={(0, 5): 412.5}))
+    _, matrix = matrix_of(text)
+    cells = fixture_cells()
+    assert matrix.rows[0][5] == 412.5
+    assert [v for r, c, v in matrix.measured() if (r, c) != (0, 5)] == cells[:4] + cells[5:]
+    assert matrix.reported_sum == pytest.approx(round(sum(cells) - cells[4] + 412.5, 2), abs=1e-9)
+
+
+def test_failing_launcher_ends_with_the_cuda_and_mpi_errors_and_no_matrix():
+    hosts, devices = logs.ranks_for("nvb", workers=2, slots=4)
+    text = logs.nvbandwidth_text(logs.NvbandwidthRun(hosts, devices, failure="launcher-fails"))
+    result = parse_text(text)
+    assert result.testcases[TESTCASE].matrices == []
+    assert any("CUDA_ERROR_NOT_PERMITTED" in e for e in result.errors)
+    assert "SUM " not in text
+    assert text.rstrip().splitlines()[-2] == "exactly when Open MPI kills them."
+
+
+def test_unknown_testcase_prints_the_real_error_line():
+    hosts, devices = logs.ranks_for("nvb", workers=2, slots=4)
+    text = logs.nvbandwidth_text(logs.NvbandwidthRun(hosts, devices, testcase="no_such_test"))
+    assert "ERROR: Testcase no_such_test not found!" in text
+    assert "Running " not in text
+
+
+def test_imex_listing_with_and_without_the_channel():
+    present = logs.imex_listing(True)
+    assert re.search(r"^crw-rw-rw- 1 root root 501, 0 .* channel0$", present, re.M)
+    absent = logs.imex_listing(False)
+    assert "channel0" not in absent
+    assert "No such file or directory" in absent
+
+
+def test_cri_lines_keep_every_line_including_blank_ones():
+    text = "a\n\nb c\n"
+    cri = logs.cri_lines(text).splitlines()
+    assert len(cri) == 3
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z stdout F .*", line) for line in cri)
+    assert [line.split(" ", 3)[3] for line in cri] == ["a", "", "b c"]
+
+
+def test_all_reduce_perf_table_parses_and_saturates_below_the_link():
+    hosts, _ = logs.ranks_for("nccl", workers=2, slots=4)
+    link = logs.mean_measured_cell()
+    text = logs.all_reduce_perf_text(["all_reduce_perf", "-b", "8", "-e", "1G", "-f", "2"], 8, hosts, link)
+    result = parse_nccl_tests(text)
+    assert [r.size_bytes for r in result.rows] == [8 << k for k in range(28)]
+    busbws = [p.busbw_gbps for r in result.rows for p in (r.out_of_place, r.in_place)]
+    assert max(busbws) < link
+    assert result.rows[-1].out_of_place.busbw_gbps > 0.95 * link
+    assert result.avg_busbw_gbps == pytest.approx(sum(busbws) / len(busbws), abs=0.01)
+    assert len(result.devices) == 8
+
+
+# ------------------------------------------------------------------------------------------------
+# Controller logic (no rack needed)
+# ------------------------------------------------------------------------------------------------
+
+
+def _cd(num_nodes: int = 0, nodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "cd", "namespace": "ns", "uid": "1234567890abcdef"},
+        "spec": {"numNodes": num_nodes, "channel": {"resourceClaimTemplate": {"name": "cd-channel"}}},
+        "status": {"status": "NotReady", "nodes": nodes or []},
+    }
+
+
+def _pod(node: str, ready: bool = True, ip: str = "10.0.0.1") -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"d-{node}"},
+        "status": {
+            "phase": "Running",
+            "podIP": ip,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def test_compute_domain_node_indexes_are_stable_per_clique():
+    before = [{"name": "b", "cliqueID": "u.1", "index": 0, "ipAddress": "x", "status": "Ready"}]
+    pods = {"a": _pod("a", ip="10.0.0.2"), "b": _pod("b"), "c": _pod("c", ready=False)}
+    cliques = {"a": "u.1", "b": "u.1", "c": "u.2"}
+    entries = computedomain.node_statuses(_cd(nodes=before), pods, cliques, not_ready=False)
+    assert [(e["name"], e["cliqueID"], e["index"], e["status"]) for e in entries] == [
+        ("a", "u.1", 1, "Ready"),
+        ("b", "u.1", 0, "Ready"),
+        ("c", "u.2", 0, "NotReady"),
+    ]
+    assert entries[0]["ipAddress"] == "10.0.0.2"
+    assert computedomain.global_status(_cd(num_nodes=2), entries, not_ready=False) == "Ready"
+    assert computedomain.global_status(_cd(num_nodes=3), entries, not_ready=False) == "NotReady"
+    assert computedomain.global_status(_cd(num_nodes=0), entries, not_ready=True) == "NotReady"
+
+
+def test_workload_claim_template_requests_the_default_channel_for_this_domain():
+    rct = computedomain.workload_claim_template(_cd())
+    assert rct["metadata"]["name"] == "cd-channel"
+    assert rct["metadata"]["namespace"] == "ns"
+    request = rct["spec"]["spec"]["devices"]["requests"][0]
+    assert request == {"name": "channel", "exactly": {"deviceClassName": CHANNEL_CLASS}}
+    params = rct["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+    assert params == {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomainChannelConfig",
+        "domainID": "1234567890abcdef",
+        "allocationMode": "Single",
+    }
+
+
+def _mpijob(**spec: Any) -> dict[str, Any]:
+    body = {
+        "mpiReplicaSpecs": {
+            "Launcher": {"template": {"spec": {"containers": [{"name": "l", "image": "i", "command": ["mpirun"]}]}}},
+            "Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}}},
+        },
+        **spec,
+    }
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "nvb", "namespace": "ns", "uid": "u-1"},
+        "spec": body,
+    }
+
+
+def test_mpijob_defaults_follow_the_operator_code_not_the_type_comment():
+    spec = mpioperator.defaults(_mpijob()["spec"])
+    assert spec["runPolicy"]["cleanPodPolicy"] == "None"
+    assert spec["slotsPerWorker"] == 1
+    assert spec["launcherCreationPolicy"] == "AtStartup"
+    assert spec["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "OnFailure"
+
+
+def test_mpijob_objects_carry_the_operator_names_and_labels():
+    job = _mpijob(slotsPerWorker=4, runPolicy={"backoffLimit": 0})
+    spec = mpioperator.defaults(job["spec"])
+    assert mpioperator.hostfile(job, spec) == "nvb-worker-0.nvb.ns.svc slots=4\nnvb-worker-1.nvb.ns.svc slots=4\n"
+    worker = mpioperator.worker_pod(job, spec, 1)
+    assert worker["metadata"]["name"] == "nvb-worker-1"
+    assert worker["metadata"]["labels"] == {
+        "training.kubeflow.org/operator-name": "mpi-operator",
+        "training.kubeflow.org/job-name": "nvb",
+        "training.kubeflow.org/job-role": "worker",
+        "training.kubeflow.org/replica-index": "1",
+    }
+    assert (worker["spec"]["hostname"], worker["spec"]["subdomain"]) == ("nvb-worker-1", "nvb")
+    launcher = mpioperator.launcher_job(job, spec, exit_code=1)
+    assert launcher["metadata"]["name"] == "nvb-launcher"
+    assert launcher["spec"]["backoffLimit"] == 0
+    template = launcher["spec"]["template"]
+    assert template["metadata"]["annotations"] == {"gpu-fabric.sim/exit-code": "1"}
+    assert template["metadata"]["labels"]["training.kubeflow.org/job-role"] == "launcher"
+    env = {e["name"]: e["value"] for e in template["spec"]["containers"][0]["env"]}
+    assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert env["OMPI_MCA_orte_set_default_slots"] == "4"
+    assert mpioperator.launcher_job(job, spec, exit_code=None)["spec"]["template"]["metadata"]["annotations"] == {}
+
+
+def test_faults_file_is_read_as_written_and_tolerates_absence(tmp_path: Path):
+    assert read_faults(tmp_path) == {}
+    (tmp_path / "faults.json").write_text(json.dumps({"degraded-link": {"src": "0", "dst": "5", "gbps": "400"}}))
+    assert read_faults(tmp_path) == {"degraded-link": {"src": "0", "dst": "5", "gbps": "400"}}
+    (tmp_path / "faults.json").write_text("{half")
+    assert read_faults(tmp_path) == {}
+
+
+# ------------------------------------------------------------------------------------------------
+# Charts (need the sim's Helm binary, built by sim/build.sh)
+# ------------------------------------------------------------------------------------------------
+
+
+def _helm() -> str:
+    found = sorted(Path.home().glob(".cache/gpu-fabric-sim/*/bin/helm")) or []
+    helm = str(found[-1]) if found else shutil.which("helm")
+    if not helm:
+        pytest.skip("the sim's helm is not built yet (sim/build.sh)")
+    return helm
+
+
+def _template(chart: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [_helm(), "template", chart, str(REPO_ROOT / "sim" / "charts" / chart), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_dra_chart_renders_the_device_classes_with_the_real_selectors():
+    out = _template(
+        "nvidia-dra-driver-gpu",
+        "-n",
+        DRA_NS,
+        "--kube-version",
+        "1.34.4",
+        "--api-versions",
+        "resource.k8s.io/v1",
+        "--set",
+        "resources.gpus.enabled=false",
+        "--set",
+        "nvidiaDriverRoot=/run/nvidia/driver",
+    )
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    classes = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DeviceClass"}
+    assert set(classes) == {CHANNEL_CLASS, DAEMON_CLASS}
+    assert classes[CHANNEL_CLASS]["apiVersion"] == "resource.k8s.io/v1"
+    assert classes[CHANNEL_CLASS]["spec"]["selectors"][0]["cel"]["expression"] == (
+        "device.driver == 'compute-domain.nvidia.com' && "
+        "device.attributes['compute-domain.nvidia.com'].type == 'channel' && "
+        "device.attributes['compute-domain.nvidia.com'].id == 0"
+    )
+    plugin = next(d for d in docs if d["kind"] == "DaemonSet")
+    env = {e["name"]: e.get("value") for e in plugin["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NVIDIA_DRIVER_ROOT"] == "/run/nvidia/driver"
+    controller = next(d for d in docs if d["kind"] == "Deployment")
+    assert controller["spec"]["template"]["metadata"]["labels"]["nvidia-dra-driver-gpu-component"] == "controller"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--api-versions", "resource.k8s.io/v1"], "explicitly set 'resources.gpus.enabled=false'"),
+        (["--set", "resources.gpus.enabled=false"], "No supported resource.k8s.io API version"),
+        (["--set", "resources.gpus.enabled=false", "--kube-version", "1.31.0"], "incompatible with Kubernetes v1.31.0"),
+    ],
+)
+def test_dra_chart_refuses_what_the_real_chart_refuses(args: list[str], message: str):
+    out = _template("nvidia-dra-driver-gpu", "-n", DRA_NS, "--kube-version", "1.34.4", *args)
+    assert out.returncode != 0
+    assert message in out.stderr
+
+
+def test_gpu_operator_chart_follows_the_values_the_roles_set():
+    out = _template(
+        "gpu-operator",
+        "-n",
+        "gpu-operator",
+        "--set",
+        "driver.enabled=false",
+        "--set",
+        "dcgm.enabled=true",
+        "--set",
+        "dcgmExporter.serviceMonitor.enabled=true",
+        "--api-versions",
+        "monitoring.coreos.com/v1",
+    )
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    daemonsets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
+    assert "nvidia-driver-daemonset" not in daemonsets
+    assert {"nvidia-container-toolkit-daemonset", "nvidia-dcgm", "nvidia-dcgm-exporter"} <= set(daemonsets)
+    for ds in daemonsets.values():
+        assert ds["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert any(d["kind"] == "ServiceMonitor" for d in docs)
+    policy = next(d for d in docs if d["kind"] == "ClusterPolicy")
+    assert policy["spec"]["driver"]["enabled"] is False
+    assert policy["spec"]["dcgm"]["enabled"] is True
+
+
+# ------------------------------------------------------------------------------------------------
+# On the live rack
+# ------------------------------------------------------------------------------------------------
+
+
+def _helm_install(rack, release: str, chart: str, namespace: str, version: str, *sets: str) -> None:
+    args = [
+        str(rack.bin_dir / "helm"),
+        "upgrade",
+        "--install",
+        release,
+        chart,
+        "--repo",
+        rack.endpoints["helm_repo_url"],
+        "--version",
+        version,
+        "--namespace",
+        namespace,
+        "--create-namespace",
+        "--wait",
+        "--timeout",
+        "180s",
+    ]
+    for value in sets:
+        args += ["--set", value]
+    out = subprocess.run(args, capture_output=True, text=True, env=rack.env, timeout=240, check=False)
+    assert out.returncode == 0, f"helm {release}: {out.stdout}\n{out.stderr}"
+
+
+@pytest.fixture(scope="module")
+def addons(sim_rack):
+    """GPU Operator, DRA driver and MPI operator installed from the rack's served locations."""
+    _helm_install(
+        sim_rack,
+        "gpu-operator",
+        "gpu-operator",
+        "gpu-operator",
+        "v25.10.0",
+        "driver.enabled=true",
+        "dcgm.enabled=true",
+        "dcgmExporter.serviceMonitor.enabled=true",
+    )
+    _helm_install(
+        sim_rack,
+        "nvidia-dra-driver-gpu",
+        "nvidia-dra-driver-gpu",
+        DRA_NS,
+        "25.8.0",
+        "resources.gpus.enabled=false",
+        "nvidiaDriverRoot=/run/nvidia/driver",
+    )
+    sim_rack.kubectl("apply", "--server-side", "-f", sim_rack.endpoints["mpi_operator_manifest_url"])
+    sim_rack.kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=60s")
+    sim_rack.kubectl("rollout", "status", "deployment/mpi-operator", "-n", "mpi-operator", "--timeout=120s")
+    return sim_rack
+
+
+def gpu_nodes(rack) -> list[dict[str, Any]]:
+    return rack.get_json("nodes", "-l", "nvidia.com/gpu.present=true")["items"]
+
+
+def compute_domain(name: str, num_nodes: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": {"name": name},
+        "spec": {"numNodes": num_nodes, "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+    }
+
+
+def channel_pod(name: str, template: str, node: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "ctr",
+                "image": "ubuntu:22.04",
+                "command": ["bash", "-c"],
+                "args": ["ls -la /dev/nvidia-caps-imex-channels; trap 'exit 0' TERM; sleep 9999 & wait"],
+                "resources": {"claims": [{"name": "imex-channel-0"}]},
+            }
+        ],
+        "resourceClaims": [{"name": "imex-channel-0", "resourceClaimTemplateName": template}],
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def nvbandwidth_mpijob(name: str, template: str, workers: int = 2, slots: int = 4, **extra: Any) -> dict[str, Any]:
+    ranks = workers * slots
+    container = {
+        "image": "ghcr.io/nvidia/k8s-samples:nvbandwidth-v0.7-8d103163",
+        "securityContext": {"runAsUser": 1000},
+    }
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": slots,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": {"cleanPodPolicy": "Running", **extra.get("run_policy", {})},
+            "sshAuthMountPath": "/home/mpiuser/.ssh",
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    **container,
+                                    "name": "mpi-launcher",
+                                    "command": ["mpirun"],
+                                    "args": [
+                                        "--bind-to",
+                                        "core",
+                                        "--map-by",
+                                        f"ppr:{slots}:node",
+                                        "-np",
+                                        str(ranks),
+                                        "--report-bindings",
+                                        "-q",
+                                        "nvbandwidth",
+                                        "-t",
+                                        TESTCASE,
+                                    ],
+                                }
+                            ]
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    **container,
+                                    "name": "mpi-worker",
+                                    "command": ["/usr/sbin/sshd"],
+                                    "args": ["-De", "-f", "/home/mpiuser/.sshd_config"],
+                                    "resources": {
+                                        "limits": {"nvidia.com/gpu": slots},
+                                        "claims": [{"name": "compute-domain-channel"}],
+                                    },
+                                }
+                            ],
+                            "resourceClaims": [
+                                {"name": "compute-domain-channel", "resourceClaimTemplateName": template}
+                            ],
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+def wait_condition(rack, namespace: str, mpijob: str, ctype: str, timeout: float = 90) -> dict[str, Any]:
+    def check():
+        job = rack.get_json("mpijob", mpijob, "-n", namespace)
+        conds = {c["type"]: c for c in (job.get("status") or {}).get("conditions") or []}
+        return job if conds.get(ctype, {}).get("status") == "True" else None
+
+    return rack.wait_until(f"MPIJob {mpijob} {ctype}", check, timeout=timeout)
+
+
+def pod_log(rack, namespace: str, pod: str) -> str:
+    return rack.wait_until(
+        f"log of {pod}",
+        lambda: rack.kubectl("logs", pod, "-n", namespace, check=False).stdout,
+        timeout=60,
+    )
+
+
+def launcher_log(rack, namespace: str, mpijob: str) -> str:
+    def check():
+        out = rack.kubectl("logs", "--tail=-1", "-n", namespace, "-l", f"job-name={mpijob}-launcher", check=False)
+        return out.stdout if out.returncode == 0 and out.stdout.strip() else None
+
+    return rack.wait_until(f"launcher log of {mpijob}", check, timeout=60)
+
+
+def free_gpu_node(rack) -> str:
+    """A tray no ComputeDomain holds (the driver allows one domain per node at a time)."""
+
+    def check():
+        free = [
+            n["metadata"]["name"]
+            for n in gpu_nodes(rack)
+            if "resource.nvidia.com/computeDomain" not in n["metadata"]["labels"]
+            and "nvidia.com/gpu.clique" in n["metadata"]["labels"]
+        ]
+        return sorted(free)[0] if free else None
+
+    return rack.wait_until("a tray without a ComputeDomain", check, timeout=60)
+
+
+def run_channel_pod(rack, namespace: str, name: str = "imex-channel-injection", node: str | None = None):
+    node = node or free_gpu_node(rack)
+    rack.apply([compute_domain(name, 1)], namespace)
+    rack.wait_until(
+        "channel ResourceClaimTemplate",
+        lambda: (
+            rack.kubectl("get", "resourceclaimtemplate", f"{name}-channel", "-n", namespace, check=False).returncode
+            == 0
+        ),
+    )
+    rack.apply([channel_pod(name, f"{name}-channel", node)], namespace)
+    return rack.wait_until(
+        f"pod {name} Running",
+        lambda: (p := rack.get_json("pod", name, "-n", namespace))["status"].get("phase") == "Running" and p,
+        timeout=90,
+    )
+
+
+@pytest.mark.sim
+def test_served_repository_holds_both_charts_with_the_real_versions(sim_rack):
+    with urllib.request.urlopen(sim_rack.endpoints["helm_repo_url"] + "/index.yaml", timeout=10) as resp:
+        index = yaml.safe_load(resp.read())
+    assert [e["version"] for e in index["entries"]["gpu-operator"]] == ["v25.10.0"]
+    assert [e["version"] for e in index["entries"]["nvidia-dra-driver-gpu"]] == ["25.8.0"]
+    assert index["entries"]["nvidia-dra-driver-gpu"][0]["kubeVersion"] == ">=1.32.0-0"
+    with urllib.request.urlopen(sim_rack.endpoints["mpi_operator_manifest_url"], timeout=10) as resp:
+        kinds = [d["kind"] for d in yaml.safe_load_all(resp.read()) if d]
+    assert kinds[:2] == ["Namespace", "CustomResourceDefinition"]
+    assert kinds[-1] == "Deployment"
+
+
+@pytest.mark.sim
+def test_charts_give_device_classes_per_node_slices_and_running_node_pods(addons):
+    nodes = sorted(n["metadata"]["name"] for n in gpu_nodes(addons))
+    assert nodes, "the rack has no GPU trays"
+    classes = {d["metadata"]["name"] for d in addons.get_json("deviceclasses")["items"]}
+    assert {CHANNEL_CLASS, DAEMON_CLASS} <= classes
+    slices = addons.wait_until(
+        "one compute-domain ResourceSlice per tray",
+        lambda: (
+            (
+                s := [
+                    x
+                    for x in addons.get_json("resourceslices")["items"]
+                    if x["spec"]["driver"] == "compute-domain.nvidia.com"
+                ]
+            )
+            and sorted(x["spec"]["nodeName"] for x in s) == nodes
+            and s
+        ),
+    )
+    for s in slices:
+        assert s["spec"]["pool"]["name"] == s["spec"]["nodeName"]
+        devices = {d["name"]: d["attributes"] for d in s["spec"]["devices"]}
+        assert devices == {
+            "channel-0": {"type": {"string": "channel"}, "id": {"int": 0}},
+            "daemon-0": {"type": {"string": "daemon"}, "id": {"int": 0}},
+        }
+    ds = addons.get_json("daemonset", "nvidia-driver-daemonset", "-n", "gpu-operator")
+    assert ds["status"]["numberReady"] == ds["status"]["desiredNumberScheduled"] == len(nodes)
+    plugin = addons.get_json("daemonset", "nvidia-dra-driver-gpu-kubelet-plugin", "-n", DRA_NS)
+    assert plugin["status"]["numberReady"] == len(nodes)
+
+
+@pytest.mark.sim
+def test_channel_pod_runs_on_a_tray_and_the_domain_becomes_ready(addons, namespace):
+    pod = run_channel_pod(addons, namespace)
+    node = pod["spec"]["nodeName"]
+    node_obj = addons.get_json("node", node)
+    assert node_obj["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
+    claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    claim = addons.get_json("resourceclaim", claim_name, "-n", namespace)
+    result = claim["status"]["allocation"]["devices"]["results"][0]
+    assert (result["driver"], result["pool"], result["device"]) == ("compute-domain.nvidia.com", node, "channel-0")
+
+    def ready():
+        cd = addons.get_json("computedomain", "imex-channel-injection", "-n", namespace)
+        status = cd.get("status") or {}
+        return cd if status.get("status") == "Ready" and status.get("nodes") else None
+
+    cd = addons.wait_until("ComputeDomain Ready", ready, timeout=60)
+    [entry] = cd["status"]["nodes"]
+    assert entry["name"] == node
+    assert entry["status"] == "Ready"
+    assert entry["cliqueID"] == node_obj["metadata"]["labels"]["nvidia.com/gpu.clique"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", entry["ipAddress"])
+    assert "resource.nvidia.com/computeDomain" in cd["metadata"]["finalizers"]
+    assert (
+        addons.get_json("node", node)["metadata"]["labels"]["resource.nvidia.com/computeDomain"]
+        == cd["metadata"]["uid"]
+    )
+
+    log = pod_log(addons, namespace, "imex-channel-injection")
+    assert log == logs.IMEX_LISTING_FIXTURE.read_text()
+
+    addons.kubectl("delete", "pod", "imex-channel-injection", "-n", namespace, "--wait=true", "--timeout=60s")
+    addons.kubectl("delete", "computedomain", "imex-channel-injection", "-n", namespace, "--timeout=60s")
+    addons.wait_until(
+        "node label removed",
+        lambda: "resource.nvidia.com/computeDomain" not in addons.get_json("node", node)["metadata"]["labels"],
+    )
+    assert addons.kubectl("get", "resourceclaimtemplate", "-n", namespace, "-o", "name").stdout.strip() == ""
+    addons.wait_until(
+        "per-domain DaemonSet removed",
+        lambda: (
+            not addons.get_json(
+                "daemonsets", "-n", DRA_NS, "-l", f"resource.nvidia.com/computeDomain={cd['metadata']['uid']}"
+            )["items"]
+        ),
+    )
+
+
+@pytest.mark.sim
+def test_mpijob_succeeds_and_the_launcher_log_is_the_measured_matrix(addons, namespace):
+    addons.apply([compute_domain("nvb", 2), nvbandwidth_mpijob("nvb", "nvb-channel")], namespace)
+    job = wait_condition(addons, namespace, "nvb", "Succeeded", timeout=120)
+    conds = {c["type"]: c["status"] for c in job["status"]["conditions"]}
+    assert conds["Created"] == "True"
+    assert conds["Running"] == "False"
+    assert job["status"]["replicaStatuses"]["Launcher"]["succeeded"] == 1
+    assert job["status"]["completionTime"] >= job["status"]["startTime"]
+
+    text = launcher_log(addons, namespace, "nvb")
+    result, matrix = matrix_of(text)
+    assert matrix.shape == (8, 8)
+    assert [v for _, _, v in matrix.measured()] == fixture_cells()
+    assert matrix.reported_sum == 45997.93
+    assert {d.host for d in result.devices} == {"nvb-worker-0", "nvb-worker-1"}
+
+    launcher = addons.get_json("job", "nvb-launcher", "-n", namespace)
+    assert launcher["metadata"]["ownerReferences"][0]["kind"] == "MPIJob"
+    hostfile = addons.get_json("configmap", "nvb-config", "-n", namespace)["data"]["hostfile"]
+    assert hostfile == f"nvb-worker-0.nvb.{namespace}.svc slots=4\nnvb-worker-1.nvb.{namespace}.svc slots=4\n"
+    assert addons.get_json("service", "nvb", "-n", namespace)["spec"]["clusterIP"] == "None"
+    assert addons.get_json("secret", "nvb-ssh", "-n", namespace)["type"] == "kubernetes.io/ssh-auth"
+    # cleanPodPolicy Running: the workers are removed once the job is done
+    addons.wait_until(
+        "workers cleaned up",
+        lambda: not addons.get_json("pods", "-n", namespace, "-l", "training.kubeflow.org/job-role=worker")["items"],
+    )
+    addons.kubectl("delete", "mpijob", "nvb", "-n", namespace, "--wait=true", "--timeout=60s")
+    addons.wait_until(
+        "launcher Job garbage-collected",
+        lambda: addons.kubectl("get", "job", "nvb-launcher", "-n", namespace, check=False).returncode != 0,
+    )
+
+
+@pytest.mark.sim
+def test_fault_degraded_link_lowers_that_cell(addons, namespace, clean_faults):
+    addons.fault("degraded-link", src=1, dst=6, gbps=401.25)
+    addons.apply([compute_domain("nvb", 2), nvbandwidth_mpijob("nvb", "nvb-channel")], namespace)
+    wait_condition(addons, namespace, "nvb", "Succeeded", timeout=120)
+    _, matrix = matrix_of(launcher_log(addons, namespace, "nvb"))
+    cells = fixture_cells()
+    assert matrix.rows[1][6] == 401.25
+    assert sorted(v for r, c, v in matrix.measured() if (r, c) != (1, 6)) == sorted(cells[:12] + cells[13:])
+    assert matrix.reported_sum == pytest.approx(round(sum(cells) - cells[12] + 401.25, 2), abs=1e-9)
+
+
+@pytest.mark.sim
+def test_fault_launcher_fails_fails_the_mpijob_with_an_error_tail(addons, namespace, clean_faults):
+    addons.fault("launcher-fails")
+    addons.apply(
+        [compute_domain("nvb", 2), nvbandwidth_mpijob("nvb", "nvb-channel", run_policy={"backoffLimit": 0})], namespace
+    )
+    job = wait_condition(addons, namespace, "nvb", "Failed", timeout=120)
+    assert not any(c["type"] == "Succeeded" for c in job["status"]["conditions"])
+    pods = addons.get_json("pods", "-n", namespace, "-l", "job-name=nvb-launcher")["items"]
+    assert pods and pods[0]["status"]["phase"] == "Failed"
+    assert pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+    text = launcher_log(addons, namespace, "nvb")
+    assert "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD" in text
+    assert "SUM " not in text
+
+
+@pytest.mark.sim
+def test_fault_compute_domain_not_ready_keeps_nodes_not_ready_until_cleared(addons, namespace, clean_faults):
+    addons.fault("compute-domain-not-ready")
+    pod = run_channel_pod(addons, namespace, "cdnr")
+
+    def nodes_listed():
+        status = addons.get_json("computedomain", "cdnr", "-n", namespace).get("status") or {}
+        return status if status.get("nodes") else None
+
+    status = addons.wait_until("CD lists the node", nodes_listed, timeout=60)
+    assert status["status"] == "NotReady"
+    assert [(n["name"], n["status"]) for n in status["nodes"]] == [(pod["spec"]["nodeName"], "NotReady")]
+    time.sleep(3)
+    assert addons.get_json("computedomain", "cdnr", "-n", namespace)["status"]["status"] == "NotReady"
+    addons.rack("fault", "--clear", "compute-domain-not-ready")
+    addons.wait_until(
+        "CD Ready after the fault is cleared",
+        lambda: addons.get_json("computedomain", "cdnr", "-n", namespace)["status"]["status"] == "Ready",
+        timeout=30,
+    )
+
+
+@pytest.mark.sim
+def test_fault_missing_deviceclass_removes_it_until_cleared(addons, clean_faults):
+    before = addons.get_json("deviceclass", CHANNEL_CLASS)
+    addons.fault("missing-deviceclass")
+    addons.wait_until(
+        "DeviceClass deleted",
+        lambda: addons.kubectl("get", "deviceclass", CHANNEL_CLASS, check=False).returncode != 0,
+        timeout=30,
+    )
+    time.sleep(3)
+    assert addons.kubectl("get", "deviceclass", CHANNEL_CLASS, check=False).returncode != 0
+    addons.rack("fault", "--clear", "missing-deviceclass")
+    after = addons.wait_until(
+        "DeviceClass restored",
+        lambda: (
+            (out := addons.kubectl("get", "deviceclass", CHANNEL_CLASS, "-o", "json", check=False)).returncode == 0
+            and json.loads(out.stdout)
+        ),
+        timeout=30,
+    )
+    assert after["spec"] == before["spec"]
+    assert after["metadata"]["labels"] == before["metadata"]["labels"]
+    assert after["metadata"]["annotations"]["meta.helm.sh/release-name"] == "nvidia-dra-driver-gpu"
+
+
+@pytest.mark.sim
+def test_fault_channel_missing_lists_no_channel(addons, namespace, clean_faults):
+    addons.fault("channel-missing")
+    run_channel_pod(addons, namespace, "chm")
+    log = pod_log(addons, namespace, "chm")
+    assert "channel0" not in log
+    assert log == logs.imex_listing(False)
+
+
+@pytest.mark.sim
+def test_fault_unlabelled_node_gets_no_channel_and_an_empty_clique(addons, namespace, clean_faults):
+    node = sorted(n["metadata"]["name"] for n in gpu_nodes(addons))[-1]
+    addons.fault("unlabelled-node", node=node)
+    addons.wait_until(
+        "clique label removed",
+        lambda: "nvidia.com/gpu.clique" not in addons.get_json("node", node)["metadata"]["labels"],
+        timeout=30,
+    )
+    run_channel_pod(addons, namespace, "unl", node=node)
+    assert "channel0" not in pod_log(addons, namespace, "unl")
+
+    def listed():
+        status = addons.get_json("computedomain", "unl", "-n", namespace).get("status") or {}
+        return status.get("nodes")
+
+    [entry] = addons.wait_until("CD lists the node", listed, timeout=60)
+    assert (entry["name"], entry["cliqueID"]) == (node, "")
