@@ -301,12 +301,14 @@ def test_dra_chart_renders_the_device_classes_with_the_real_selectors():
     ("args", "message"),
     [
         (["--api-versions", "resource.k8s.io/v1"], "explicitly set 'resources.gpus.enabled=false'"),
-        (["--set", "resources.gpus.enabled=false"], "No supported resource.k8s.io API version"),
+        (["--set", "resources.gpus.enabled=false", "-n", "default"], "installing into the 'default' namespace"),
         (["--set", "resources.gpus.enabled=false", "--kube-version", "1.31.0"], "incompatible with Kubernetes v1.31.0"),
     ],
 )
 def test_dra_chart_refuses_what_the_real_chart_refuses(args: list[str], message: str):
-    out = _template("nvidia-dra-driver-gpu", "-n", DRA_NS, "--kube-version", "1.34.4", *args)
+    out = _template(
+        "nvidia-dra-driver-gpu", "--kube-version", "1.34.4", *(args if "-n" in args else [*args, "-n", DRA_NS])
+    )
     assert out.returncode != 0
     assert message in out.stderr
 
