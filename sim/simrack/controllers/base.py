@@ -84,11 +84,13 @@ class Controller:
             self.faults = read_faults(self.state)
             try:
                 self.reconcile()
+                if failures:
+                    log.info("%s: reconciling again after %d failures", self.name, failures)
                 failures = 0
             except Exception as err:
                 failures += 1
-                level = logging.WARNING if failures < 3 else logging.ERROR
-                log.log(level, "%s: reconcile failed (%d in a row): %s", self.name, failures, err)
+                if failures == 1 or failures % 30 == 0:  # an API server restart is not news every second
+                    log.warning("%s: reconcile failed (%d in a row): %s", self.name, failures, err)
                 time.sleep(min(5.0, 0.5 * failures))
             last_pass = time.monotonic()
 
