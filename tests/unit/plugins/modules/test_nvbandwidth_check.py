@@ -1,0 +1,208 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""nvbandwidth_check as a module: in process for the argument handling, and through ansible-playbook."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpu_fabric.mnnvl.plugins.modules import nvbandwidth_check
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+NVBW = REPO_ROOT / "tests" / "fixtures" / "nvbandwidth"
+GB200 = NVBW / "gb200-2node-multinode_device_to_device_memcpy_read_ce.txt"
+MN = "multinode_device_to_device_memcpy_read_ce"
+NOT_RUN = "the nvbandwidth output does not show a completed run"
+
+
+def run_module(args: dict, capsys) -> dict:
+    """Run main() with ``args``; return the JSON it printed (exit_json and fail_json both exit)."""
+    with patch_module_args(args), pytest.raises(SystemExit):
+        nvbandwidth_check.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_gb200_passes_85_percent_of_peak(capsys):
+    result = run_module(
+        {"content": GB200.read_text(), "testcase": MN, "min_fraction_of_peak": 0.85, "peak_gbps": 900},
+        capsys,
+    )
+    assert result.get("failed") is not True
+    assert result["changed"] is False
+    assert result["passed"] is True
+    assert result["threshold_gbps"] == 765.0
+    assert result["sum"] == 45997.93
+    assert result["matrix"][0][3] == 821.92
+    assert result["gpus"] == 8
+    assert result["failing_pairs"] == []
+
+
+def test_failing_pair_fails_the_module_and_lists_it(capsys):
+    degraded = GB200.read_text().replace("    821.69    821.92    821.45", "    821.69    410.50    821.45", 1)
+    degraded = degraded.replace("45997.93", "45586.51")
+    result = run_module({"content": degraded, "min_gbps": 765}, capsys)
+    assert result["failed"] is True
+    assert result["passed"] is False
+    assert result["failing_pairs"] == [{"src": 0, "dst": 3, "gbps": 410.5}]
+    assert result["msg"] == (
+        f"nvbandwidth testcase {MN} missed its thresholds (1 failing pairs): "
+        "GPU 0 -> GPU 3: 410.5 GB/s is below the threshold 765"
+    )
+
+
+def test_fail_on_violation_false_returns_the_verdict(capsys):
+    result = run_module({"src": str(GB200), "min_gbps": 821.5, "fail_on_violation": False}, capsys)
+    assert result.get("failed") is not True
+    assert result["passed"] is False
+    rows = [line.split()[1:] for line in GB200.read_text().splitlines() if line[:2].strip().isdigit()]
+    slow = [(r, c) for r, row in enumerate(rows) for c, v in enumerate(row) if v != "N/A" and float(v) < 821.5]
+    assert len(slow) == 31
+    assert [(p["src"], p["dst"]) for p in result["failing_pairs"]] == slow
+
+
+@pytest.mark.parametrize(
+    ("fixture", "start"),
+    [
+        ("invented-unknown-testcase.txt", f"{NOT_RUN}: testcase no_such_test is unknown"),
+        ("invented-unknown-testcase.json", f"{NOT_RUN}: testcase no_such_test is unknown"),
+        ("invented-multinode-waived.txt", f"{NOT_RUN}: no testcase ran"),
+        ("invented-multinode-cuda-error.txt", f"{NOT_RUN}: nvbandwidth reported an error: [CUDA_ERROR_NOT_PERMITTED]"),
+        ("invented-gb200-truncated.txt", f"{NOT_RUN}: testcase {MN} has no SUM line"),
+        ("invented-latency.txt", f"{NOT_RUN}: testcase host_device_latency_sm reports ns"),
+        ("invented-testcase-error.txt", f"{NOT_RUN}: testcase device_to_device_memcpy_read_ce failed inside"),
+    ],
+)
+def test_did_not_run_fails_even_without_fail_on_violation(capsys, fixture, start):
+    result = run_module({"src": str(NVBW / fixture), "fail_on_violation": False}, capsys)
+    assert result["failed"] is True
+    assert result["passed"] is False
+    assert result["msg"].startswith(start)
+    assert result["errors"]
+
+
+def test_missing_src(capsys, tmp_path):
+    result = run_module({"src": str(tmp_path / "nvbandwidth.log")}, capsys)
+    assert result["failed"] is True
+    assert result["msg"] == (
+        f"src {tmp_path / 'nvbandwidth.log'} does not exist on the target; write the nvbandwidth output there first"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"min_fraction_of_peak": 0.85}, "parameters are required together: min_fraction_of_peak, peak_gbps"),
+        ({"min_fraction_of_peak": 85, "peak_gbps": 900}, "min_fraction_of_peak is 85.0; it must be above 0"),
+        ({"min_fraction_of_peak": 0.85, "peak_gbps": -1}, "peak_gbps is -1.0; it must be a positive GB/s value"),
+    ],
+)
+def test_argument_errors(capsys, args, message):
+    result = run_module({"content": GB200.read_text(), **args}, capsys)
+    assert result["failed"] is True
+    assert message in result["msg"]
+
+
+def test_content_and_src_are_exclusive(capsys):
+    result = run_module({"content": "x", "src": str(GB200)}, capsys)
+    assert result["failed"] is True
+    assert "mutually exclusive: content|src" in result["msg"]
+
+
+def test_build_module_spec():
+    with patch_module_args({"content": "x"}):
+        module = nvbandwidth_check.build_module()
+    assert module.check_mode is False
+    assert module.params["format"] == "auto"
+    assert module.params["fail_on_violation"] is True
+
+
+PLAYBOOK = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Copy the launcher log to the target
+      ansible.builtin.copy:
+        src: {gb200}
+        dest: {workdir}/launcher.log
+        mode: "0644"
+      check_mode: false
+
+    - name: Judge the log on the target in check mode
+      gpu_fabric.mnnvl.nvbandwidth_check:
+        src: {workdir}/launcher.log
+        testcase: {mn}
+        min_fraction_of_peak: 0.85
+        peak_gbps: 900
+        expected_gpus: 8
+      check_mode: true
+      register: verdict
+
+    - name: Parse the same log with the filter
+      ansible.builtin.set_fact:
+        parsed: "{{{{ lookup('ansible.builtin.file', log) | gpu_fabric.mnnvl.nvbandwidth_parse }}}}"
+        cliques: "{{{{ nodes | gpu_fabric.mnnvl.clique_groups }}}}"
+      vars:
+        log: {workdir}/launcher.log
+        nodes:
+          - metadata: {{name: gb200-pod2-f06-node05, labels: {{nvidia.com/gpu.clique: {clique}}}}}
+          - metadata: {{name: gb200-pod2-f06-node07, labels: {{nvidia.com/gpu.present: "true"}}}}
+
+    - name: Write what a later play would read
+      ansible.builtin.copy:
+        content: "{{{{ {{'verdict': verdict, 'parsed_sum': parsed[\\"{mn}\\"].sum, 'cliques': cliques}} | to_json }}}}"
+        dest: {workdir}/out.json
+        mode: "0644"
+      check_mode: false
+
+    - name: Judge a waived run without failing on thresholds
+      gpu_fabric.mnnvl.nvbandwidth_check:
+        src: {waived}
+        fail_on_violation: false
+"""
+
+
+def test_through_ansible_playbook(tmp_path):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        PLAYBOOK.format(
+            gb200=GB200,
+            workdir=tmp_path,
+            mn=MN,
+            clique="69a19a31-f41c-45a5-8245-579b6bce5bdd.32766",
+            waived=NVBW / "invented-multinode-waived.txt",
+        )
+    )
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"), ANSIBLE_LOCALHOST_WARNING="0")
+    env["ANSIBLE_INVENTORY_UNPARSED_WARNING"] = "0"
+    env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable  # the target is this machine, with this venv
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-c", "local", "-i", "localhost,", str(playbook)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # The last task must fail: a waived run is never a pass, whatever fail_on_violation says.
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    assert "Judge a waived run without failing on thresholds" in completed.stdout
+    assert "no testcase ran" in completed.stdout
+    out = json.loads((tmp_path / "out.json").read_text())
+    verdict = out["verdict"]
+    assert verdict["changed"] is False
+    assert verdict["passed"] is True
+    assert verdict["threshold_gbps"] == 765.0
+    assert verdict["sum"] == 45997.93
+    assert verdict["min"] == 820.35
+    assert out["parsed_sum"] == 45997.93
+    assert out["cliques"] == {
+        "69a19a31-f41c-45a5-8245-579b6bce5bdd.32766": ["gb200-pod2-f06-node05"],
+        "_unlabelled": ["gb200-pod2-f06-node07"],
+    }
