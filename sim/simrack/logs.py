@@ -273,3 +273,8 @@ def cri_lines(text: str, when: Optional[datetime] = None) -> str:
     stamp = when.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
     body = text[:-1] if text.endswith("\n") else text
     return "".join(f"{stamp} stdout F {line}\n" for line in body.split("\n"))
+
+
+def cri_text(cri: str) -> str:
+    """The text back out of CRI log lines (inverse of :func:`cri_lines`)."""
+    return "".join(line.split(" ", 3)[3] + "\n" for line in cri.splitlines() if line.count(" ") >= 3)

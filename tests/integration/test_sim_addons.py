@@ -117,6 +117,8 @@ def test_cri_lines_keep_every_line_including_blank_ones():
     assert len(cri) == 3
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z stdout F .*", line) for line in cri)
     assert [line.split(" ", 3)[3] for line in cri] == ["a", "", "b c"]
+    assert logs.cri_text(logs.cri_lines(text)) == text
+    assert logs.cri_text(logs.cri_lines(FIXTURE_TEXT)) == FIXTURE_TEXT
 
 
 def test_all_reduce_perf_table_parses_and_saturates_below_the_link():

@@ -121,12 +121,17 @@ class PodLogsController(Controller):
                     (meta["namespace"], rc.get("resourceClaimTemplateName")) for rc in pod["spec"]["resourceClaims"]
                 }
                 if claims & channel_templates:
+                    # Written at once (kwok makes the pod Running right after scheduling, and a reader may
+                    # come then), and settled once the node is known: no clique label, no channel.
                     node_name = (pod.get("spec") or {}).get("nodeName")
-                    if not node_name:
-                        continue  # wait until scheduled: the listing depends on the node
-                    node = self.kube.get(NODES, node_name) or {}
-                    present = "channel-missing" not in self.faults and bool(labels_of(node).get(CLIQUE_LABEL))
+                    node = (self.kube.get(NODES, node_name) or {}) if node_name else {}
+                    present = "channel-missing" not in self.faults and (
+                        not node_name or bool(labels_of(node).get(CLIQUE_LABEL))
+                    )
                     text = logs.imex_listing(present)
+                    if not node_name:
+                        self.publish(pod, text)
+                        continue
             if text is None:
                 self.done.add(meta["uid"])  # nothing to say for this pod
                 continue
@@ -136,14 +141,18 @@ class PodLogsController(Controller):
 
     def publish(self, pod: dict[str, Any], text: str) -> None:
         meta = pod["metadata"]
-        existing = self.kube.get(KWOK_LOGS, meta["name"], meta["namespace"])
-        if existing is not None and (existing["metadata"].get("annotations") or {}).get(POD_UID) == meta["uid"]:
-            return  # written before this process (re)started
         path = self.root / meta["namespace"] / f"{meta['name']}.log"
+        existing = self.kube.get(KWOK_LOGS, meta["name"], meta["namespace"])
+        current = existing is not None and (existing["metadata"].get("annotations") or {}).get(POD_UID) == meta["uid"]
+        if current and path.exists() and logs.cri_text(path.read_text()) == text:
+            return  # already served (also after this process restarted)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(logs.cri_lines(text))
         tmp.replace(path)
+        if current:
+            log.info("logs for %s/%s rewritten", meta["namespace"], meta["name"])
+            return
         pod.setdefault("apiVersion", "v1")
         pod.setdefault("kind", "Pod")
         body = {
