@@ -40,11 +40,18 @@ lint: venv layout  ## ruff, ansible-lint (production profile), changelog fragmen
 	ansible-lint --profile production
 	antsibull-changelog lint
 
+# ansible-test bootstraps pip in its sanity venvs with a script it downloads from a host that
+# build machines may not reach; tests/sanity/pip_bootstrap.py does the same from the standard library.
+ANSIBLE_TEST_PIP := $(shell $(BIN)/python -c 'from ansible_test._internal.python_requirements import get_venv_packages as g; print(g(type("P", (), {"version": "$(SANITY_PY)"})())["pip"])' 2>/dev/null)
+SANITY_DEPS := $(CURDIR)/.tmp/sanity/ansible_collections/kubernetes/core
+
 sanity: venv  ## ansible-test sanity on a copy laid out as ansible_collections/gpu_fabric/mnnvl
-	rm -rf $(dir $(SANITY_TREE))
-	mkdir -p $(SANITY_TREE)
+	rm -rf $(CURDIR)/.tmp/sanity
+	mkdir -p $(SANITY_TREE) $(dir $(SANITY_DEPS)) ~/.ansible/test/cache
 	git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C $(SANITY_TREE)
-	cd $(SANITY_TREE) && ansible-test sanity --venv --python $(SANITY_PY) --color no
+	cp -r $$($(BIN)/python -c 'import ansible_collections.kubernetes.core as m; print(m.__path__[0])') $(SANITY_DEPS)
+	cp tests/sanity/pip_bootstrap.py ~/.ansible/test/cache/get_pip_$(subst .,_,$(ANSIBLE_TEST_PIP)).py
+	cd $(SANITY_TREE) && git init -q . && ansible-test sanity --venv --python $(SANITY_PY) --color no --exclude tests/sanity/pip_bootstrap.py
 
 units: venv layout  ## pytest: module_utils, modules and filters against real tool outputs
 	pytest tests/unit
