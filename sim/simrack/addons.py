@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -73,13 +74,25 @@ def start(state: Path, name: str, argv: list[str]) -> int:
     return proc.pid
 
 
+def sources_digest() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in [*CHARTS_DIR.rglob("*"), MPI_MANIFEST] if p.is_file()):
+        digest.update(str(path.relative_to(SIM_DIR)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def build_repository(state: Path, bin_dir: Path) -> Path:
-    """Package every chart and index them; copy the MPI operator manifest. Answers the web root."""
+    """Package every chart and index them; copy the MPI operator manifest. Answers the web root.
+
+    Rebuilt only when the sources changed, into a new directory swapped in by rename, so a rack
+    in use keeps serving while ``up`` runs again.
+    """
     www = state / "www"
     charts = www / "charts"
-    if charts.exists():
-        shutil.rmtree(charts)
-    charts.mkdir(parents=True)
+    digest = sources_digest()
+    stamp = www / ".sources"
+    if charts.is_dir() and stamp.exists() and stamp.read_text() == digest:
+        return www
     helm = str(bin_dir / "helm") if (bin_dir / "helm").exists() else shutil.which("helm")
     if not helm:
         raise SystemExit(f"helm not found in {bin_dir} nor on PATH: run sim/build.sh (sim/rack up builds it)")
@@ -89,13 +102,27 @@ def build_repository(state: Path, bin_dir: Path) -> Path:
         "HELM_CONFIG_HOME": str(state / "helm" / "config"),
         "HELM_DATA_HOME": str(state / "helm" / "data"),
     }
+    fresh = www / "charts.new"
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
     for chart in sorted(p for p in CHARTS_DIR.iterdir() if (p / "Chart.yaml").exists()):
-        subprocess.run([helm, "package", str(chart), "-d", str(charts)], check=True, env=env, stdout=subprocess.DEVNULL)
+        subprocess.run([helm, "package", str(chart), "-d", str(fresh)], check=True, env=env, stdout=subprocess.DEVNULL)
     # Relative chart URLs: Helm resolves them against the repository URL, whatever the port.
-    subprocess.run([helm, "repo", "index", str(charts)], check=True, env=env)
+    subprocess.run([helm, "repo", "index", str(fresh)], check=True, env=env)
+    if charts.exists():
+        old = www / "charts.old"
+        shutil.rmtree(old, ignore_errors=True)
+        charts.rename(old)
+        fresh.rename(charts)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        fresh.rename(charts)
     manifest_dir = www / "mpi-operator" / MPI_OPERATOR_VERSION
     manifest_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(MPI_MANIFEST, manifest_dir / "mpi-operator.yaml")
+    tmp = manifest_dir / "mpi-operator.yaml.tmp"
+    shutil.copyfile(MPI_MANIFEST, tmp)
+    tmp.replace(manifest_dir / "mpi-operator.yaml")
+    stamp.write_text(digest)
     return www
 
 
@@ -125,7 +152,7 @@ def read_endpoints(state: Path) -> dict:
 
 
 def up(state: Path, kubeconfig: str, bin_dir: Path) -> None:
-    say("packaging charts gpu-operator, nvidia-dra-driver-gpu into the Helm repository")
+    say("Helm repository: charts gpu-operator v25.10.0, nvidia-dra-driver-gpu 25.8.0 (packaged when changed)")
     www = build_repository(state, bin_dir)
     port = ensure_http(state, www)
     base = f"http://127.0.0.1:{port}"
