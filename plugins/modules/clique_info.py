@@ -47,7 +47,7 @@ requirements:
 seealso:
   - module: gpu_fabric.mnnvl.compute_domain
 author:
-  - gpu_fabric.mnnvl contributors
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 """
 
 EXAMPLES = r"""

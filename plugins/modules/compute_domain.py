@@ -99,7 +99,7 @@ seealso:
   - module: gpu_fabric.mnnvl.clique_info
   - module: kubernetes.core.k8s
 author:
-  - gpu_fabric.mnnvl contributors
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 """
 
 EXAMPLES = r"""
