@@ -1,0 +1,160 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The simulated rack for end-to-end tests.
+
+``sim_rack`` (session): brings the rack up once per test run with ``sim/rack up`` (the first run on
+a machine builds the control plane: tens of minutes), reuses a rack that is already up and leaves
+it running, and tears down a rack it started unless ``GPU_FABRIC_SIM_KEEP=1``.
+``clean_faults`` (function): clears every fault after the test.
+``namespace`` (function): a fresh namespace, deleted after the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RACK = REPO_ROOT / "sim" / "rack"
+VENV_BIN = REPO_ROOT / ".venv" / "bin"
+
+
+def run_rack(
+    *args: str, env: dict[str, str] | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(RACK), *args], capture_output=True, text=True, env=env or dict(os.environ), timeout=timeout, check=False
+    )
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 60.0, interval: float = 0.5) -> Any:
+    """Poll until `check` returns something truthy; that value is returned."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class SimRack:
+    state: Path
+    kubeconfig: Path
+    bin_dir: Path
+    env: dict[str, str]
+    endpoints: dict[str, str] = field(default_factory=dict)
+    started_here: bool = False
+    wait_until = staticmethod(wait_until)
+
+    def rack(self, *args: str, check: bool = True, timeout: float | None = 300) -> subprocess.CompletedProcess:
+        result = run_rack(*args, env=self.env, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"sim/rack {' '.join(args)} exited {result.returncode}:\n{result.stdout}{result.stderr}"
+            )
+        return result
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [str(self.bin_dir / "kubectl"), *args],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            input=input,
+            timeout=120,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+        return result
+
+    def get_json(self, *args: str) -> dict[str, Any]:
+        return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
+
+    def apply(self, manifest: dict[str, Any] | list[dict[str, Any]], namespace: str | None = None) -> None:
+        items = manifest if isinstance(manifest, list) else [manifest]
+        scope = ["-n", namespace] if namespace else []
+        self.kubectl("apply", *scope, "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+
+    def status(self) -> dict[str, Any]:
+        return json.loads(self.rack("status", "--json", check=False).stdout)
+
+    def fault(self, name: str, after: float | None = None, **params: Any) -> subprocess.CompletedProcess:
+        args = ["fault", name, *(f"{k}={v}" for k, v in params.items())]
+        if after is not None:
+            args += ["--after", str(after)]
+        return self.rack(*args)
+
+    def clear_faults(self) -> None:
+        self.rack("fault", "--clear-all")
+
+    def faults(self) -> dict[str, dict[str, Any]]:
+        try:
+            return json.loads((self.state / "faults.json").read_text())
+        except FileNotFoundError:
+            return {}
+
+
+def _rack_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["ANSIBLE_CONFIG"] = str(REPO_ROOT / "ansible.cfg")
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture(scope="session")
+def sim_rack() -> SimRack:
+    env = _rack_env()
+    status = run_rack("status", "--json", env=env)
+    started_here = False
+    if status.returncode != 0:
+        up = run_rack("up", env=env)
+        if up.returncode != 0:
+            pytest.fail(f"sim/rack up failed (exit {up.returncode}):\n{up.stdout[-6000:]}\n{up.stderr[-6000:]}")
+        started_here = True
+        status = run_rack("status", "--json", env=env)
+        assert status.returncode == 0, f"sim/rack up returned but status says down:\n{status.stdout}"
+    info = json.loads(status.stdout)
+    for line in run_rack("env", env=env).stdout.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = value.replace("$PATH", env["PATH"]) if key == "PATH" else value
+    rack = SimRack(
+        state=Path(info["state"]),
+        kubeconfig=Path(info["kubeconfig"]),
+        bin_dir=Path(info["bin_dir"]),
+        env=env,
+        endpoints=info.get("endpoints", {}),
+        started_here=started_here,
+    )
+    yield rack
+    if started_here and os.environ.get("GPU_FABRIC_SIM_KEEP") != "1":
+        run_rack("down", env=env)
+
+
+@pytest.fixture
+def clean_faults(sim_rack: SimRack):
+    yield sim_rack
+    sim_rack.clear_faults()
+
+
+@pytest.fixture
+def namespace(sim_rack: SimRack):
+    name = f"simtest-{uuid.uuid4().hex[:8]}"
+    sim_rack.kubectl("create", "namespace", name)
+    wait_until(
+        f"ServiceAccount default in {name}",
+        lambda: sim_rack.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+    )
+    yield name
+    sim_rack.kubectl("delete", "namespace", name, "--wait=false", check=False)
