@@ -254,7 +254,7 @@ def list_imex_channels(directory: str) -> List[str]:
         path = os.path.join(directory, name)
         if match and os.path.exists(path) and stat.S_ISCHR(os.stat(path).st_mode):
             channels.append((int(match.group(1)), path))
-    return [path for _, path in sorted(channels)]
+    return [path for _number, path in sorted(channels)]
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -19,7 +19,7 @@ description:
     O(min_driver_version), or, with O(require_fabric=true), a fabric that is not ready.
   - Needs only the Python standard library on the host.
 author:
-  - gpu_fabric.mnnvl contributors
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 extends_documentation_fragment:
   - gpu_fabric.mnnvl.attributes
   - gpu_fabric.mnnvl.attributes.INFO_MODULE

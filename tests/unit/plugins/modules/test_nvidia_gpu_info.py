@@ -152,7 +152,7 @@ def test_h200x2_facts(capsys, h200x2):
 
 
 def test_check_mode_reports_the_same_facts(capsys, h200x2):
-    _, normal = run_module(capsys, dict(h200x2))
+    _failed, normal = run_module(capsys, dict(h200x2))
     failed, checked = run_module(capsys, {**h200x2, "_ansible_check_mode": True})
     assert failed is False
     assert checked["nvidia_gpu"] == normal["nvidia_gpu"]
@@ -221,7 +221,7 @@ def test_below_the_floor_fails_with_the_actionable_message(capsys, tmp_path):
 
 def test_floor_compares_numerically(capsys, h200x2):
     # 580.159.04 passes 580.95.05 although "159" < "95" as text.
-    failed, _ = run_module(capsys, {**h200x2, "min_driver_version": "580.95.05"})
+    failed, _result = run_module(capsys, {**h200x2, "min_driver_version": "580.95.05"})
     assert failed is False
     failed, result = run_module(capsys, {**h200x2, "min_driver_version": "580.159.10"})
     assert failed is True
@@ -251,7 +251,7 @@ def test_gb200_require_fabric_passes_with_the_clique_label(capsys, tmp_path):
 
 def test_fabric_in_progress_fails_require_fabric_naming_the_gpu(capsys, tmp_path):
     args = gb200(tmp_path, "synth-gb200-fabric-in-progress-nvidia-smi-q.xml")
-    failed, _ = run_module(capsys, dict(args))
+    failed, _result = run_module(capsys, dict(args))
     assert failed is False
     failed, result = run_module(capsys, {**args, "require_fabric": True})
     assert failed is True
