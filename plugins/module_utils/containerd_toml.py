@@ -212,7 +212,7 @@ class _Editor:
                 table.add(tomlkit.nl())
 
     def _key_indent(self, table: Table, depth: int) -> str:
-        for _, item in table.value.body:
+        for _key, item in table.value.body:
             if item is not None and not isinstance(item, (Whitespace, Table, AoT)):
                 return item.trivia.indent.lstrip("\n")
         return "  " * depth if self.indented else ""

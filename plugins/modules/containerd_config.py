@@ -22,7 +22,7 @@ description:
   - On config version 2, containerd 1.x merges imported files over the main file section by section. The
     module warns when an imported file defines the whole CRI plugin section (as the NVIDIA Container Toolkit's
     drop-in does), because the main file's CRI settings are then masked.
-  - containerd reads its configuration at start; restart it (for example from a handler) when RV(changed=true).
+  - containerd reads its configuration at start; restart it (for example from a handler) when C(changed=true).
 extends_documentation_fragment:
   - gpu_fabric.mnnvl.attributes
 attributes:
@@ -75,8 +75,8 @@ options:
       - Each value is a dictionary with any of C(runtime_type) (the shim, for example C(io.containerd.runc.v2)),
         C(binary_name) (sets C(options.BinaryName), for example C(/usr/bin/nvidia-container-runtime)) and
         C(options) (a dictionary of keys for the runtime's C(options) table).
-      - A runtime that does not exist yet is created with C(runtime_type=io.containerd.runc.v2) unless given:
-        containerd does not merge a runtime entry with its defaults, and an entry without C(runtime_type) cannot
+      - A runtime that does not exist yet is created with C(runtime_type=io.containerd.runc.v2) unless given,
+        because containerd does not merge a runtime entry with its defaults, and an entry without C(runtime_type) cannot
         start containers.
       - Keys of an existing runtime that are not given are left as they are.
     type: dict
@@ -107,7 +107,7 @@ seealso:
     description: The keys of the CRI plugin, per config version.
     link: https://github.com/containerd/containerd/blob/main/docs/cri/config.md
 author:
-  - gpu_fabric.mnnvl contributors
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 """
 
 EXAMPLES = r"""

@@ -15,9 +15,9 @@ description:
     byte for byte. A key with no active C(KEY=value) line is inserted right after a commented-out C(#KEY=...)
     line when the file has one (keeping it next to its description; the commented line stays), otherwise
     appended at the end of the file. A key with several active lines has all of them set, with a warning.
-  - The nodes file is written whole from O(nodes). Every address is checked before anything is written:
+  - The nodes file is written whole from O(nodes). Every address is checked before anything is written;
     invalid addresses, zone indexes and duplicates are refused, naming the entry.
-  - IMEX reads these files only at start; restart C(nvidia-imex) when RV(changed=true). With Kubernetes
+  - IMEX reads these files only at start; restart C(nvidia-imex) when C(changed=true). With Kubernetes
     ComputeDomains the DRA driver runs its own IMEX daemons and the host service must stay masked; this module
     is for the host-managed mode.
 extends_documentation_fragment:
@@ -63,7 +63,7 @@ seealso:
     description: The keys of config.cfg and the nodes file.
     link: https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/config.html
 author:
-  - gpu_fabric.mnnvl contributors
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 """
 
 EXAMPLES = r"""
