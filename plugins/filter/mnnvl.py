@@ -49,7 +49,7 @@ def clique_groups(
             f"clique_groups expects a list of Node objects (k8s_info's resources), got {type(nodes).__name__}"
         )
     try:
-        grouping = group_nodes_by_clique([n for n in nodes], label=label)
+        grouping = group_nodes_by_clique(list(nodes), label=label)
     except ValueError as exc:
         raise AnsibleFilterError(f"clique_groups: {exc}") from exc
     if unlabelled_key in grouping.groups:

@@ -155,19 +155,23 @@ class BandwidthMatrix:
         """Every measured cell as (row, column, value)."""
         return [(r, c, v) for r, row in enumerate(self.rows) for c, v in enumerate(row) if v is not None]
 
+    def values(self) -> List[float]:
+        """The measured values, row by row."""
+        return [cell[2] for cell in self.measured()]
+
     @property
     def computed_sum(self) -> float:
-        return sum(v for _, _, v in self.measured())
+        return sum(self.values())
 
     def sum_tolerance(self) -> float:
         """How far the cell total may drift from the printed SUM through the cells' rounding.
 
         Text cells carry 2 decimals (0.005 each); JSON cells carry 6 significant digits.
         """
-        return 0.01 + sum(max(0.005, abs(v) * 5e-6) for _, _, v in self.measured())
+        return 0.01 + sum(max(0.005, abs(v) * 5e-6) for v in self.values())
 
     def to_dict(self) -> Dict[str, Any]:
-        values = [v for _, _, v in self.measured()]
+        values = self.values()
         return {
             "key": self.key,
             "description": self.description,
@@ -279,7 +283,7 @@ def find_json_document(content: str) -> Optional[Dict[str, Any]]:
     decoder = json.JSONDecoder()
     for match in _JSON_START_RE.finditer(content):
         try:
-            document, _ = decoder.raw_decode(content, match.start())
+            document = decoder.raw_decode(content, match.start())[0]
         except ValueError:
             continue
         if isinstance(document, dict) and isinstance(document.get("nvbandwidth"), dict):
@@ -621,7 +625,7 @@ class Verdict:
     def to_result(self) -> Dict[str, Any]:
         """The module's return values (documented in the module's RETURN)."""
         matrix = self.matrix
-        values = [v for _, _, v in matrix.measured()] if matrix else []
+        values = matrix.values() if matrix else []
         rows, columns = matrix.shape if matrix else (0, 0)
         output = self.output or NvbandwidthOutput(format="text")
         return {

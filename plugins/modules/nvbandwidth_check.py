@@ -24,7 +24,7 @@ description:
   - Per-line prefixes added by C(kubectl logs --prefix), C(kubectl logs --timestamps) and C(mpirun --tag-output) are
     removed before parsing; other log lines around the output are ignored.
 author:
-  - gpu_fabric.mnnvl contributors
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 extends_documentation_fragment:
   - gpu_fabric.mnnvl.attributes
   - gpu_fabric.mnnvl.attributes.EVALUATION_MODULE
