@@ -260,3 +260,20 @@ def test_containerd_loads_the_edited_file_with_the_requested_values(tmp_path: Pa
     assert runtimes["nvidia"]["runtime_type"] == "io.containerd.runc.v2"
     assert runtimes["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
     assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+
+
+def test_containerd_1_6_loads_the_edited_file_but_drops_enable_cdi(tmp_path: Path):
+    """containerd 1.6 has no CDI: the key is valid TOML at the right table, and 1.6 silently ignores it."""
+    binary = containerd_binary("1.6.20")
+    if binary is None:
+        pytest.skip("no containerd 1.6.20 binary (set CONTAINERD_BIN_1_6 or see tests/fixtures/containerd/README.md)")
+    path = tmp_path / "config.toml"
+    shutil.copyfile(CONTAINERD / "config-default-1.6.20.toml", path)
+    result = run_module({"path": str(path), "enable_cdi": True, "systemd_cgroup": True})
+    assert result["changed_keys"] == [
+        "plugins.io.containerd.grpc.v1.cri.enable_cdi",
+        "plugins.io.containerd.grpc.v1.cri.containerd.runtimes.runc.options.SystemdCgroup",
+    ]
+    cri = config_dump(binary, path)["plugins"]["io.containerd.grpc.v1.cri"]
+    assert "enable_cdi" not in cri
+    assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
