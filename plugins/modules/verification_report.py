@@ -45,7 +45,7 @@ options:
     type: str
     default: GPU fabric verification
 author:
-  - gpu_fabric.mnnvl contributors
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 seealso:
   - module: gpu_fabric.mnnvl.nvbandwidth_check
   - module: gpu_fabric.mnnvl.clique_info
