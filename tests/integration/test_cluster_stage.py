@@ -1,0 +1,448 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The cluster stage against the simulated rack: playbooks/cluster.yml and the compute_domain module.
+
+The rack is shared: these tests use their own namespaces and their own test node, and never switch
+faults. The playbook runs go through ansible-playbook exactly as a user runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INVENTORY = REPO_ROOT / "inventories" / "sim"
+CLUSTER_PLAYBOOK = REPO_ROOT / "playbooks" / "cluster.yml"
+RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+pytestmark = pytest.mark.sim
+
+
+def ansible_playbook(
+    sim_rack, *args: str, json_output: bool = False, timeout: int = 900
+) -> subprocess.CompletedProcess:
+    env = dict(sim_rack.env)
+    env["ANSIBLE_FORCE_COLOR"] = "0"
+    env["ANSIBLE_NOCOLOR"] = "1"
+    if json_output:
+        env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
+    return subprocess.run(
+        [str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(INVENTORY), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def recap(result: subprocess.CompletedProcess) -> dict[str, int]:
+    match = RECAP.search(result.stdout)
+    assert match, f"no PLAY RECAP for localhost:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+    ok, changed, unreachable, failed = (int(g) for g in match.groups())
+    return {"ok": ok, "changed": changed, "unreachable": unreachable, "failed": failed}
+
+
+def helm_release(sim_rack, name: str, namespace: str) -> dict[str, Any]:
+    """The release as `helm list` sees it (revision, chart, status), or {} when absent."""
+    out = subprocess.run(
+        ["helm", "list", "-n", namespace, "-o", "json", "--filter", f"^{name}$"],
+        capture_output=True,
+        text=True,
+        env=sim_rack.env,
+        check=True,
+    ).stdout
+    releases = json.loads(out or "[]")
+    return releases[0] if releases else {}
+
+
+def helm_values(sim_rack, name: str, namespace: str) -> dict[str, Any]:
+    out = subprocess.run(
+        ["helm", "get", "values", name, "-n", namespace, "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=sim_rack.env,
+        check=True,
+    ).stdout
+    return json.loads(out or "{}")
+
+
+@pytest.fixture(scope="module")
+def converged(sim_rack):
+    """The cluster stage applied once; returns the first run (it may find the stage already converged)."""
+    first = ansible_playbook(sim_rack, str(CLUSTER_PLAYBOOK))
+    assert first.returncode == 0, f"cluster.yml failed:\n{first.stdout[-6000:]}\n{first.stderr[-3000:]}"
+    return first
+
+
+def test_cluster_playbook_installs_the_stack(sim_rack, converged):
+    assert recap(converged)["failed"] == 0
+    operator = helm_release(sim_rack, "gpu-operator", "gpu-operator")
+    dra = helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
+    assert operator["status"] == "deployed"
+    assert operator["chart"] == "gpu-operator-v25.10.0"
+    assert dra["status"] == "deployed"
+    assert dra["chart"] == "nvidia-dra-driver-gpu-25.8.0"
+    # values derived from gpu_fabric_driver_owner=operator, as the seed guide sets them
+    operator_values = helm_values(sim_rack, "gpu-operator", "gpu-operator")
+    assert operator_values["driver"] == {"enabled": True}
+    assert operator_values["dcgm"] == {"enabled": True}
+    assert operator_values["dcgmExporter"] == {"serviceMonitor": {"enabled": True}}
+    dra_values = helm_values(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
+    assert dra_values["nvidiaDriverRoot"] == "/run/nvidia/driver"
+    assert dra_values["resources"] == {"gpus": {"enabled": False}}
+    # what the DRA driver publishes and the MPI operator's API
+    classes = {c["metadata"]["name"] for c in sim_rack.get_json("deviceclasses")["items"]}
+    assert {"compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com"} <= classes
+    slices = sim_rack.get_json("resourceslices")["items"]
+    gpu_nodes = sim_rack.get_json("nodes", "-l", "nvidia.com/gpu.present=true")["items"]
+    trays = sorted(n["metadata"]["name"] for n in gpu_nodes)
+    assert sorted(s["spec"]["nodeName"] for s in slices if s["spec"]["driver"] == "compute-domain.nvidia.com") == trays
+    deployment = sim_rack.get_json("deployment", "mpi-operator", "-n", "mpi-operator")
+    assert deployment["status"]["availableReplicas"] >= 1
+    crd = sim_rack.get_json("crd", "mpijobs.kubeflow.org")
+    assert [v["name"] for v in crd["spec"]["versions"] if v["served"]] == ["v2beta1"]
+
+
+def test_second_run_changes_nothing(sim_rack, converged):
+    before = {
+        "gpu-operator": helm_release(sim_rack, "gpu-operator", "gpu-operator")["revision"],
+        "dra": helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["revision"],
+    }
+    second = ansible_playbook(sim_rack, str(CLUSTER_PLAYBOOK))
+    assert second.returncode == 0, second.stdout[-6000:]
+    assert recap(second)["changed"] == 0, second.stdout[-6000:]
+    after = {
+        "gpu-operator": helm_release(sim_rack, "gpu-operator", "gpu-operator")["revision"],
+        "dra": helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["revision"],
+    }
+    assert after == before
+
+
+def test_check_diff_on_a_converged_cluster_changes_nothing(sim_rack, converged):
+    revision = helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["revision"]
+    result = ansible_playbook(sim_rack, str(CLUSTER_PLAYBOOK), "--check", "--diff")
+    assert result.returncode == 0, result.stdout[-6000:]
+    assert recap(result)["changed"] == 0, result.stdout[-6000:]
+    assert helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["revision"] == revision
+
+
+def test_check_mode_shows_a_values_change_without_applying_it(sim_rack, converged):
+    revision = helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["revision"]
+    result = ansible_playbook(
+        sim_rack,
+        str(CLUSTER_PLAYBOOK),
+        "--tags",
+        "dra_driver",
+        "--check",
+        "--diff",
+        "-e",
+        json.dumps({"dra_driver_values": {"logVerbosity": "6"}}),
+    )
+    assert result.returncode == 0, result.stdout[-6000:]
+    assert recap(result)["changed"] == 1, result.stdout[-6000:]
+    assert "Show the release that check mode would install or upgrade" in result.stdout
+    assert "logVerbosity: '6'" in result.stdout or "logVerbosity': '6'" in result.stdout
+    assert helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["revision"] == revision
+    assert "logVerbosity" not in helm_values(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
+
+
+def test_contradicting_driver_root_fails_before_install(sim_rack, converged):
+    revision = helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["revision"]
+    result = ansible_playbook(
+        sim_rack,
+        str(CLUSTER_PLAYBOOK),
+        "--tags",
+        "dra_driver",
+        "-e",
+        json.dumps({"dra_driver_values": {"nvidiaDriverRoot": "/"}}),
+    )
+    assert result.returncode == 2
+    assert recap(result)["failed"] == 1
+    text = " ".join(result.stdout.split())
+    assert (
+        "dra_driver_values sets nvidiaDriverRoot=/ but gpu_fabric_driver_owner=operator requires "
+        "nvidiaDriverRoot=/run/nvidia/driver" in text
+    )
+    assert "Nothing was installed." in text
+    assert "Install or upgrade the nvidia-dra-driver-gpu release" not in result.stdout
+    assert helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["revision"] == revision
+
+
+def test_contradicting_driver_enabled_fails_before_install(sim_rack, converged):
+    revision = helm_release(sim_rack, "gpu-operator", "gpu-operator")["revision"]
+    result = ansible_playbook(
+        sim_rack,
+        str(CLUSTER_PLAYBOOK),
+        "--tags",
+        "gpu_operator",
+        "-e",
+        json.dumps({"gpu_operator_values": {"driver": {"enabled": False}}}),
+    )
+    assert result.returncode == 2
+    text = " ".join(result.stdout.split())
+    assert "gpu_operator_values sets driver.enabled=False but gpu_fabric_driver_owner=operator requires" in text
+    assert "driver.enabled=true" in text
+    assert helm_release(sim_rack, "gpu-operator", "gpu-operator")["revision"] == revision
+
+
+@pytest.fixture
+def refused_kubelet_node(sim_rack):
+    """A node of our own whose status says kubelet v1.34.1 (not a tray: no GPU labels, no KWOK)."""
+    name = f"gf-preflight-{uuid.uuid4().hex[:6]}"
+    sim_rack.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": {"gpu-fabric.test/owner": "test_cluster_stage"}},
+        }
+    )
+    patch = {"status": {"nodeInfo": {"kubeletVersion": "v1.34.1", "kubeProxyVersion": "v1.34.1"}}}
+    sim_rack.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
+    assert sim_rack.get_json("node", name)["status"]["nodeInfo"]["kubeletVersion"] == "v1.34.1"
+    yield name
+    sim_rack.kubectl("delete", "node", name, "--wait=false", check=False)
+
+
+def test_preflight_refuses_a_1_34_1_kubelet_naming_the_node(sim_rack, refused_kubelet_node):
+    result = ansible_playbook(sim_rack, str(CLUSTER_PLAYBOOK), "--tags", "cluster_preflight")
+    assert result.returncode == 2
+    assert recap(result)["failed"] == 1
+    text = " ".join(result.stdout.split())
+    assert "Cluster preflight found 1 problem(s): kubelet 1.34.0/1.34.1 is refused" in text
+    assert f"on: {refused_kubelet_node} (v1.34.1); upgrade these kubelets to 1.34.2 or later" in text
+    # no tray is named: they run the sim's 1.34.4
+    assert "gb200-r0-t0 (" not in text
+
+    allowed = ansible_playbook(
+        sim_rack,
+        str(CLUSTER_PLAYBOOK),
+        "--tags",
+        "cluster_preflight",
+        "-e",
+        "cluster_preflight_allow_refused_kubelet=true",
+    )
+    assert allowed.returncode == 0, allowed.stdout[-4000:]
+    assert f"Proceeding on nodes with refused kubelets ({refused_kubelet_node})" in " ".join(allowed.stdout.split())
+
+
+COMPUTE_DOMAIN_PLAY = textwrap.dedent(
+    """\
+    - name: Exercise gpu_fabric.mnnvl.compute_domain
+      hosts: localhost
+      connection: local
+      gather_facts: false
+      tasks:
+        - name: Create the ComputeDomain in check mode
+          gpu_fabric.mnnvl.compute_domain:
+            name: "{{ cd_name }}"
+            namespace: "{{ cd_namespace }}"
+          check_mode: true
+          diff: true
+          register: check_create
+
+        - name: Create the ComputeDomain and wait for it
+          gpu_fabric.mnnvl.compute_domain:
+            name: "{{ cd_name }}"
+            namespace: "{{ cd_namespace }}"
+            wait_timeout: 60
+          register: created
+
+        - name: Create it again
+          gpu_fabric.mnnvl.compute_domain:
+            name: "{{ cd_name }}"
+            namespace: "{{ cd_namespace }}"
+            wait_timeout: 60
+          register: again
+
+        - name: Ask for a different spec
+          gpu_fabric.mnnvl.compute_domain:
+            name: "{{ cd_name }}"
+            namespace: "{{ cd_namespace }}"
+            num_nodes: 2
+          register: immutable
+          ignore_errors: true
+
+        - name: Run a pod claiming the channel on one tray
+          kubernetes.core.k8s:
+            wait: true
+            wait_timeout: 120
+            definition:
+              apiVersion: v1
+              kind: Pod
+              metadata: {name: channel-user, namespace: "{{ cd_namespace }}"}
+              spec:
+                nodeSelector: {kubernetes.io/hostname: "{{ cd_node }}"}
+                tolerations: [{operator: Exists}]
+                containers:
+                  - name: ctr
+                    image: ubuntu:22.04
+                    command: ["bash", "-c", "ls -la /dev/nvidia-caps-imex-channels; sleep 9999"]
+                    resources: {claims: [{name: channel}]}
+                resourceClaims:
+                  - name: channel
+                    resourceClaimTemplateName: "{{ cd_name }}-channel"
+
+        - name: Wait until the node's daemon is Ready
+          gpu_fabric.mnnvl.compute_domain:
+            name: "{{ cd_name }}"
+            namespace: "{{ cd_namespace }}"
+            wait_nodes: ["{{ cd_node }}"]
+            wait_timeout: 120
+          register: joined
+
+        - name: Remove the pod
+          kubernetes.core.k8s:
+            state: absent
+            api_version: v1
+            kind: Pod
+            name: channel-user
+            namespace: "{{ cd_namespace }}"
+            wait: true
+            delete_options: {gracePeriodSeconds: 0}
+
+        - name: Delete the ComputeDomain and wait until it is gone
+          gpu_fabric.mnnvl.compute_domain:
+            name: "{{ cd_name }}"
+            namespace: "{{ cd_namespace }}"
+            state: absent
+          register: deleted
+
+        - name: Delete it again
+          gpu_fabric.mnnvl.compute_domain:
+            name: "{{ cd_name }}"
+            namespace: "{{ cd_namespace }}"
+            state: absent
+          register: deleted_again
+    """
+)
+
+
+def task_results(result: subprocess.CompletedProcess) -> dict[str, dict[str, Any]]:
+    start = result.stdout.find("{")
+    report = json.loads(result.stdout[start:])
+    return {task["task"]["name"]: task["hosts"]["localhost"] for play in report["plays"] for task in play["tasks"]}
+
+
+def count_objects(sim_rack, namespace: str, cd_name: str) -> dict[str, int]:
+    """ComputeDomains and channel templates in the namespace, daemon DaemonSets of this domain."""
+    daemonsets = sim_rack.get_json("daemonsets", "-n", "nvidia-dra-driver-gpu")["items"]
+    return {
+        "computedomains": len(sim_rack.get_json("computedomains", "-n", namespace)["items"]),
+        "resourceclaimtemplates": len(sim_rack.get_json("resourceclaimtemplates", "-n", namespace)["items"]),
+        "daemonsets": sum(1 for d in daemonsets if d["metadata"]["name"].startswith(f"{cd_name}-")),
+    }
+
+
+def test_compute_domain_module_creates_waits_and_deletes(sim_rack, converged, namespace, tmp_path):
+    cd_name = f"cd-{uuid.uuid4().hex[:6]}"
+    node = "gb200-r0-t1"
+    playbook = tmp_path / "compute_domain.yml"
+    playbook.write_text(COMPUTE_DOMAIN_PLAY)
+    before = count_objects(sim_rack, namespace, cd_name)
+    assert before == {"computedomains": 0, "resourceclaimtemplates": 0, "daemonsets": 0}
+
+    result = ansible_playbook(
+        sim_rack,
+        str(playbook),
+        "-e",
+        json.dumps({"cd_name": cd_name, "cd_namespace": namespace, "cd_node": node}),
+        json_output=True,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    tasks = task_results(result)
+
+    check = tasks["Create the ComputeDomain in check mode"]
+    assert check["changed"] is True
+    assert check["diff"]["before"] == {}
+    assert check["diff"]["after"]["spec"] == {
+        "numNodes": 0,
+        "channel": {"resourceClaimTemplate": {"name": f"{cd_name}-channel"}, "allocationMode": "Single"},
+    }
+
+    created = tasks["Create the ComputeDomain and wait for it"]
+    assert created["changed"] is True
+    assert created["status"] == "Ready"
+    assert created["channel_template_name"] == f"{cd_name}-channel"
+    assert created["compute_domain"]["metadata"]["namespace"] == namespace
+    assert "resource.nvidia.com/computeDomain" in created["compute_domain"]["metadata"]["finalizers"]
+
+    assert tasks["Create it again"]["changed"] is False
+
+    immutable = tasks["Ask for a different spec"]
+    assert immutable["failed"] is True
+    assert immutable["msg"] == (
+        f"ComputeDomain {namespace}/{cd_name} exists with a different spec (spec.numNodes: 0 -> 2); a ComputeDomain's "
+        "spec is immutable. Delete it first (state=absent), or set force=true to delete and recreate it (workloads "
+        "using its channel lose it)."
+    )
+
+    joined = tasks["Wait until the node's daemon is Ready"]
+    assert joined["changed"] is False
+    [entry] = joined["nodes"]
+    assert entry["name"] == node
+    assert entry["status"] == "Ready"
+    labels = sim_rack.get_json("node", node)["metadata"]["labels"]
+    assert entry["clique_id"] == labels["nvidia.com/gpu.clique"]
+    assert entry["ip_address"]
+
+    deleted = tasks["Delete the ComputeDomain and wait until it is gone"]
+    assert deleted["changed"] is True
+    assert deleted["compute_domain"] == {}
+    assert tasks["Delete it again"]["changed"] is False
+
+    assert count_objects(sim_rack, namespace, cd_name) == before
+    assert "resource.nvidia.com/computeDomain" not in sim_rack.get_json("node", node)["metadata"]["labels"]
+
+
+def test_compute_domain_timeout_names_the_missing_node_and_driver_state(sim_rack, converged, namespace, tmp_path):
+    cd_name = f"cd-{uuid.uuid4().hex[:6]}"
+    playbook = tmp_path / "timeout.yml"
+    playbook.write_text(
+        textwrap.dedent(
+            """\
+            - name: Wait for a node that never joins
+              hosts: localhost
+              connection: local
+              gather_facts: false
+              tasks:
+                - name: Create and wait for a node without workload
+                  gpu_fabric.mnnvl.compute_domain:
+                    name: "{{ cd_name }}"
+                    namespace: "{{ cd_namespace }}"
+                    wait_nodes: [gb200-r0-t2]
+                    wait_timeout: 6
+                  register: waited
+                  ignore_errors: true
+                - name: Delete it
+                  gpu_fabric.mnnvl.compute_domain:
+                    name: "{{ cd_name }}"
+                    namespace: "{{ cd_namespace }}"
+                    state: absent
+            """
+        )
+    )
+    result = ansible_playbook(
+        sim_rack, str(playbook), "-e", json.dumps({"cd_name": cd_name, "cd_namespace": namespace}), json_output=True
+    )
+    assert result.returncode == 0, result.stdout[-6000:]
+    waited = task_results(result)["Create and wait for a node without workload"]
+    assert waited["failed"] is True
+    message = waited["msg"]
+    assert message.startswith(
+        f"ComputeDomain {namespace}/{cd_name} not ready after 6s: nodes not yet in status.nodes: gb200-r0-t2."
+    )
+    assert "status.nodes: none joined." in message
+    assert "Deployment nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-controller 1/1 ready" in message
+    assert re.search(rf"DaemonSet nvidia-dra-driver-gpu/{cd_name}-\S+ 0/0 ready", message), message
+    assert count_objects(sim_rack, namespace, cd_name)["computedomains"] == 0
