@@ -191,7 +191,7 @@ def test_contradicting_driver_enabled_fails_before_install(sim_rack, converged):
     )
     assert result.returncode == 2
     text = " ".join(result.stdout.split())
-    assert "gpu_operator_values sets driver.enabled=False but gpu_fabric_driver_owner=operator requires" in text
+    assert "gpu_operator_values sets driver.enabled=false but gpu_fabric_driver_owner=operator requires" in text
     assert "driver.enabled=true" in text
     assert helm_release(sim_rack, "gpu-operator", "gpu-operator")["revision"] == revision
 
