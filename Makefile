@@ -54,7 +54,7 @@ sanity: venv  ## ansible-test sanity on a copy laid out as ansible_collections/g
 	cd $(SANITY_TREE) && git init -q . && ansible-test sanity --venv --python $(SANITY_PY) --color no --exclude tests/sanity/pip_bootstrap.py
 
 units: venv layout  ## pytest: module_utils, modules and filters against real tool outputs
-	pytest tests/unit
+	eval "$$(tests/fetch-containerd.sh)" && pytest tests/unit
 
 molecule: venv layout  ## every Molecule scenario: create, converge, idempotence, verify, destroy
 	tests/molecule/build-image.sh
