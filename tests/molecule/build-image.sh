@@ -110,10 +110,16 @@ tarball=containerd-$containerd_version-linux-$arch.tar.gz
 tar -C "$work/release" --owner=0 --group=0 -czf "$release_dir/$tarball" bin
 (cd "$release_dir" && sha256sum "$tarball" >"$tarball.sha256sum")
 
-# 4. A local apt repository with the same package (containerd_install_method: package).
+# 4. A local apt repository with the same package (containerd_install_method: package) and a
+#    stand-in driver package whose nvidia-smi is the stand-in (nvidia_driver_install: true).
 apt_repo=$rootfs/srv/gpu-fabric-sim/apt
 mkdir -p "$apt_repo"
 cp "$deb" "$apt_repo/"
+drv=$work/nvidia-driver
+install -d "$drv/DEBIAN" "$drv/usr/bin"
+ln -s /usr/lib/gpu-fabric-sim/nvidia-smi/nvidia-smi "$drv/usr/bin/nvidia-smi"
+sed "s/@ARCH@/$arch/" "$here/files/nvidia-driver-control" >"$drv/DEBIAN/control"
+dpkg-deb --root-owner-group --build "$drv" "$apt_repo/nvidia-driver-580-server-open_580.159.04-0gpufabric1_$arch.deb" >/dev/null
 (
   cd "$apt_repo"
   for f in *.deb; do

@@ -1,0 +1,52 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Driver owner host: pinned package installed; owner operator: nothing on the host; both checked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+CLIQUE = "7b968a6d-c8aa-45e1-9e07-e1e51be99c31.32766"
+
+
+def recorded(host) -> dict:
+    fact = host.file("/etc/ansible/facts.d/gpu_fabric_driver.fact")
+    assert fact.mode == 0o644
+    return json.loads(fact.content_string)
+
+
+def test_host_owner_installs_the_pinned_driver_package(host):
+    if host.backend.hostname != "drv-host":
+        pytest.skip("host driver tray only")
+    package = host.package("nvidia-driver-580-server-open")
+    assert package.is_installed
+    assert package.version == "580.159.04-0gpufabric1"
+    assert host.file("/usr/bin/nvidia-smi").is_symlink
+    assert recorded(host) == {
+        "owner": "host",
+        "driver_root": "/",
+        "driver_version": "580.159.04",
+        "min_driver_version": "570.158.01",
+        "gpu_count": 4,
+        "clique_label": CLIQUE,
+        "fabric_checked": True,
+    }
+
+
+def test_operator_owner_installs_nothing_and_checks_the_operator_driver(host):
+    if host.backend.hostname != "drv-operator":
+        pytest.skip("operator driver tray only")
+    assert not host.file("/usr/bin/nvidia-smi").exists
+    assert not host.package("nvidia-driver-580-server-open").is_installed
+    assert host.run("dpkg-query -W 'nvidia-driver-*'").rc != 0
+    assert recorded(host) == {
+        "owner": "operator",
+        "driver_root": "/run/nvidia/driver",
+        "driver_version": "580.159.04",
+        "min_driver_version": "570.158.01",
+        "gpu_count": 4,
+        "clique_label": CLIQUE,
+        "fabric_checked": True,
+    }
