@@ -32,6 +32,7 @@ from simrack.controllers.kube import (
     NODES,
     PODS,
     RESOURCECLAIMTEMPLATES,
+    ApiError,
 )
 
 log = logging.getLogger("simrack")
@@ -260,8 +261,14 @@ class ComputeDomainController(Controller):
                     self.finalize(cd, driver_ns, nodes)
                 else:
                     self.converge(cd, driver_ns, pods, nodes)
-            except Exception as err:
+            except ApiError as err:
+                if err.status == 403 and "NamespaceTerminating" in err.body:
+                    continue  # the namespace is going away: its CDs get their deletionTimestamp next
                 log.warning("ComputeDomain %s/%s: %s", cd["metadata"]["namespace"], cd["metadata"]["name"], err)
+            except (KeyError, TypeError, ValueError) as err:
+                log.warning(
+                    "ComputeDomain %s/%s: malformed: %r", cd["metadata"]["namespace"], cd["metadata"]["name"], err
+                )
         self.collect_orphans(cds, driver_ns)
 
     def converge(

@@ -33,6 +33,7 @@ from simrack.controllers.kube import (
     PODS,
     SECRETS,
     SERVICES,
+    ApiError,
     owner_reference,
 )
 
@@ -309,6 +310,10 @@ class MPIOperatorController(Controller):
                 continue
             try:
                 self.sync(job, pods)
+            except ApiError as err:
+                if err.status == 403 and "NamespaceTerminating" in err.body:
+                    continue
+                log.warning("MPIJob %s/%s: %s", job["metadata"]["namespace"], job["metadata"]["name"], err)
             except Exception as err:
                 log.warning("MPIJob %s/%s: %s", job["metadata"]["namespace"], job["metadata"]["name"], err)
 
