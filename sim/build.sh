@@ -19,6 +19,19 @@ mkdir -p "$bin"
 
 step() { printf '[sim build %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+# One build at a time per cache: a second invocation waits, then finds the binaries and skips.
+exec 9>"$cache/.build.lock"
+if ! flock -n 9; then
+  step "another build holds $cache/.build.lock; waiting for it"
+  flock 9
+fi
+
+timed() {  # timed NAME FUNCTION: run a build step and say how long it took
+  local t0=$SECONDS
+  "$2"
+  step "$1 ready ($(( SECONDS - t0 ))s)"
+}
+
 have_all() { for b in "$@"; do [ -x "$bin/$b" ] || return 1; done; }
 
 build_kubernetes() {
@@ -72,9 +85,9 @@ build_kwok() {
 }
 
 start=$(date +%s)
-build_etcd
-build_helm
-build_kwok
-build_kubernetes
+timed etcd build_etcd
+timed helm build_helm
+timed kwok build_kwok
+timed kubernetes build_kubernetes
 step "all components in $bin ($(( $(date +%s) - start ))s)"
 echo "$bin"
