@@ -789,3 +789,22 @@ def test_fault_unlabelled_node_gets_no_channel_and_an_empty_clique(addons, names
 
     [entry] = addons.wait_until("CD lists the node", listed, timeout=60)
     assert (entry["name"], entry["cliqueID"]) == (node, "")
+
+
+@pytest.mark.sim
+def test_standins_reconcile_again_after_the_apiserver_restarts(addons, namespace, clean_faults):
+    addons.fault("apiserver-restart")
+    addons.wait_until(
+        "API server ready again",
+        lambda: addons.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+        timeout=60,
+    )
+    pod = run_channel_pod(addons, namespace, "after-restart")
+
+    def ready():
+        status = addons.get_json("computedomain", "after-restart", "-n", namespace).get("status") or {}
+        return status if status.get("status") == "Ready" and status.get("nodes") else None
+
+    status = addons.wait_until("ComputeDomain Ready after the restart", ready, timeout=60)
+    assert [(n["name"], n["status"]) for n in status["nodes"]] == [(pod["spec"]["nodeName"], "Ready")]
+    assert pod_log(addons, namespace, "after-restart") == logs.IMEX_LISTING_FIXTURE.read_text()
