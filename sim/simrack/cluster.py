@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from simrack import SIM_DIR, RackConfig, StatePaths, atomic_write
+from simrack import SIM_DIR, Ports, RackConfig, StatePaths, atomic_write
 
 Progress = Callable[[str], None]
 
@@ -270,7 +270,6 @@ def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Compo
                 f"--listen-peer-urls=http://127.0.0.1:{p.etcd_peer}",
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{p.etcd_peer}",
                 f"--initial-cluster=sim=http://127.0.0.1:{p.etcd_peer}",
-                f"--listen-metrics-urls=http://127.0.0.1:{p.etcd + 10000}",
                 # a throwaway cluster: durability is not worth the disk syncs
                 "--unsafe-no-fsync",
                 "--quota-backend-bytes=8589934592",
@@ -433,6 +432,19 @@ def _port_ready(port: int) -> Callable[[], bool]:
     return check
 
 
+def component_ports(config: RackConfig, name: str) -> list[tuple[int, str]]:
+    """The loopback ports a component listens on, with the variable that moves each one."""
+    p = config.ports
+    env = Ports.ENV
+    return {
+        "etcd": [(p.etcd, env["etcd"]), (p.etcd_peer, env["etcd_peer"])],
+        "kube-apiserver": [(p.apiserver, env["apiserver"])],
+        "kube-controller-manager": [(p.controller_manager, env["controller_manager"])],
+        "kube-scheduler": [(p.scheduler, env["scheduler"])],
+        "kwok": [(p.kwok, env["kwok"])],
+    }[name]
+
+
 def readiness_check(paths: StatePaths, config: RackConfig, name: str) -> Callable[[], bool]:
     p = config.ports
     return {
@@ -448,6 +460,12 @@ def ensure_component(paths: StatePaths, config: RackConfig, component: Component
     """Start the component unless it runs already, then wait until it serves. True if started."""
     if component_pid(paths, component.name) is not None:
         return False
+    for port, variable in component_ports(config, component.name):
+        if _port_ready(port)():
+            raise RuntimeError(
+                f"{component.name}: port 127.0.0.1:{port} is already taken by another process (another rack, or "
+                f"another program); stop it, or choose a free port with {variable}=<port>"
+            )
     progress(f"starting {component.name}")
     pid = start_process(paths, component.name, component.argv)
     timeout = 120.0 if component.name == "kube-apiserver" else 60.0
