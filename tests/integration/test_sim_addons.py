@@ -808,3 +808,29 @@ def test_standins_reconcile_again_after_the_apiserver_restarts(addons, namespace
     status = addons.wait_until("ComputeDomain Ready after the restart", ready, timeout=60)
     assert [(n["name"], n["status"]) for n in status["nodes"]] == [(pod["spec"]["nodeName"], "Ready")]
     assert pod_log(addons, namespace, "after-restart") == logs.IMEX_LISTING_FIXTURE.read_text()
+
+
+@pytest.mark.sim
+def test_all_reduce_perf_job_serves_an_nccl_tests_table(addons, namespace):
+    job = nvbandwidth_mpijob("nccl", "nccl-channel")
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["args"] = [
+        *launcher["args"][:8],
+        "/opt/nccl_tests/build/all_reduce_perf",
+        "-b",
+        "8",
+        "-e",
+        "8G",
+        "-f",
+        "2",
+    ]
+    addons.apply([compute_domain("nccl", 2), job], namespace)
+    wait_condition(addons, namespace, "nccl", "Succeeded", timeout=120)
+    result = parse_nccl_tests(launcher_log(addons, namespace, "nccl"))
+    assert [r.size_bytes for r in result.rows] == [8 << k for k in range(31)]
+    assert {d.host for d in result.devices} == {"nccl-worker-0", "nccl-worker-1"}
+    assert len(result.devices) == 8
+    assert result.out_of_bounds == 0
+    busbws = [p.busbw_gbps for r in result.rows for p in (r.out_of_place, r.in_place)]
+    assert result.avg_busbw_gbps == pytest.approx(sum(busbws) / len(busbws), abs=0.01)
+    assert max(busbws) < max(fixture_cells())
