@@ -23,6 +23,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import datetime
@@ -117,14 +118,26 @@ def duration_seconds(record: dict[str, Any]) -> Optional[float]:
         return None
 
 
+def cluster_of(records: list[dict[str, Any]]) -> dict[str, str]:
+    """The API server the checks ran against, from the first record that names it."""
+    for record in records:
+        cluster = record.get("cluster")
+        if isinstance(cluster, dict) and cluster.get("server_version") not in (None, "", "unknown"):
+            return {key: str(value) for key, value in cluster.items() if value not in (None, "")}
+    return {}
+
+
 def build_report(records: list[dict[str, Any]], title: str) -> dict[str, Any]:
     """The report as data (what report.json holds)."""
     checks = sorted(records, key=_order)
     finished = [record["finished"] for record in checks if isinstance(record.get("finished"), str)]
     failed = [record["check"] for record in checks if not record["passed"]]
+    started = [record["started"] for record in checks if isinstance(record.get("started"), str)]
     return {
         "title": title,
         "generated": max(finished) if finished else None,
+        "started": min(started) if started else None,
+        "cluster": cluster_of(checks),
         "passed": bool(checks) and not failed,
         "totals": {"checks": len(checks), "passed": len(checks) - len(failed), "failed": len(failed)},
         "failed_checks": failed,
@@ -173,7 +186,12 @@ def _markdown_matrix(details: dict[str, Any]) -> list[str]:
     failing = failing_cells(details)
     width = max(len(row) for row in matrix if isinstance(row, list))
     unit = details.get("unit") or "GB/s"
-    lines = [
+    placement = gpu_placement(details)
+    lines = []
+    if placement:
+        where = ", ".join(f"{ranks} on {_md(node)}" for ranks, node in placement)
+        lines.extend([f"GPUs {where}.", ""])
+    lines += [
         f"Matrix ({_md(unit)}, row = source GPU, column = destination GPU; **bold** = below the threshold):",
         "",
         "| " + " | ".join([_md(unit)] + [str(column) for column in range(width)]) + " |",
@@ -189,6 +207,93 @@ def _markdown_matrix(details: dict[str, Any]) -> list[str]:
     return lines
 
 
+# details key -> label, in the order the facts of a check are listed
+FACTS = (
+    ("gpu_nodes", "GPU nodes"),
+    ("testcase", "test"),
+    ("clique", "clique"),
+    ("nodes", "nodes"),
+    ("gpu_product", "GPU product"),
+    ("gpus_per_node", "GPUs per node"),
+    ("ranks", "ranks"),
+    ("peak_gbps", "NVLink peak per direction (GB/s)"),
+    ("min_fraction_of_peak", "fraction of the peak required"),
+    ("threshold_gbps", "threshold (GB/s)"),
+    ("min", "min (GB/s)"),
+    ("mean", "mean (GB/s)"),
+    ("max", "max (GB/s)"),
+    ("sum", "sum (GB/s)"),
+    ("avg_busbw_gbps", "average bus bandwidth (GB/s)"),
+    ("namespace", "namespace"),
+    ("compute_domain", "ComputeDomain"),
+    ("job", "MPIJob"),
+    ("pod", "pod"),
+    ("node", "node"),
+    ("channel0", "channel0"),
+)
+
+
+def check_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) pairs describing what a check ran on and measured, for both Markdown and HTML."""
+    details = record.get("details") or {}
+    facts = []
+    for key, label in FACTS:
+        value = details.get(key)
+        if value in (None, "", []) or isinstance(value, (dict, bool)):
+            continue
+        if isinstance(value, list):
+            text = ", ".join(str(item) for item in value)
+        elif isinstance(value, float) and key != "min_fraction_of_peak":
+            text = _number(value)
+        else:
+            text = str(value)
+        # the ls line is quoted as it came (its spacing is part of it); other values fit on one line
+        facts.append((label, text.replace("\n", " ") if key == "channel0" else " ".join(text.split())))
+    if isinstance(record.get("objects_left"), int):
+        facts.append(("objects left behind", str(record["objects_left"])))
+    return facts
+
+
+def gpu_placement(details: dict[str, Any]) -> list[tuple[str, str]]:
+    """Which node holds which GPU ranks of the matrix: [("0-3", "gb200-r0-t0"), ...] (ranks fill nodes in order)."""
+    nodes, per_node, matrix = details.get("nodes"), details.get("gpus_per_node"), details.get("matrix")
+    if not (isinstance(nodes, list) and isinstance(per_node, int) and per_node > 0 and isinstance(matrix, list)):
+        return []
+    if len(nodes) * per_node != len(matrix):
+        return []
+    return [(f"{i * per_node}-{(i + 1) * per_node - 1}", str(node)) for i, node in enumerate(nodes)]
+
+
+def node_of_gpu(details: dict[str, Any], gpu: int) -> Optional[str]:
+    per_node = details.get("gpus_per_node")
+    if not gpu_placement(details):
+        return None
+    return str(details["nodes"][gpu // per_node])
+
+
+def binary_size(size: Any) -> str:
+    """1073741824 -> '1 GiB': nccl-tests sizes are powers of two."""
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return str(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or size % 1024 or unit == "GiB":
+            return f"{size} {unit}"
+        size //= 1024
+    return str(size)
+
+
+def _code(text: str) -> str:
+    return text.replace("`", "'")
+
+
+def _pair_nodes(details: dict[str, Any], pair: dict[str, Any]) -> str:
+    try:
+        src, dst = node_of_gpu(details, int(pair["src"])), node_of_gpu(details, int(pair["dst"]))
+    except (KeyError, TypeError, ValueError, IndexError):
+        return ""
+    return "" if src is None or dst is None else _md(f"{src} -> {dst}")
+
+
 def _markdown_details(record: dict[str, Any]) -> list[str]:
     details = record.get("details") or {}
     lines = [
@@ -197,26 +302,10 @@ def _markdown_details(record: dict[str, Any]) -> list[str]:
         f"{'PASS' if record['passed'] else 'FAIL'}: {_md(record['summary'])}",
         "",
     ]
-    facts = []
-    for key, label in (
-        ("testcase", "test"),
-        ("nodes", "nodes"),
-        ("threshold_gbps", "threshold (GB/s)"),
-        ("sum", "sum"),
-        ("avg_busbw_gbps", "average bus bandwidth (GB/s)"),
-        ("node", "node"),
-        ("gpu_nodes", "GPU nodes"),
-    ):
-        value = details.get(key)
-        if value in (None, "", []):
-            continue
-        if isinstance(value, list):
-            value = ", ".join(str(item) for item in value)
-        elif isinstance(value, float):
-            value = _number(value)
-        facts.append(f"- {label}: {_md(value)}")
-    if record.get("objects_left"):
-        facts.append(f"- objects left behind: {record['objects_left']}")
+    facts = [
+        f"- {label}: `{_code(text)}`" if label == "channel0" else f"- {label}: {_md(text)}"
+        for label, text in check_facts(record)
+    ]
     if facts:
         lines.extend([*facts, ""])
     violations = details.get("violations") or []
@@ -236,29 +325,60 @@ def _markdown_details(record: dict[str, Any]) -> list[str]:
         lines.append("")
     pairs = details.get("failing_pairs") or []
     if pairs:
-        lines.extend(["Failing pairs:", "", "| source GPU | destination GPU | GB/s |", "| --- | --- | --- |"])
-        lines.extend(f"| {pair.get('src')} | {pair.get('dst')} | {_number(pair.get('gbps'))} |" for pair in pairs)
+        lines.extend(
+            ["Failing pairs:", "", "| source GPU | destination GPU | GB/s | nodes |", "| --- | --- | --- | --- |"]
+        )
+        lines.extend(
+            f"| {pair.get('src')} | {pair.get('dst')} | {_number(pair.get('gbps'))} | {_pair_nodes(details, pair)} |"
+            for pair in pairs
+        )
         lines.append("")
     lines.extend(_markdown_matrix(details))
     rows = details.get("rows")
     if isinstance(rows, list) and rows:
-        lines.extend(["| size (B) | bus bandwidth (GB/s) | wrong |", "| --- | --- | --- |"])
+        lines.extend(["| size | bytes | bus bandwidth (GB/s) | wrong |", "| --- | --- | --- | --- |"])
         lines.extend(
-            f"| {row.get('size_bytes')} | {_number(row.get('busbw_gbps'))} | {row.get('wrong', 0)} |" for row in rows
+            f"| {binary_size(row.get('size_bytes'))} | {row.get('size_bytes')} | {_number(row.get('busbw_gbps'))} "
+            f"| {row.get('wrong', 0)} |"
+            for row in rows
         )
         lines.append("")
     return lines
 
 
+def _second(timestamp: str) -> str:
+    """2026-12-01T10:01:02.500000Z -> 2026-12-01T10:01:02Z: a reader needs no microseconds."""
+    return re.sub(r"\.\d+(?=Z$|[+-]\d\d:\d\d$)", "", timestamp)
+
+
+def run_facts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where and when the checks ran: the header of the Markdown and HTML reports."""
+    facts = []
+    cluster = report.get("cluster") or {}
+    if cluster:
+        where = cluster.get("host", "")
+        version = cluster.get("server_version")
+        facts.append(("cluster", f"{where} (Kubernetes {version})".strip() if version else where))
+    if report.get("started") and report.get("generated"):
+        facts.append(("checks ran", f"{_second(report['started'])} to {_second(report['generated'])}"))
+    elif report.get("generated"):
+        facts.append(("last check finished", _second(report["generated"])))
+    return facts
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     totals = report["totals"]
     verdict = "PASSED" if report["passed"] else "FAILED"
-    generated = f" (last check finished {report['generated']})" if report.get("generated") else ""
     lines = [
         f"# {_md(report['title'])}",
         "",
-        f"**{verdict}**: {totals['passed']} of {totals['checks']} checks passed{generated}.",
+        f"**{verdict}**: {totals['passed']} of {totals['checks']} checks passed.",
         "",
+    ]
+    facts = [f"- {label}: {_md(text)}" for label, text in run_facts(report)]
+    if facts:
+        lines.extend([*facts, ""])
+    lines += [
         "| check | result | summary | duration |",
         "| --- | --- | --- | --- |",
     ]
@@ -339,7 +459,8 @@ th, td { border: 1px solid #c9d1d9; padding: 0.3em 0.6em; text-align: left; }
 table.heatmap td { text-align: right; font-variant-numeric: tabular-nums; min-width: 4.5em; }
 table.heatmap td.na { background: #eaeef2; color: #57606a; text-align: center; }
 table.heatmap td.cell-fail { outline: 3px solid #cf222e; outline-offset: -3px; font-weight: bold; }
-.legend span { padding: 0 0.5em; margin-right: 0.5em; }
+table.facts th { background: #f6f8fa; font-weight: normal; color: #57606a; }
+table.facts { margin: 0.3em 0 1em; }
 """
 
 
@@ -351,6 +472,11 @@ def heat_colour(value: float, low: float, high: float) -> str:
     """A red (low) to green (high) background for a matrix cell."""
     fraction = 1.0 if high <= low else max(0.0, min(1.0, (value - low) / (high - low)))
     return f"hsl({round(120 * fraction)}, 70%, 80%)"
+
+
+def _gpu_header(details: dict[str, Any], gpu: int) -> str:
+    node = node_of_gpu(details, gpu)
+    return f"<th>{gpu}</th>" if node is None else f'<th title="GPU {gpu} on {_e(node)}">{gpu}</th>'
 
 
 def render_heatmap(details: dict[str, Any]) -> str:
@@ -366,7 +492,7 @@ def render_heatmap(details: dict[str, Any]) -> str:
     unit = details.get("unit") or "GB/s"
     parts = [
         '<table class="heatmap">',
-        "<tr><th>" + _e(unit) + "</th>" + "".join(f"<th>{column}</th>" for column in range(width)) + "</tr>",
+        "<tr><th>" + _e(unit) + "</th>" + "".join(_gpu_header(details, column) for column in range(width)) + "</tr>",
     ]
     for src, row in enumerate(matrix):
         cells = []
@@ -380,7 +506,7 @@ def render_heatmap(details: dict[str, Any]) -> str:
                 f'<td class="{state}" style="background: {heat_colour(value, low, high)}" '
                 f'title="GPU {src} -&gt; GPU {dst}: {value:.2f} {_e(unit)}{note}">{value:.2f}</td>'
             )
-        parts.append(f"<tr><th>{src}</th>{''.join(cells)}</tr>")
+        parts.append(f"<tr>{_gpu_header(details, src)}{''.join(cells)}</tr>")
     parts.append("</table>")
     return "\n".join(parts)
 
@@ -393,6 +519,13 @@ def _html_details(record: dict[str, Any]) -> str:
         f'<h2>{_e(record["check"])} <span class="{css}">{"PASS" if record["passed"] else "FAIL"}</span></h2>',
         f"<p>{_e(record['summary'])}</p>",
     ]
+    facts = check_facts(record)
+    if facts:
+        parts.append(
+            '<table class="facts">'
+            + "".join(f"<tr><th>{_e(label)}</th><td>{_e(text)}</td></tr>" for label, text in facts)
+            + "</table>"
+        )
     violations = details.get("violations") or []
     if violations:
         parts.append("<ul>" + "".join(f"<li>{_e(violation)}</li>" for violation in violations) + "</ul>")
@@ -412,6 +545,9 @@ def _html_details(record: dict[str, Any]) -> str:
         caption = "Bandwidth matrix (row = source GPU, column = destination GPU)"
         if isinstance(threshold, (int, float)):
             caption += f"; outlined cells are below the threshold of {threshold:.2f} GB/s"
+        placement = gpu_placement(details)
+        if placement:
+            caption += "; " + "; ".join(f"GPUs {ranks} on {node}" for ranks, node in placement)
         parts.append(f"<p>{_e(caption)}.</p>")
         parts.append(heatmap)
     parts.append("</section>")
@@ -428,14 +564,21 @@ def render_html(report: dict[str, Any]) -> str:
         for record in report["checks"]
     )
     body = "\n".join(_html_details(record) for record in report["checks"])
-    generated = f" Last check finished {_e(report['generated'])}." if report.get("generated") else ""
+    facts = run_facts(report)
+    header = (
+        '<table class="facts">'
+        + "".join(f"<tr><th>{_e(label)}</th><td>{_e(text)}</td></tr>" for label, text in facts)
+        + "</table>\n"
+        if facts
+        else ""
+    )
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{_e(report['title'])}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
         f"<h1>{_e(report['title'])}</h1>\n"
         f'<p class="{verdict_css}">{"PASSED" if report["passed"] else "FAILED"}: '
-        f"{totals['passed']} of {totals['checks']} checks passed.{generated}</p>\n"
+        f"{totals['passed']} of {totals['checks']} checks passed.</p>\n{header}"
         "<table><tr><th>check</th><th>result</th><th>summary</th><th>duration</th></tr>"
         f"{summary_rows}</table>\n{body}\n</body>\n</html>\n"
     )

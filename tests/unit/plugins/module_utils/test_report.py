@@ -11,8 +11,10 @@ from html.parser import HTMLParser
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import (
+    binary_size,
     build_report,
     duration_seconds,
+    gpu_placement,
     heat_colour,
     load_records,
     render_html,
@@ -75,7 +77,13 @@ def test_duration_needs_both_timestamps():
 def test_markdown_summary_table_rows(report):
     lines = render_markdown(report).splitlines()
     assert lines[0] == "# GB200 rack r0"
-    assert lines[2] == "**FAILED**: 2 of 3 checks passed (last check finished 2026-12-01T10:01:02.500000Z)."
+    assert lines[2:7] == [
+        "**FAILED**: 2 of 3 checks passed.",
+        "",
+        "- cluster: https://10.0.0.10:6443 (Kubernetes v1.34.4)",
+        "- checks ran: 2026-12-01T10:00:00Z to 2026-12-01T10:01:02Z",
+        "",
+    ]
     table = lines[lines.index("| check | result | summary | duration |") :][:5]
     assert table == [
         "| check | result | summary | duration |",
@@ -92,12 +100,57 @@ def test_markdown_nvbandwidth_section_lists_pair_and_bold_cell(report):
     section = text[text.index("## nvbandwidth") :]
     assert "- threshold (GB/s): 765.00\n" in section
     assert "- nodes: gb200-r0-t0, gb200-r0-t1\n" in section
-    assert "| source GPU | destination GPU | GB/s |\n| --- | --- | --- |\n| 0 | 5 | 402.11 |\n" in section
+    assert (
+        "| source GPU | destination GPU | GB/s | nodes |\n| --- | --- | --- | --- |\n"
+        "| 0 | 5 | 402.11 | gb200-r0-t0 -> gb200-r0-t1 |\n"
+    ) in section
+    assert "GPUs 0-3 on gb200-r0-t0, 4-7 on gb200-r0-t1.\n" in section
     assert "| GB/s | 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 |" in section
     # row 0 of the real GB200 matrix with the degraded cell in bold
     assert "| 0 | N/A | 822.16 | 821.69 | 821.92 | 821.45 | **402.11** | 821.53 | 821.69 |" in section
     bold_rows = [line for line in section.splitlines() if line.startswith("| ") and "**" in line]
     assert bold_rows == ["| 0 | N/A | 822.16 | 821.69 | 821.92 | 821.45 | **402.11** | 821.53 | 821.69 |"]
+
+
+def test_markdown_lists_what_each_check_ran_on_and_measured(report):
+    text = render_markdown(report)
+    imex = text[text.index("## imex_channel") : text.index("## nvbandwidth")]
+    assert imex.splitlines()[4:11] == [
+        "- namespace: gpu-fabric-verify-imex",
+        "- ComputeDomain: imex-channel-injection",
+        "- pod: imex-channel-injection",
+        "- node: gb200-r0-t0",
+        # the ls line as it came, spacing included
+        "- channel0: `crw-rw-rw- 1 root root 501, 0 Jan  5 08:31 channel0`",
+        "- objects left behind: 0",
+        "",
+    ]
+    nvbandwidth = text[text.index("## nvbandwidth") :]
+    facts = [line for line in nvbandwidth.splitlines() if line.startswith("- ")][:15]
+    assert facts == [
+        "- test: multinode_device_to_device_memcpy_read_ce",
+        "- clique: 1a2b3c4d-0000-4000-8000-00000000c11e.1",
+        "- nodes: gb200-r0-t0, gb200-r0-t1",
+        "- GPU product: NVIDIA-GB200",
+        "- GPUs per node: 4",
+        "- NVLink peak per direction (GB/s): 900.00",
+        "- fraction of the peak required: 0.85",
+        "- threshold (GB/s): 765.00",
+        "- min (GB/s): 402.11",
+        "- mean (GB/s): 813.91",
+        "- max (GB/s): 822.16",
+        "- sum (GB/s): 45578.72",
+        "- namespace: gpu-fabric-verify-nvbandwidth",
+        "- MPIJob: nvbandwidth-test",
+        "- objects left behind: 0",
+    ]
+
+
+def test_gpu_placement_needs_nodes_times_gpus_to_fill_the_matrix():
+    matrix = [[None] * 8 for _ in range(8)]
+    assert gpu_placement({"nodes": ["a", "b"], "gpus_per_node": 4, "matrix": matrix}) == [("0-3", "a"), ("4-7", "b")]
+    assert gpu_placement({"nodes": ["a", "b"], "gpus_per_node": 2, "matrix": matrix}) == []
+    assert gpu_placement({"nodes": ["a", "b"], "matrix": matrix}) == []
 
 
 def test_markdown_clique_table(report):
@@ -185,7 +238,13 @@ def test_html_heatmap_marks_the_failing_cell_and_the_diagonal(report):
     assert sorted(key for key, value in cells.items() if value[0] == "na") == [(i, i) for i in range(8)]
     assert cells[(3, 7)][:2] == ("cell-ok", "821.92")
     assert sum(1 for value in cells.values() if value[0] == "cell-ok") == 55
-    assert "outlined cells are below the threshold of 765.00 GB/s" in page
+    assert (
+        "outlined cells are below the threshold of 765.00 GB/s; GPUs 0-3 on gb200-r0-t0; GPUs 4-7 on gb200-r0-t1"
+        in page
+    )
+    assert '<th title="GPU 5 on gb200-r0-t1">5</th>' in page
+    assert "<tr><th>cluster</th><td>https://10.0.0.10:6443 (Kubernetes v1.34.4)</td></tr>" in page
+    assert "<tr><th>threshold (GB/s)</th><td>765.00</td></tr>" in page
     assert '<p class="fail">FAILED: 2 of 3 checks passed.' in page
 
 
@@ -216,3 +275,18 @@ def test_render_report_names_the_files():
     files = render_report(load_records(str(RECORDS)), "t", ["junit", "markdown"])
     assert [(item.format, item.name) for item in files] == [("junit", "report.junit.xml"), ("markdown", "report.md")]
     assert re.match(r'<\?xml version="1.0" encoding="utf-8"\?>\n<testsuites ', files[0].content)
+
+
+def test_nccl_rows_show_the_size_in_binary_units():
+    record = {
+        "check": "nccl",
+        "passed": True,
+        "summary": "ok",
+        "details": {"rows": [{"size_bytes": 1 << 30, "busbw_gbps": 816.93, "wrong": 0}, {"size_bytes": 1536}]},
+    }
+    text = render_markdown(build_report([record], "t"))
+    assert (
+        "| size | bytes | bus bandwidth (GB/s) | wrong |\n| --- | --- | --- | --- |\n"
+        "| 1 GiB | 1073741824 | 816.93 | 0 |\n| 1536 B | 1536 | N/A | 0 |\n"
+    ) in text
+    assert [binary_size(size) for size in (8, 3 << 20, 1 << 33)] == ["8 B", "3 MiB", "8 GiB"]
