@@ -164,6 +164,17 @@ def query_gpu(settings: dict[str, str], gpus: list[Gpu], fields: list[str], fmt:
     return "\n".join(lines) + "\n", 0
 
 
+def nvlink_status(gpus: list[Gpu]) -> str:
+    raw = (HERE / "h200x2-nvidia-smi-nvlink-s.txt").read_text()
+    starts = [m.start() for m in re.finditer(r"^GPU \d+: ", raw, re.M)]
+    blocks = [raw[a:b] for a, b in zip(starts, [*starts[1:], len(raw)])]
+    out = []
+    for gpu in gpus:
+        block = identity(blocks[gpu.source], gpu)
+        out.append(re.sub(r"^GPU \d+:", f"GPU {gpu.index}:", block))
+    return "".join(out)
+
+
 def summary(settings: dict[str, str], gpus: list[Gpu]) -> str:
     raw = (HERE / "h200x2-nvidia-smi.txt").read_text()
     lines = raw.splitlines(keepends=True)
@@ -213,7 +224,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(query_xml(settings, gpus))
         return 0
     if args == ["nvlink", "-s"]:
-        sys.stdout.write((HERE / "h200x2-nvidia-smi-nvlink-s.txt").read_text())
+        sys.stdout.write(nvlink_status(gpus))
         return 0
     if args == ["topo", "-m"]:
         sys.stdout.write((HERE / "h200x2-nvidia-smi-topo-m.txt").read_text())
