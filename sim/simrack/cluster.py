@@ -316,6 +316,10 @@ def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Compo
                 f"--cluster-signing-cert-file={pki / 'ca.crt'}",
                 f"--cluster-signing-key-file={pki / 'ca.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # KWOK renews thousands of node Leases from one process; on a busy machine a renewal
+                # can lag beyond the kubelet's 50 s, and nodes would flap NotReady.
+                "--node-monitor-grace-period=300s",
+                "--node-startup-grace-period=300s",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={p.controller_manager}",
                 f"--cert-dir={pki / 'kcm'}",
@@ -349,8 +353,12 @@ def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Compo
                 f"--node-port={p.kwok}",
                 f"--server-address=127.0.0.1:{p.kwok}",
                 f"--cidr={POD_CIDR}",
-                "--node-lease-duration-seconds=40",
+                # Renewed every 30 s (a quarter), inside kube-controller-manager's 50 s grace period;
+                # the kubelet's 40 s would cost a third more writes with thousands of trays.
+                "--node-lease-duration-seconds=120",
                 "--enable-crds=Logs,ClusterLogs",
+                # INFO logs every lease renewal
+                "--v=WARN",
             ],
         ),
     ]
