@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
-import tomllib
 from typing import Any
+
+import tomllib
 
 CRI_V2 = "io.containerd.grpc.v1.cri"
 SERVED_RELEASES = "/srv/gpu-fabric-sim/containerd/containerd/releases/download"

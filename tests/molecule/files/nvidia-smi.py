@@ -132,7 +132,11 @@ def query_xml(settings: dict[str, str], gpus: list[Gpu]) -> str:
             ("clusterUuid", gpu.cluster_uuid),
         ):
             block = re.sub(
-                rf"(<fabric>.*?<{tag}>)[^<]*(</{tag}>)", lambda m, v=value: m.group(1) + v + m.group(2), block, 1, re.S
+                rf"(<fabric>.*?<{tag}>)[^<]*(</{tag}>)",
+                lambda m, v=value: m.group(1) + v + m.group(2),
+                block,
+                count=1,
+                flags=re.S,
             )
         out.append(block)
     out.append(tail)
