@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -113,15 +114,32 @@ def _rack_env() -> dict[str, str]:
     return env
 
 
+def _up_with_progress(env: dict[str, str]) -> tuple[int, str]:
+    """`sim/rack up`, its progress shown live (a cold build takes tens of minutes), its tail kept."""
+    proc = subprocess.Popen(
+        [str(RACK), "up"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, bufsize=1
+    )
+    tail: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        tail = [*tail[-199:], line]
+    return proc.wait(), "".join(tail)
+
+
 @pytest.fixture(scope="session")
-def sim_rack() -> SimRack:
+def sim_rack(request: pytest.FixtureRequest) -> SimRack:
     env = _rack_env()
     status = run_rack("status", "--json", env=env)
     started_here = False
     if status.returncode != 0:
-        up = run_rack("up", env=env)
-        if up.returncode != 0:
-            pytest.fail(f"sim/rack up failed (exit {up.returncode}):\n{up.stdout[-6000:]}\n{up.stderr[-6000:]}")
+        # show the progress live, past pytest's output capture
+        capture = request.config.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            code, output = _up_with_progress(env)
+        if code != 0:
+            pytest.fail(f"sim/rack up failed (exit {code}):\n{output}")
         started_here = True
         status = run_rack("status", "--json", env=env)
         assert status.returncode == 0, f"sim/rack up returned but status says down:\n{status.stdout}"
