@@ -436,3 +436,53 @@ def test_compute_domain_timeout_names_the_missing_node_and_driver_state(sim_rack
     assert "Deployment nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-controller 1/1 ready" in message
     assert re.search(rf"DaemonSet nvidia-dra-driver-gpu/{cd_name}-\S+ 0/0 ready", message), message
     assert count_objects(sim_rack, namespace, cd_name)["computedomains"] == 0
+
+
+CONTAINERD_CONFIG = """\
+version = 2
+# the toolkit's drop-in replaced the site's own imports
+imports = ["/etc/containerd/conf.d/99-nvidia.toml"]
+
+[plugins."io.containerd.grpc.v1.cri"]
+  enable_cdi = true
+"""
+
+
+@pytest.mark.parametrize(
+    ("imports", "lost"),
+    [
+        ('["/etc/containerd/conf.d/99-nvidia.toml"]', True),
+        ('[\n  "/etc/containerd/conf.d/*.toml",\n  "/etc/containerd/conf.d/99-nvidia.toml",\n]', False),
+    ],
+)
+def test_gpu_operator_rechecks_the_hosts_containerd_imports(sim_rack, converged, tmp_path, imports, lost):
+    # The "GPU host" is this machine, reached with connection=local: slurp reads a real file.
+    config = tmp_path / "config.toml"
+    config.write_text(CONTAINERD_CONFIG.replace('["/etc/containerd/conf.d/99-nvidia.toml"]', imports))
+    hosts = tmp_path / "hosts.yml"
+    hosts.write_text(
+        "gpu_nodes:\n  hosts:\n    tray-local:\n      ansible_connection: local\n"
+        "      ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+    )
+    result = ansible_playbook(
+        sim_rack,
+        "-i",
+        str(hosts),
+        str(CLUSTER_PLAYBOOK),
+        "--tags",
+        "gpu_operator",
+        "-e",
+        f"gpu_operator_containerd_config_path={config}",
+    )
+    text = " ".join(result.stdout.split())
+    assert "no host of group 'gpu_nodes'" not in text
+    if lost:
+        assert result.returncode == 2, result.stdout[-4000:]
+        assert (
+            "containerd imports lost after the GPU Operator v25.10.0 rollout (toolkit 1.18.0 rewrites them): "
+            'tray-local: imports = ["/etc/containerd/conf.d/99-nvidia.toml"] lacks /etc/containerd/conf.d/*.toml.'
+        ) in text
+    else:
+        assert result.returncode == 0, result.stdout[-4000:]
+        assert recap(result)["changed"] == 0
+        assert "containerd imports lost" not in text
