@@ -29,7 +29,7 @@ Progress = Callable[[str], None]
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
 POD_CIDR = "10.244.0.1/16"
-KWOK_STAGES = SIM_DIR / "kwok" / "stages.yaml"
+KWOK_CONFIG_DIR = SIM_DIR / "kwok"
 KWOK_CRDS = ("logs", "clusterlogs")
 
 
@@ -252,6 +252,12 @@ class Component:
     argv: list[str]
 
 
+def kwok_config_flags() -> list[str]:
+    """KWOK options and one stage per file: `--config` may be given many times."""
+    files = [KWOK_CONFIG_DIR / "kwok.yaml", *sorted((KWOK_CONFIG_DIR / "stages").glob("*.yaml"))]
+    return [f"--config={f}" for f in files]
+
+
 def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Component]:
     bindir = Path(config.bin_dir)
     p = config.ports
@@ -345,7 +351,7 @@ def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Compo
             [
                 str(bindir / "kwok"),
                 f"--kubeconfig={kubeconfig}",
-                f"--config={KWOK_STAGES}",
+                *kwok_config_flags(),
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-label-selector=type=kwok",
                 "--node-ip=127.0.0.1",
