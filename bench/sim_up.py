@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Warm `sim/rack up` time and memory for several rack sizes.
@@ -7,9 +6,9 @@ Each size gets a rack of its own (own state directory, own ports) so a rack alre
 is not disturbed: `up` from nothing with the binaries already built (warm), a second `up` (must
 change nothing), the resident memory of every process once the rack has settled, then `down`.
 
-    bench/sim_up.py                      # 1x4 1x18 8x18 100x18
-    bench/sim_up.py 1x18 --settle 30 --json .tmp/bench-sim-up.json
-    GPU_FABRIC_SIM_ADDONS=0 bench/sim_up.py   # the control plane alone, without the stand-ins
+    python bench/sim_up.py                      # 1x4 1x18 8x18 100x18 (with .venv/bin on PATH)
+    python bench/sim_up.py 1x18 --settle 30 --json .tmp/bench-sim-up.json
+    GPU_FABRIC_SIM_ADDONS=0 python bench/sim_up.py   # the control plane alone, without the stand-ins
 """
 
 from __future__ import annotations
@@ -52,15 +51,15 @@ def measure(size: str, settle: float) -> dict:
     env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     print(f"--- {size}: {racks * trays} trays, state {state}", flush=True)
     try:
-        up_s, _ = rack(env, "up", "--racks", str(racks), "--trays-per-rack", str(trays))
+        up_s = rack(env, "up", "--racks", str(racks), "--trays-per-rack", str(trays))[0]
         again_s, again = rack(env, "up")
         time.sleep(settle)
-        _, status = rack(env, "status", "--json")
+        status = rack(env, "status", "--json")[1]
         info = json.loads(status.stdout)
         if not info.get("up") or info.get("nodes_ready") != racks * trays + 1:
             sys.exit(f"{size}: rack not fully up after `up`: {status.stdout}")
     finally:
-        down_s, _ = rack(env, "down")
+        down_s = rack(env, "down")[0]
     processes = {name: p["rss_mib"] for name, p in info["processes"].items()}
     control_plane = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
     result = {

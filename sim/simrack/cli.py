@@ -13,6 +13,7 @@ sim/rack down                                  stop everything and remove the st
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -29,14 +30,11 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 sys.path.insert(0, str(SIM_DIR))
 
-try:
-    import kubernetes  # noqa: F401
-    import yaml  # noqa: F401
-except ImportError:
+if not (importlib.util.find_spec("kubernetes") and importlib.util.find_spec("yaml")):
     venv_python = REPO_ROOT / ".venv" / "bin" / "python"
     if (
         venv_python.exists()
-        and Path(sys.executable).resolve() != venv_python.resolve()
+        and Path(sys.prefix).resolve() != venv_python.parent.parent.resolve()
         and not os.environ.get("GPU_FABRIC_SIM_REEXEC")
     ):
         os.environ["GPU_FABRIC_SIM_REEXEC"] = "1"

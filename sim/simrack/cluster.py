@@ -396,7 +396,7 @@ def apiserver_get(paths: StatePaths, config: RackConfig, path: str, timeout: flo
 
 def apiserver_ready(paths: StatePaths, config: RackConfig) -> bool:
     try:
-        status, _ = apiserver_get(paths, config, "/readyz")
+        status = apiserver_get(paths, config, "/readyz")[0]
     except (OSError, ssl.SSLError):
         return False
     return status == 200

@@ -36,7 +36,7 @@ def parse_tray_name(name: str) -> Optional[tuple[int, int]]:
     """(rack, tray) of a tray node name, None for any other node."""
     if not name.startswith(TRAY_PREFIX) or "-t" not in name:
         return None
-    rack, _, tray = name[len(TRAY_PREFIX) :].partition("-t")
+    rack, tray = name[len(TRAY_PREFIX) :].split("-t", 1)
     if not (rack.isdigit() and tray.isdigit()):
         return None
     return int(rack), int(tray)

@@ -145,7 +145,7 @@ def sim_rack(request: pytest.FixtureRequest) -> SimRack:
         assert status.returncode == 0, f"sim/rack up returned but status says down:\n{status.stdout}"
     info = json.loads(status.stdout)
     for line in run_rack("env", env=env).stdout.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
+        key, value = line.removeprefix("export ").split("=", 1)
         env[key] = value.replace("$PATH", env["PATH"]) if key == "PATH" else value
     rack = SimRack(
         state=Path(info["state"]),
