@@ -146,6 +146,36 @@ def test_check_mode_shows_a_values_change_without_applying_it(sim_rack, converge
     assert "logVerbosity" not in helm_values(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
 
 
+def test_host_driver_owner_derives_both_charts_values_in_check_mode(sim_rack, converged):
+    # Check mode only: the shared releases keep the operator-owned driver.
+    result = ansible_playbook(
+        sim_rack,
+        str(CLUSTER_PLAYBOOK),
+        "--tags",
+        "gpu_operator,dra_driver",
+        "--check",
+        "-e",
+        "gpu_fabric_driver_owner=host",
+        json_output=True,
+    )
+    assert result.returncode == 0, result.stdout[-6000:]
+    show = "Show the release that check mode would install or upgrade"
+    [operator] = results_named(result, f"gpu_fabric.mnnvl.gpu_operator : {show}")
+    [dra] = results_named(result, f"gpu_fabric.mnnvl.dra_driver : {show}")
+    assert operator["msg"]["chart"].startswith("gpu-operator v25.10.0")
+    assert operator["msg"]["values_wanted"]["driver"] == {"enabled": False}
+    assert operator["msg"]["values_now"]["driver"] == {"enabled": True}
+    assert dra["msg"]["values_now"]["nvidiaDriverRoot"] == "/run/nvidia/driver"
+    assert dra["msg"]["values_wanted"] == {
+        "nvidiaDriverRoot": "/",
+        "resources": {"gpus": {"enabled": False}},
+    }
+    assert helm_values(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["nvidiaDriverRoot"] == (
+        "/run/nvidia/driver"
+    )
+    assert helm_values(sim_rack, "gpu-operator", "gpu-operator")["driver"] == {"enabled": True}
+
+
 def test_contradicting_driver_root_fails_before_install(sim_rack, converged):
     result = ansible_playbook(
         sim_rack,
@@ -322,6 +352,14 @@ def task_results(result: subprocess.CompletedProcess) -> dict[str, dict[str, Any
     start = result.stdout.find("{")
     report = json.loads(result.stdout[start:])
     return {task["task"]["name"]: task["hosts"]["localhost"] for play in report["plays"] for task in play["tasks"]}
+
+
+def results_named(result: subprocess.CompletedProcess, name: str) -> list[dict[str, Any]]:
+    start = result.stdout.find("{")
+    report = json.loads(result.stdout[start:])
+    return [
+        task["hosts"]["localhost"] for play in report["plays"] for task in play["tasks"] if task["task"]["name"] == name
+    ]
 
 
 def count_objects(sim_rack, namespace: str, cd_name: str) -> dict[str, int]:
