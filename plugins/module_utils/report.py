@@ -461,6 +461,7 @@ table.heatmap td.na { background: #eaeef2; color: #57606a; text-align: center; }
 table.heatmap td.cell-fail { outline: 3px solid #cf222e; outline-offset: -3px; font-weight: bold; }
 table.facts th { background: #f6f8fa; font-weight: normal; color: #57606a; }
 table.facts { margin: 0.3em 0 1em; }
+table.facts code { white-space: pre; }
 """
 
 
@@ -523,7 +524,12 @@ def _html_details(record: dict[str, Any]) -> str:
     if facts:
         parts.append(
             '<table class="facts">'
-            + "".join(f"<tr><th>{_e(label)}</th><td>{_e(text)}</td></tr>" for label, text in facts)
+            + "".join(
+                f"<tr><th>{_e(label)}</th><td><code>{_e(text)}</code></td></tr>"
+                if label == "channel0"
+                else f"<tr><th>{_e(label)}</th><td>{_e(text)}</td></tr>"
+                for label, text in facts
+            )
             + "</table>"
         )
     violations = details.get("violations") or []

@@ -245,6 +245,7 @@ def test_html_heatmap_marks_the_failing_cell_and_the_diagonal(report):
     assert '<th title="GPU 5 on gb200-r0-t1">5</th>' in page
     assert "<tr><th>cluster</th><td>https://10.0.0.10:6443 (Kubernetes v1.34.4)</td></tr>" in page
     assert "<tr><th>threshold (GB/s)</th><td>765.00</td></tr>" in page
+    assert "<tr><th>channel0</th><td><code>crw-rw-rw- 1 root root 501, 0 Jan  5 08:31 channel0</code></td></tr>" in page
     assert '<p class="fail">FAILED: 2 of 3 checks passed.' in page
 
 
