@@ -131,7 +131,10 @@ dpkg-deb --root-owner-group --build "$drv" "$apt_repo/nvidia-driver-580-server-o
 # 5. Stand-ins and the simulator's services.
 install -d "$rootfs/usr/lib/gpu-fabric-sim" "$rootfs/etc/gpu-fabric-sim"
 cp -r "$here/files/nvidia-smi" "$rootfs/usr/lib/gpu-fabric-sim/nvidia-smi"
+# The sources say "env python" (the collection's shebang rule); bookworm has only python3.
+pin_python() { sed -i '1s|^#!/usr/bin/env python$|#!/usr/bin/python3|' "$@"; }
 install -m 0755 "$here/files/nvidia-smi.py" "$rootfs/usr/lib/gpu-fabric-sim/nvidia-smi/nvidia-smi"
+pin_python "$rootfs/usr/lib/gpu-fabric-sim/nvidia-smi/nvidia-smi"
 install -m 0644 "$here/files/gpu-fabric-release-server.service" "$rootfs/etc/systemd/system/"
 ln -sf /etc/systemd/system/gpu-fabric-release-server.service \
   "$rootfs/etc/systemd/system/multi-user.target.wants/gpu-fabric-release-server.service"
@@ -140,6 +143,7 @@ ln -sf /etc/systemd/system/gpu-fabric-release-server.service \
 pkg=$work/nvidia-imex
 install -d "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/lib/systemd/system" "$pkg/etc/nvidia-imex"
 install -m 0755 "$here/files/nvidia-imex/nvidia-imex" "$here/files/nvidia-imex/nvidia-imex-ctl" "$pkg/usr/bin/"
+pin_python "$pkg/usr/bin/nvidia-imex" "$pkg/usr/bin/nvidia-imex-ctl"
 install -m 0644 "$here/files/nvidia-imex/nvidia-imex.service" "$pkg/lib/systemd/system/"
 install -m 0644 "$here/files/nvidia-imex/config.cfg" "$here/files/nvidia-imex/nodes_config.cfg" "$pkg/etc/nvidia-imex/"
 sed "s/@ARCH@/$arch/" "$here/files/nvidia-imex/control" >"$pkg/DEBIAN/control"
