@@ -80,10 +80,14 @@ sim-up: venv layout  ## bring the simulated GB200 rack up (cold build of the con
 sim-down:  ## tear the simulated rack down
 	sim/rack down
 
-demo: venv layout  ## simulated rack + site.yml cluster and verify stages + report
+DEMO_REPORT_DIR ?= $(CURDIR)/report
+
+demo: venv layout  ## simulated rack + site.yml (cluster and verify stages) + the report
 	sim/rack up
-	source <(sim/rack env) && ansible-playbook -i inventories/sim playbooks/site.yml --skip-tags hosts
-	@echo "report: $(CURDIR)/report/report.md"
+	source <(sim/rack env) && status=0 && \
+	  ansible-playbook -i inventories/sim playbooks/site.yml -e gpu_fabric_report_dir=$(DEMO_REPORT_DIR) || status=$$?; \
+	  echo; sed -n '1,/^## /p' $(DEMO_REPORT_DIR)/report.md | head -n -1; \
+	  echo "report: $(DEMO_REPORT_DIR)/report.md (.json .junit.xml .html)"; exit $$status
 
 changelog: venv  ## render CHANGELOG.rst from the fragments
 	antsibull-changelog release
