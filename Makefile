@@ -56,12 +56,27 @@ sanity: venv  ## ansible-test sanity on a copy laid out as ansible_collections/g
 units: venv layout  ## pytest: module_utils, modules and filters against real tool outputs
 	eval "$$(tests/fetch-containerd.sh)" && pytest tests/unit
 
-molecule: venv layout  ## every Molecule scenario: create, converge, idempotence, verify, destroy
+HOST_SCENARIOS := $(filter-out cluster,$(MOLECULE_SCENARIOS))
+
+# Each scenario: destroy, create, prepare, converge, idempotence (must report changed=0), verify,
+# destroy. The host scenarios run on podman trays; `cluster` runs against the simulated rack, whose
+# kubeconfig, Helm and URLs come from `sim/rack env` once it is up. A summary line per scenario
+# (wall time and Molecule's idempotence verdict) ends the target.
+molecule: venv layout  ## every Molecule scenario: converge, idempotence (changed=0), verify
 	tests/molecule/build-image.sh
+	mkdir -p .tmp/molecule; failed=0; : >.tmp/molecule/summary; \
 	for s in $(MOLECULE_SCENARIOS); do \
-	  start=$$(date +%s); molecule test -s $$s; \
-	  echo "molecule scenario $$s: passed in $$(( $$(date +%s) - start ))s"; \
-	done
+	  start=$$(date +%s); rc=0; \
+	  if [ "$$s" = cluster ]; then \
+	    sim/rack up && source <(sim/rack env) && molecule test -s $$s 2>&1 | tee .tmp/molecule/$$s.log || rc=$$?; \
+	  else \
+	    molecule test -s $$s 2>&1 | tee .tmp/molecule/$$s.log || rc=$$?; \
+	  fi; \
+	  idem=$$(grep -m1 -oE 'idempotence: [A-Za-z]+: [A-Za-z]+' .tmp/molecule/$$s.log || echo 'idempotence: not reached'); \
+	  printf 'molecule %-14s %-6s %4ss  %s\n' $$s $$([ $$rc -eq 0 ] && echo passed || echo FAILED) $$(( $$(date +%s) - start )) "$$idem" >>.tmp/molecule/summary; \
+	  [ $$rc -eq 0 ] || failed=1; \
+	done; \
+	cat .tmp/molecule/summary; exit $$failed
 
 integration: venv layout  ## end-to-end tests against the simulated rack (sim/rack up once per run)
 	pytest tests/integration
