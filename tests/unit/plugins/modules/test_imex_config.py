@@ -14,40 +14,13 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import imex_config
 
 from tests.conftest import FIXTURES
+from tests.unit.plugins.modules.runner import run_module as run
 
 REAL_CONFIG = FIXTURES / "imex" / "config-580.178.04.cfg"
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def capture_exit(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, msg, **kwargs):
-        kwargs["msg"] = msg
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-
-
 def run_module(args: dict[str, Any], check_mode: bool = False) -> dict[str, Any]:
-    with patch_module_args(dict(args, _ansible_check_mode=check_mode, _ansible_diff=True)):
-        try:
-            imex_config.main()
-        except ExitJson as done:
-            return dict(done.args[0], failed=False)
-        except FailJson as failed:
-            return dict(failed.args[0], failed=True)
-    raise AssertionError("the module returned without exit_json or fail_json")
+    return run((imex_config.main), args, check_mode=check_mode)
 
 
 def sha256(path: Path) -> str:
