@@ -51,7 +51,7 @@ sanity: venv  ## ansible-test sanity on a copy laid out as ansible_collections/g
 	git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C $(SANITY_TREE)
 	cp -r $$($(BIN)/python -c 'import ansible_collections.kubernetes.core as m; print(m.__path__[0])') $(SANITY_DEPS)
 	cp tests/sanity/pip_bootstrap.py ~/.ansible/test/cache/get_pip_$(subst .,_,$(ANSIBLE_TEST_PIP)).py
-	cd $(SANITY_TREE) && git init -q . && ansible-test sanity --venv --python $(SANITY_PY) --color no --exclude tests/sanity/pip_bootstrap.py
+	cd $(SANITY_TREE) && git init -q . && ansible-test sanity --venv --python $(SANITY_PY) --color no --exclude tests/sanity/pip_bootstrap.py --exclude sim/
 
 units: venv layout  ## pytest: module_utils, modules and filters against real tool outputs
 	eval "$$(tests/fetch-containerd.sh)" && pytest tests/unit

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from verify_helpers import apply_cluster_stage, cluster_stage_installed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RACK = REPO_ROOT / "sim" / "rack"
@@ -176,3 +177,14 @@ def namespace(sim_rack: SimRack):
     )
     yield name
     sim_rack.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def cluster_stage(sim_rack: SimRack) -> SimRack:
+    """The cluster stage (GPU Operator, DRA driver, MPI operator stand-ins) installed once per run."""
+    if not cluster_stage_installed(sim_rack):
+        result = apply_cluster_stage(sim_rack)
+        output = f"{result.stdout[-8000:]}\n{result.stderr[-4000:]}"
+        assert result.returncode == 0, f"playbooks/cluster.yml failed:\n{output}"
+    assert cluster_stage_installed(sim_rack)
+    return sim_rack

@@ -13,8 +13,7 @@ import json
 from typing import TYPE_CHECKING
 
 import pytest
-from test_verify_stage import ZERO, cluster_stage  # noqa: F401  (session fixture)
-from verify_helpers import run_verify, verification_objects
+from verify_helpers import ZERO, run_verify, verification_objects
 
 if TYPE_CHECKING:
     from conftest import SimRack
@@ -43,7 +42,7 @@ def wait_for_labels(sim_rack: SimRack, expected_unlabelled: int) -> None:
     sim_rack.wait_until("the clique labels to follow the fault", settled, timeout=60)
 
 
-def test_unlabelled_node_fails_the_clique_check_naming_the_node(cluster_stage: SimRack, tmp_path):  # noqa: F811
+def test_unlabelled_node_fails_the_clique_check_naming_the_node(cluster_stage: SimRack, tmp_path):
     with fault_on(cluster_stage, "unlabelled-node", node="gb200-r0-t2"):
         wait_for_labels(cluster_stage, 1)
         run = run_verify(cluster_stage, tmp_path / "report", "--tags", "cliques")
@@ -60,7 +59,7 @@ def test_unlabelled_node_fails_the_clique_check_naming_the_node(cluster_stage: S
     assert "cliques (" in run.output and "gb200-r0-t2" in run.output
 
 
-def test_split_clique_fails_the_clique_check_naming_the_rack(cluster_stage: SimRack, tmp_path):  # noqa: F811
+def test_split_clique_fails_the_clique_check_naming_the_rack(cluster_stage: SimRack, tmp_path):
     with fault_on(cluster_stage, "split-clique", rack=0):
 
         def two_cliques():
@@ -84,7 +83,7 @@ def test_split_clique_fails_the_clique_check_naming_the_rack(cluster_stage: SimR
     assert "rack0" in run.junit_failures()["cliques"]
 
 
-def test_degraded_link_fails_nvbandwidth_naming_the_pair(cluster_stage: SimRack, tmp_path):  # noqa: F811
+def test_degraded_link_fails_nvbandwidth_naming_the_pair(cluster_stage: SimRack, tmp_path):
     with fault_on(cluster_stage, "degraded-link", src=0, dst=5, gbps=402.11):
         run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=FAST)
 
@@ -105,7 +104,7 @@ def test_degraded_link_fails_nvbandwidth_naming_the_pair(cluster_stage: SimRack,
     assert verification_objects(cluster_stage, run.namespaces) == ZERO
 
 
-def test_failing_launcher_stops_nvbandwidth_naming_the_launcher(cluster_stage: SimRack, tmp_path):  # noqa: F811
+def test_failing_launcher_stops_nvbandwidth_naming_the_launcher(cluster_stage: SimRack, tmp_path):
     with fault_on(cluster_stage, "launcher-fails"):
         run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=FAST)
 
@@ -123,7 +122,7 @@ def test_failing_launcher_stops_nvbandwidth_naming_the_launcher(cluster_stage: S
     assert verification_objects(cluster_stage, run.namespaces) == ZERO
 
 
-def test_compute_domain_not_ready_fails_imex_naming_the_domain(cluster_stage: SimRack, tmp_path):  # noqa: F811
+def test_compute_domain_not_ready_fails_imex_naming_the_domain(cluster_stage: SimRack, tmp_path):
     with fault_on(cluster_stage, "compute-domain-not-ready"):
         run = run_verify(cluster_stage, tmp_path / "report", "--tags", "imex_channel", extra_vars=FAST)
 
@@ -137,7 +136,7 @@ def test_compute_domain_not_ready_fails_imex_naming_the_domain(cluster_stage: Si
     assert verification_objects(cluster_stage, run.namespaces) == ZERO
 
 
-def test_missing_deviceclass_fails_imex_naming_the_class(cluster_stage: SimRack, tmp_path):  # noqa: F811
+def test_missing_deviceclass_fails_imex_naming_the_class(cluster_stage: SimRack, tmp_path):
     with fault_on(cluster_stage, "missing-deviceclass"):
         cluster_stage.wait_until(
             "the DeviceClass to go",
@@ -159,7 +158,7 @@ def test_missing_deviceclass_fails_imex_naming_the_class(cluster_stage: SimRack,
     assert verification_objects(cluster_stage, run.namespaces) == ZERO
 
 
-def test_missing_channel_fails_imex_naming_the_pod_and_node(cluster_stage: SimRack, tmp_path):  # noqa: F811
+def test_missing_channel_fails_imex_naming_the_pod_and_node(cluster_stage: SimRack, tmp_path):
     with fault_on(cluster_stage, "channel-missing"):
         run = run_verify(cluster_stage, tmp_path / "report", "--tags", "imex_channel", extra_vars=FAST)
 
@@ -175,7 +174,7 @@ def test_missing_channel_fails_imex_naming_the_pod_and_node(cluster_stage: SimRa
     assert verification_objects(cluster_stage, run.namespaces) == ZERO
 
 
-def test_apiserver_restart_mid_run_still_writes_every_record(cluster_stage: SimRack, tmp_path):  # noqa: F811
+def test_apiserver_restart_mid_run_still_writes_every_record(cluster_stage: SimRack, tmp_path):
     cluster_stage.fault("apiserver-restart", after=8)
     run = run_verify(cluster_stage, tmp_path / "report", extra_vars=FAST)
     cluster_stage.wait_until(

@@ -7,32 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from verify_helpers import apply_cluster_stage, cluster_stage_installed, run_verify, verification_objects
+from verify_helpers import ZERO, run_verify, verification_objects
 
 if TYPE_CHECKING:
     from conftest import SimRack
 
 pytestmark = pytest.mark.sim
-
-ZERO = {
-    "namespaces": 0,
-    "pods": 0,
-    "jobs.batch": 0,
-    "resourceclaims.resource.k8s.io": 0,
-    "computedomains.resource.nvidia.com": 0,
-    "mpijobs.kubeflow.org": 0,
-}
-
-
-@pytest.fixture(scope="session")
-def cluster_stage(sim_rack: SimRack) -> SimRack:
-    """The cluster stage (GPU Operator, DRA driver, MPI operator stand-ins) installed once per run."""
-    if not cluster_stage_installed(sim_rack):
-        result = apply_cluster_stage(sim_rack)
-        output = f"{result.stdout[-8000:]}\n{result.stderr[-4000:]}"
-        assert result.returncode == 0, f"playbooks/cluster.yml failed:\n{output}"
-    assert cluster_stage_installed(sim_rack)
-    return sim_rack
 
 
 def test_verify_passes_on_the_healthy_rack(cluster_stage: SimRack, tmp_path):

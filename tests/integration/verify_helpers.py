@@ -19,6 +19,17 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ("cliques", "imex_channel", "nvbandwidth", "nccl")
 
 
+# What a verification may leave behind in its namespaces: nothing.
+ZERO = {
+    "namespaces": 0,
+    "pods": 0,
+    "jobs.batch": 0,
+    "resourceclaims.resource.k8s.io": 0,
+    "computedomains.resource.nvidia.com": 0,
+    "mpijobs.kubeflow.org": 0,
+}
+
+
 @dataclass
 class VerifyRun:
     """One run of playbooks/verify.yml: its exit code, output, report directory and namespaces."""

@@ -147,7 +147,7 @@ def test_markdown_lists_what_each_check_ran_on_and_measured(report):
 
 
 def test_gpu_placement_needs_nodes_times_gpus_to_fill_the_matrix():
-    matrix = [[None] * 8 for _ in range(8)]
+    matrix = [[None] * 8 for _row in range(8)]
     assert gpu_placement({"nodes": ["a", "b"], "gpus_per_node": 4, "matrix": matrix}) == [("0-3", "a"), ("4-7", "b")]
     assert gpu_placement({"nodes": ["a", "b"], "gpus_per_node": 2, "matrix": matrix}) == []
     assert gpu_placement({"nodes": ["a", "b"], "matrix": matrix}) == []
