@@ -293,6 +293,10 @@ def _ensure(
     clock: Callable[[], float],
 ) -> Dict[str, Any]:
     resource = first_served_resource(client, KIND, [API_VERSION])
+    if resource is None and request.state == "absent":
+        # Without the CRD no ComputeDomain can exist: it is already absent (a cleanup after a
+        # failed or removed DRA driver install must not fail on that).
+        return _Session(client, None, request, sleep, clock).absent(None)
     if resource is None:
         raise ComputeDomainError(
             f"the API server does not serve {KIND} in {API_VERSION}: the CRD computedomains.resource.nvidia.com "

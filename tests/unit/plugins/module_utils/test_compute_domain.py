@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.compute_domain import (
+    ComputeDomainError,
     ComputeDomainSpec,
+    Request,
     desired_object,
     diff_view,
+    ensure,
     evaluate_readiness,
     immutable_spec_message,
     parse_nodes,
@@ -176,3 +179,25 @@ def test_timeout_message_names_status_nodes_and_driver_state():
     assert message.startswith("ComputeDomain verify/nvb not ready after 30s: nodes not Ready: gb200-r0-t1.")
     assert "status.status=NotReady; status.nodes: gb200-r0-t0=Ready, gb200-r0-t1=NotReady." in message
     assert "DRA driver: Deployment nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-controller 0/1 ready." in message
+
+
+class ServerWithoutTheCrd:
+    """Discovery of an API server on which computedomains.resource.nvidia.com is not installed."""
+
+    def resource(self, kind, api_version):
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+        raise ResourceNotFoundError(f"No matches found for {{'api_version': '{api_version}', 'kind': '{kind}'}}")
+
+
+def test_absent_without_the_crd_is_already_absent():
+    request = Request(name="nvb", namespace="verify", state="absent", spec=ComputeDomainSpec(num_nodes=0, channel_template_name="nvb-channel"))
+    result = ensure(ServerWithoutTheCrd(), request)
+    assert result["changed"] is False
+    assert result["compute_domain"] == {}
+
+
+def test_present_without_the_crd_says_to_install_the_dra_driver():
+    request = Request(name="nvb", namespace="verify", state="present", spec=ComputeDomainSpec(num_nodes=0, channel_template_name="nvb-channel"))
+    with pytest.raises(ComputeDomainError, match=r"CRD computedomains.resource.nvidia.com is missing"):
+        ensure(ServerWithoutTheCrd(), request)
