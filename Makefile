@@ -72,8 +72,8 @@ molecule: venv layout  ## every Molecule scenario: converge, idempotence (change
 	  else \
 	    molecule test -s $$s 2>&1 | tee .tmp/molecule/$$s.log || rc=$$?; \
 	  fi; \
-	  idem=$$(grep -m1 -oE 'idempotence: [A-Za-z]+: [A-Za-z]+' .tmp/molecule/$$s.log || echo 'idempotence: not reached'); \
-	  printf 'molecule %-14s %-6s %4ss  %s\n' $$s $$([ $$rc -eq 0 ] && echo passed || echo FAILED) $$(( $$(date +%s) - start )) "$$idem" >>.tmp/molecule/summary; \
+	  idem=$$(sed -n 's/\x1b\[[0-9;]*m//g; s/.*\(idempotence: [A-Za-z]*: [A-Za-z]*\).*/\1/p' .tmp/molecule/$$s.log | tail -n 1); \
+	  printf 'molecule %-14s %-6s %4ss  %s\n' $$s $$([ $$rc -eq 0 ] && echo passed || echo FAILED) $$(( $$(date +%s) - start )) "$${idem:-idempotence: not reached}" >>.tmp/molecule/summary; \
 	  [ $$rc -eq 0 ] || failed=1; \
 	done; \
 	cat .tmp/molecule/summary; exit $$failed
