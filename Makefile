@@ -59,13 +59,14 @@ units: venv layout  ## pytest: module_utils, modules and filters against real to
 HOST_SCENARIOS := $(filter-out cluster,$(MOLECULE_SCENARIOS))
 
 # Each scenario: destroy, create, prepare, converge, idempotence (must report changed=0), verify,
-# destroy. The host scenarios run on podman trays; `cluster` runs against the simulated rack, whose
-# kubeconfig, Helm and URLs come from `sim/rack env` once it is up. A summary line per scenario
+# destroy. The host scenarios run on podman trays; `cluster` runs last, against the simulated rack
+# (whose cold build .ci/run starts in the background), with the kubeconfig, Helm and URLs of
+# `sim/rack env`. A summary line per scenario
 # (wall time and Molecule's idempotence verdict) ends the target.
 molecule: venv layout  ## every Molecule scenario: converge, idempotence (changed=0), verify
 	tests/molecule/build-image.sh
 	mkdir -p .tmp/molecule; failed=0; : >.tmp/molecule/summary; \
-	for s in $(MOLECULE_SCENARIOS); do \
+	for s in $(HOST_SCENARIOS) $(filter cluster,$(MOLECULE_SCENARIOS)); do \
 	  start=$$(date +%s); rc=0; \
 	  if [ "$$s" = cluster ]; then \
 	    sim/rack up && source <(sim/rack env) && molecule test -s $$s 2>&1 | tee .tmp/molecule/$$s.log || rc=$$?; \
