@@ -103,9 +103,14 @@ checks:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
+    FileChange,
+    FileEditError,
+    read_text,
+    write_change,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import (
     FORMATS,
     build_report,
@@ -123,21 +128,6 @@ ARGUMENT_SPEC = dict(
 
 def build_module() -> AnsibleModule:
     return AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return ""
-
-
-def _write(module: AnsibleModule, path: str, content: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".report-")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(content)
-    module.atomic_move(temporary, path)
 
 
 def main() -> None:
@@ -162,20 +152,18 @@ def main() -> None:
     changed = False
     diffs = []
     files = {}
-    if not os.path.isdir(dest):
-        changed = True
-        if not module.check_mode:
-            os.makedirs(dest, exist_ok=True)
     for item in rendered:
         path = os.path.join(dest, item.name)
         files[item.format] = path
-        before = _read(path)
-        if before == item.content:
-            continue
-        changed = True
-        diffs.append({"before": before, "after": item.content, "before_header": path, "after_header": path})
-        if not module.check_mode:
-            _write(module, path, item.content)
+        try:
+            change = FileChange(path=path, before=read_text(path), after=item.content)
+            if not change.changed:
+                continue
+            changed = True
+            diffs.append(change.diff())
+            write_change(module, change, backup=False, create_parents=True)
+        except FileEditError as exc:
+            module.fail_json(msg=str(exc), files=files)
 
     result = dict(
         changed=changed,
