@@ -191,13 +191,23 @@ class ServerWithoutTheCrd:
 
 
 def test_absent_without_the_crd_is_already_absent():
-    request = Request(name="nvb", namespace="verify", state="absent", spec=ComputeDomainSpec(num_nodes=0, channel_template_name="nvb-channel"))
+    request = Request(
+        name="nvb",
+        namespace="verify",
+        state="absent",
+        spec=ComputeDomainSpec(num_nodes=0, channel_template_name="nvb-channel"),
+    )
     result = ensure(ServerWithoutTheCrd(), request)
     assert result["changed"] is False
     assert result["compute_domain"] == {}
 
 
 def test_present_without_the_crd_says_to_install_the_dra_driver():
-    request = Request(name="nvb", namespace="verify", state="present", spec=ComputeDomainSpec(num_nodes=0, channel_template_name="nvb-channel"))
+    request = Request(
+        name="nvb",
+        namespace="verify",
+        state="present",
+        spec=ComputeDomainSpec(num_nodes=0, channel_template_name="nvb-channel"),
+    )
     with pytest.raises(ComputeDomainError, match=r"CRD computedomains.resource.nvidia.com is missing"):
         ensure(ServerWithoutTheCrd(), request)
