@@ -31,7 +31,10 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_rule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import Judgement
 
 Cell = Optional[float]
 
@@ -586,23 +589,15 @@ def parse_to_dict(content: Union[str, Dict[str, Any]]) -> Dict[str, Dict[str, An
 
 
 @dataclass
-class Thresholds:
-    """What a good run must show; every field is optional."""
+class Thresholds(bandwidth_rule.Thresholds):
+    """The bandwidth rule's thresholds (``bandwidth_rule.Thresholds``) plus the GPU count the matrix must cover.
 
-    min_gbps: Optional[float] = None
-    min_sum_gbps: Optional[float] = None
-    min_fraction_of_peak: Optional[float] = None
-    peak_gbps: Optional[float] = None
+    The per-pair floor is ``min_gbps`` when above 0, else ``min_fraction_of_peak`` (0.85) x the NVLink peak
+    (``peak_gbps``, or the GPU product's); every pair must also reach ``min_fraction_of_median`` (0.97) x the
+    matrix's median. See plugins/module_utils/bandwidth_rule.py.
+    """
+
     expected_gpus: Optional[int] = None
-
-    def cell_threshold(self) -> Optional[float]:
-        """The per-cell floor: the stricter of ``min_gbps`` and ``min_fraction_of_peak * peak_gbps``."""
-        candidates = []
-        if self.min_gbps is not None:
-            candidates.append(float(self.min_gbps))
-        if self.min_fraction_of_peak is not None and self.peak_gbps is not None:
-            candidates.append(float(self.min_fraction_of_peak) * float(self.peak_gbps))
-        return max(candidates) if candidates else None
 
 
 @dataclass
@@ -617,10 +612,22 @@ class Verdict:
     threshold_gbps: Optional[float] = None
     warnings: List[str] = field(default_factory=list)
     output: Optional[NvbandwidthOutput] = None
+    judgement: Optional[Judgement] = None
+    gpu_product: Optional[str] = None
 
     @property
     def passed(self) -> bool:
         return not self.errors and not self.violations
+
+    @property
+    def summary(self) -> str:
+        """One line: why the output shows no completed run, or the bandwidth rule's verdict."""
+        if self.errors:
+            return "the nvbandwidth output does not show a completed run: " + "; ".join(self.errors)
+        judged = self.judgement.violations if self.judgement else []
+        own = [v for v in self.violations if v not in judged]  # e.g. the GPU count
+        parts = own + ([self.judgement.summary] if self.judgement and self.judgement.summary else [])
+        return "; ".join(parts)
 
     def to_result(self) -> Dict[str, Any]:
         """The module's return values (documented in the module's RETURN)."""
@@ -628,6 +635,7 @@ class Verdict:
         values = matrix.values() if matrix else []
         rows, columns = matrix.shape if matrix else (0, 0)
         output = self.output or NvbandwidthOutput(format="text")
+        judgement = self.judgement
         return {
             "testcase": self.testcase,
             "testcases": list(output.testcases),
@@ -649,7 +657,17 @@ class Verdict:
             "measured_cells": len(values),
             "shape": [rows, columns],
             "threshold_gbps": self.threshold_gbps,
-            "failing_pairs": list(self.failing_pairs),
+            "threshold_explanation": judgement.threshold_explanation if judgement else None,
+            "gpu_product": self.gpu_product,
+            "peak_gbps": judgement.peak_gbps if judgement else None,
+            "min_fraction_of_peak": judgement.min_fraction_of_peak if judgement else None,
+            "min_fraction_of_median": judgement.min_fraction_of_median if judgement else None,
+            "median_gbps": judgement.median_gbps if judgement else None,
+            "median_threshold_gbps": judgement.median_threshold_gbps if judgement else None,
+            "failing_pairs": [dict(p) for p in self.failing_pairs],
+            "low_gpus": [dict(g) for g in judgement.low_gpus] if judgement else [],
+            "failed_nodes": list(judgement.failed_nodes) if judgement else [],
+            "summary": self.summary,
             "violations": list(self.violations),
             "errors": list(self.errors),
             "warnings": list(self.warnings),
@@ -698,17 +716,23 @@ def _select_testcase(output: NvbandwidthOutput, testcase: Optional[str]) -> Tupl
 def evaluate(
     output: NvbandwidthOutput,
     testcase: Optional[str] = None,
-    thresholds: Optional[Thresholds] = None,
+    thresholds: Optional[bandwidth_rule.Thresholds] = None,
     part: Optional[str] = None,
+    gpu_product: Optional[str] = None,
+    nodes: Optional[Sequence[str]] = None,
+    gpus_per_node: Optional[int] = None,
+    peak_table: Optional[Sequence[Mapping[str, Any]]] = None,
 ) -> Verdict:
-    """Judge ``testcase`` of ``output`` against ``thresholds``.
+    """Judge ``testcase`` of ``output`` against ``thresholds`` with the bandwidth rule (``bandwidth_rule.judge``).
 
     ``errors`` (the test did not really run, or its output is damaged) and ``violations`` (a
     threshold missed) are kept apart so a caller can ignore violations but never errors.
-    ``part`` picks one matrix of a bidirectional testcase (``total`` by default).
+    ``part`` picks one matrix of a bidirectional testcase (``total`` by default). ``gpu_product``
+    (``nvidia.com/gpu.product``) picks the NVLink peak; GPU i lives on ``nodes[i // gpus_per_node]``, and
+    without ``nodes`` on the host the output names for it (the ``Process N (host)`` lines).
     """
     thresholds = thresholds or Thresholds()
-    verdict = Verdict(testcase=testcase, output=output, warnings=list(output.warnings))
+    verdict = Verdict(testcase=testcase, output=output, warnings=list(output.warnings), gpu_product=gpu_product)
     verdict.errors.extend(f"nvbandwidth reported an error: {line}" for line in output.errors)
 
     selected, problems = _select_testcase(output, testcase)
@@ -781,59 +805,44 @@ def evaluate(
     if verdict.errors:
         return verdict
 
-    _check_thresholds(verdict, matrix, thresholds)
+    if not nodes:
+        nodes, gpus_per_node = _hosts_of(output, matrix)
+    _check_thresholds(verdict, matrix, thresholds, gpu_product, nodes, gpus_per_node, peak_table)
     return verdict
 
 
-def _is_peer_matrix(matrix: BandwidthMatrix) -> bool:
-    rows, columns = matrix.shape
-    return rows == columns and rows > 1 and "GPU(row)" in matrix.description
-
-
-def _check_thresholds(verdict: Verdict, matrix: BandwidthMatrix, thresholds: Thresholds) -> None:
-    threshold = thresholds.cell_threshold()
-    verdict.threshold_gbps = threshold
+def _hosts_of(output: NvbandwidthOutput, matrix: BandwidthMatrix) -> Tuple[Optional[List[str]], Optional[int]]:
+    """The host of each GPU of the matrix, from the output's device list (one entry per GPU), or none."""
     gpus = gpu_count(matrix)
-    if thresholds.expected_gpus is not None and gpus != thresholds.expected_gpus:
+    by_index = {device.index: device.host for device in output.devices}
+    hosts = [by_index.get(gpu) or "" for gpu in range(gpus)]
+    if gpus and all(hosts):
+        return hosts, 1
+    return None, None
+
+
+def _check_thresholds(
+    verdict: Verdict,
+    matrix: BandwidthMatrix,
+    thresholds: bandwidth_rule.Thresholds,
+    gpu_product: Optional[str],
+    nodes: Optional[Sequence[str]],
+    gpus_per_node: Optional[int],
+    peak_table: Optional[Sequence[Mapping[str, Any]]],
+) -> None:
+    expected = getattr(thresholds, "expected_gpus", None)
+    gpus = gpu_count(matrix)
+    if expected is not None and gpus != expected:
         rows, columns = matrix.shape
         verdict.violations.append(
-            f"the matrix covers {gpus} GPUs ({rows}x{columns}), expected {thresholds.expected_gpus}: "
+            f"the matrix covers {gpus} GPUs ({rows}x{columns}), expected {expected}: "
             "check the MPI rank count (-np), slots per worker and GPUs per node"
         )
-    if _is_peer_matrix(matrix):
-        for r, row in enumerate(matrix.rows):
-            for c, value in enumerate(row):
-                if r != c and value is None:
-                    verdict.failing_pairs.append({"src": r, "dst": c, "gbps": None})
-                    verdict.violations.append(
-                        f"GPU {r} -> GPU {c}: not measured (N/A), the pair has no peer access over NVLink"
-                    )
-    if threshold is not None:
-        for r, c, value in matrix.measured():
-            if value < threshold:
-                verdict.failing_pairs.append({"src": r, "dst": c, "gbps": value})
-                verdict.violations.append(
-                    f"{_pair_name(matrix, r, c)}: {_num(value)} {matrix.unit} is below the threshold {_num(threshold)}"
-                )
-    reported = matrix.reported_sum
-    if thresholds.min_sum_gbps is not None and reported is not None and reported < thresholds.min_sum_gbps:
-        verdict.violations.append(
-            f"SUM {matrix.key} {_num(reported)} is below min_sum_gbps {_num(thresholds.min_sum_gbps)}"
-        )
-    verdict.failing_pairs.sort(key=lambda p: (p["src"], p["dst"]))
-
-
-def _num(value: float) -> str:
-    """A value as the output showed it (up to 3 decimals, no trailing zeros)."""
-    return f"{value:.3f}".rstrip("0").rstrip(".")
-
-
-def _pair_name(matrix: BandwidthMatrix, row: int, column: int) -> str:
-    if "CPU(row)" in matrix.description:
-        return f"CPU -> GPU {column}" if "->" in matrix.description else f"CPU <-> GPU {column}"
-    if matrix.shape[0] == 1:
-        return f"GPU {column}"
-    return f"GPU {row} -> GPU {column}"
+    judgement = bandwidth_rule.judge(matrix, thresholds, gpu_product, gpus_per_node, nodes, peak_table=peak_table)
+    verdict.judgement = judgement
+    verdict.threshold_gbps = judgement.threshold_gbps
+    verdict.failing_pairs = sorted(judgement.failing_pairs, key=lambda p: (p["src"], p["dst"]))
+    verdict.violations.extend(judgement.violations)
 
 
 def check_nvbandwidth(
@@ -842,8 +851,12 @@ def check_nvbandwidth(
     thresholds: Optional[Thresholds] = None,
     output_format: str = "auto",
     part: Optional[str] = None,
+    gpu_product: Optional[str] = None,
+    nodes: Optional[Sequence[str]] = None,
+    gpus_per_node: Optional[int] = None,
+    peak_table: Optional[Sequence[Mapping[str, Any]]] = None,
 ) -> Verdict:
-    """Parse ``content`` and judge it: the one call the module makes."""
+    """Parse ``content`` and judge it: the one call the module makes (arguments as for ``evaluate``)."""
     if isinstance(content, str) and not content.strip():
         verdict = Verdict(testcase=testcase)
         verdict.errors.append("the nvbandwidth output is empty: the launcher printed nothing (did the job run?)")
@@ -854,4 +867,13 @@ def check_nvbandwidth(
         verdict = Verdict(testcase=testcase)
         verdict.errors.append(f"{exc}: the content is not nvbandwidth -j output; use format=text or auto")
         return verdict
-    return evaluate(output, testcase=testcase, thresholds=thresholds, part=part)
+    return evaluate(
+        output,
+        testcase=testcase,
+        thresholds=thresholds,
+        part=part,
+        gpu_product=gpu_product,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        peak_table=peak_table,
+    )

@@ -12,6 +12,14 @@ description:
   - Reads the output of NVIDIA nvbandwidth (text, or JSON from C(nvbandwidth -j)), from a string such as an MPI
     launcher log or from a file on the target, and returns the bandwidth matrix of one testcase with its sum, minimum,
     maximum, mean, the pairs below a threshold and a verdict.
+  - "Every GPU pair is judged by one bandwidth rule, the same one the verification roles use (module_utils
+    C(bandwidth_rule)): B(the floor) - at least O(min_gbps) when that is above 0, else O(min_fraction_of_peak) x
+    the NVLink peak per GPU and direction (O(peak_gbps), or the peak of O(gpu_product): GB200/GB300/B200/B300
+    900 GB/s, H100/H200/GH200 450 GB/s); and B(the median rule) - at least O(min_fraction_of_median) x the median
+    of all measured pairs of the same matrix. One lost NVLink of a GB200 GPU's 18 leaves its pairs at 17/18 of the
+    run's level (about 776 of 821 GB/s): above the floor of 765 GB/s, below 0.97 x the median (797 GB/s)."
+  - A GPU whose every pair, as source and as destination, is below the median rule is reported once, as a GPU with
+    lost NVLinks (RV(low_gpus)), instead of pair by pair.
   - nvbandwidth exits 0 when a testcase is waived, when a testcase hit a caught C(Error:) and when a testcase name is
     unknown, so the verdict never relies on its exit code. The module B(always) fails, whatever O(fail_on_violation)
     says, when the output shows that the test did not really run - an C(ERROR:) or C(Error:) line, a waived
@@ -60,18 +68,57 @@ options:
     choices: [total, read1, read2, write1, write2]
   min_gbps:
     description:
-      - Every measured cell of the matrix must be at least this many GB/s.
-      - With O(min_fraction_of_peak) as well, the stricter of the two floors applies.
+      - The per-pair floor in GB/s. Every measured cell of the matrix must be at least this many GB/s.
+      - When above 0 it replaces O(min_fraction_of_peak) x the peak (the rule of the verification roles); V(0) or
+        unset leaves the floor to the fraction of the peak.
     type: float
   min_fraction_of_peak:
     description:
-      - Every measured cell must be at least this fraction (0 < value <= 1) of O(peak_gbps).
+      - Without O(min_gbps), every measured cell must be at least this fraction (0 < value <= 1) of the NVLink peak,
+        O(peak_gbps) or the peak of O(gpu_product).
+      - Defaults to V(0.85) when a peak is known (GB200 - 0.85 x 900 = 765 GB/s). Set alone, it needs O(peak_gbps)
+        or O(gpu_product).
     type: float
   peak_gbps:
     description:
       - The peak bandwidth of one GPU's NVLink per direction in GB/s, for example V(900) for GB200 (18 NVLink 5 links)
-        or V(450) for H100/H200 (NVLink 4). Required with O(min_fraction_of_peak).
+        or V(450) for H100/H200 (NVLink 4).
+      - When above 0 it replaces the peak of O(gpu_product).
     type: float
+  gpu_product:
+    description:
+      - The GPU product, as the node label C(nvidia.com/gpu.product) names it (V(NVIDIA-GB200), V(NVIDIA-H200),
+        V(NVIDIA-H100-80GB-HBM3)); picks the NVLink peak from O(peak_gbps_by_product).
+      - When it is set and the floor needs a peak that is not known for it, that is a violation that names the options
+        to set.
+    type: str
+  peak_gbps_by_product:
+    description:
+      - The NVLink peak per GPU and direction by GPU product, instead of the built-in table; the first entry whose
+        C(match) regular expression is found in O(gpu_product) wins.
+      - "The built-in table: V(GB200|GB300|B200|B300) - 900, V(H100|H200|GH200) - 450."
+    type: list
+    elements: dict
+  min_fraction_of_median:
+    description:
+      - Every measured GPU pair must also be at least this fraction of the median of all measured pairs of the same
+        matrix (the run's own level). V(0) turns the rule off. Not applied to host<->device matrices.
+      - "The default 0.97 lies between a lost link and a healthy run: one NVLink of 18 lost puts a GPU's pairs at
+        17/18 = 0.944 of the median; the real GB200 run's lowest pair is 0.9987 of its median (820.35 of 821.41 GB/s),
+        the real H200 run's 0.9998."
+    type: float
+    default: 0.97
+  nodes:
+    description:
+      - The nodes of the run in rank order; GPU i lives on C(nodes[i // gpus_per_node]). The findings, RV(failed_nodes)
+        and RV(failing_pairs[].src_node) name them.
+      - Without it, the hosts named by the output's C(Process N (host)) or C(Device N) header lines are used.
+    type: list
+    elements: str
+  gpus_per_node:
+    description:
+      - GPUs (MPI ranks) per node in O(nodes). Without it, the GPU count divided by the number of O(nodes).
+    type: int
   min_sum_gbps:
     description:
       - The C(SUM) line of the matrix must be at least this many GB/s.
@@ -105,14 +152,19 @@ EXAMPLES = r"""
       - job-name=nvbandwidth-test-launcher
   register: launcher_log
 
-- name: Require 85 % of the GB200 NVLink peak on every GPU pair
+- name: Require 85 % of the GB200 NVLink peak and 97 % of the run's median on every GPU pair
   gpu_fabric.mnnvl.nvbandwidth_check:
     content: "{{ launcher_log.log }}"
     testcase: multinode_device_to_device_memcpy_read_ce
-    min_fraction_of_peak: 0.85
-    peak_gbps: 900
+    gpu_product: NVIDIA-GB200
+    nodes: [gb200-r0-t0, gb200-r0-t1]
+    gpus_per_node: 4
     expected_gpus: 8
   register: bandwidth
+
+- name: Say what was found
+  ansible.builtin.debug:
+    msg: "{{ bandwidth.summary }}"
 
 - name: Show the slowest pair
   ansible.builtin.debug:
@@ -231,13 +283,50 @@ measured_cells:
   sample: 56
 threshold_gbps:
   description:
-    - The per-cell floor applied, from O(min_gbps) and O(min_fraction_of_peak) x O(peak_gbps); V(null) when none.
+    - The per-pair floor applied - O(min_gbps) when above 0, else O(min_fraction_of_peak) x the peak; V(null) when
+      none.
   returned: always
   type: float
   sample: 765.0
+threshold_explanation:
+  description: Where the floor comes from, in words.
+  returned: always
+  type: str
+  sample: 0.85 x 900.00 GB/s NVLink peak of NVIDIA-GB200
+gpu_product:
+  description: The O(gpu_product) judged against.
+  returned: always
+  type: str
+  sample: NVIDIA-GB200
+peak_gbps:
+  description: The NVLink peak the floor was worked out from (V(null) when none).
+  returned: always
+  type: float
+  sample: 900.0
+min_fraction_of_peak:
+  description: The fraction of the peak applied (V(null) when O(min_gbps) set the floor or no peak is known).
+  returned: always
+  type: float
+  sample: 0.85
+min_fraction_of_median:
+  description: The median rule's fraction applied (V(null) when off, or for a host<->device matrix).
+  returned: always
+  type: float
+  sample: 0.97
+median_gbps:
+  description: The median of the measured GPU pairs (the off-diagonal cells).
+  returned: always
+  type: float
+  sample: 821.41
+median_threshold_gbps:
+  description: RV(min_fraction_of_median) x RV(median_gbps), the level every pair must reach by the median rule.
+  returned: always
+  type: float
+  sample: 796.7677
 failing_pairs:
   description:
-    - The cells below the threshold, and the GPU pairs that were not measured (RV(failing_pairs[].gbps) V(null)).
+    - Every cell that misses a rule, and the GPU pairs that were not measured (RV(failing_pairs[].gbps) V(null)),
+      in row order - also the pairs of a GPU in RV(low_gpus).
   returned: always
   type: list
   elements: dict
@@ -251,9 +340,73 @@ failing_pairs:
     gbps:
       description: The measured value, V(null) when not measured.
       type: float
-  sample: [{src: 0, dst: 3, gbps: 410.5}]
+    src_node:
+      description: The node of the source GPU (V(null) when not known).
+      type: str
+    dst_node:
+      description: The node of the destination GPU (V(null) when not known).
+      type: str
+    fraction_of_median:
+      description: RV(failing_pairs[].gbps) / RV(median_gbps), 4 decimals.
+      type: float
+    rule:
+      description: The rule missed - V(floor), V(median), or V(not_measured) for an V(N/A) pair.
+      type: str
+    low_gpu:
+      description: The GPU of RV(low_gpus) that explains this pair, V(null) when none does.
+      type: int
+  sample:
+    - {src: 0, dst: 5, gbps: 775.0, src_node: gb200-r0-t0, dst_node: gb200-r0-t1, fraction_of_median: 0.9435,
+       rule: median, low_gpu: null}
+low_gpus:
+  description:
+    - GPUs whose every measured pair, as source and as destination, is below the median rule - a GPU with lost
+      NVLinks. Their pairs are named through the GPU in RV(violations) and RV(summary), not one by one.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    gpu:
+      description: The GPU (rank) index.
+      type: int
+    node:
+      description: Its node (V(null) when not known).
+      type: str
+    pairs:
+      description: How many measured pairs it takes part in (2(N-1) for N GPUs).
+      type: int
+    mean_gbps:
+      description: The mean of those pairs.
+      type: float
+    median_gbps:
+      description: The median of those pairs.
+      type: float
+    min_gbps:
+      description: The lowest of those pairs.
+      type: float
+    fraction_of_median:
+      description: RV(low_gpus[].mean_gbps) / RV(median_gbps).
+      type: float
+  sample:
+    - {gpu: 5, node: gb200-r0-t1, pairs: 14, mean_gbps: 775.299, median_gbps: 775.27, min_gbps: 774.56,
+       fraction_of_median: 0.9439}
+failed_nodes:
+  description: The nodes blamed, sorted - those of RV(low_gpus) and both ends of every other failing pair.
+  returned: always
+  type: list
+  elements: str
+  sample: [gb200-r0-t1]
+summary:
+  description:
+    - One line - the verdict with the numbers of both rules, or at most 5 findings (low GPUs first, then pairs) and
+      how many more; or why the output shows no completed run.
+  returned: always
+  type: str
+  sample: "1 of 56 GPU pairs below the threshold: 0->5 775.00 GB/s (gb200-r0-t0 -> gb200-r0-t1), 0.944 of the median
+    821.41"
 violations:
-  description: One line per threshold missed, naming the pair and the values.
+  description:
+    - One line per threshold missed - per low GPU, per pair that no low GPU explains, per matrix-wide threshold.
   returned: always
   type: list
   elements: str
@@ -274,6 +427,11 @@ passed:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
+    DEFAULT_MIN_FRACTION_OF_MEDIAN,
+    DEFAULT_MIN_FRACTION_OF_PEAK,
+    peak_table_problems,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import Thresholds, check_nvbandwidth
 
 MAX_LINES_IN_MESSAGE = 10
@@ -290,13 +448,17 @@ def build_module() -> AnsibleModule:
             min_gbps=dict(type="float"),
             min_fraction_of_peak=dict(type="float"),
             peak_gbps=dict(type="float"),
+            gpu_product=dict(type="str"),
+            peak_gbps_by_product=dict(type="list", elements="dict"),
+            min_fraction_of_median=dict(type="float", default=DEFAULT_MIN_FRACTION_OF_MEDIAN),
             min_sum_gbps=dict(type="float"),
             expected_gpus=dict(type="int"),
+            nodes=dict(type="list", elements="str"),
+            gpus_per_node=dict(type="int"),
             fail_on_violation=dict(type="bool", default=True),
         ),
         mutually_exclusive=[("content", "src")],
         required_one_of=[("content", "src")],
-        required_together=[("min_fraction_of_peak", "peak_gbps")],
         supports_check_mode=True,
     )
 
@@ -320,14 +482,32 @@ def _summary(lines: list, what: str) -> str:
     return f"{what}: {shown}" + (f"; and {more} more (see violations)" if more > 0 else "")
 
 
+def _check_arguments(module: AnsibleModule) -> None:
+    params = module.params
+    for name in ("min_fraction_of_peak", "min_fraction_of_median"):
+        value = params[name]
+        if value is not None and not 0 <= value <= 1:
+            module.fail_json(msg=f"{name} is {value}; it must be from 0 to 1 (e.g. 0.85; 0 turns the rule off)")
+    if params["peak_gbps"] is not None and params["peak_gbps"] < 0:
+        module.fail_json(msg=f"peak_gbps is {params['peak_gbps']}; it must be a positive GB/s value (GB200: 900)")
+    if params["min_fraction_of_peak"] and not (params["peak_gbps"] or params["gpu_product"] is not None):
+        module.fail_json(
+            msg="min_fraction_of_peak needs the peak: set peak_gbps, or gpu_product (nvidia.com/gpu.product)"
+        )
+    if params["gpus_per_node"] is not None and params["gpus_per_node"] < 1:
+        module.fail_json(msg=f"gpus_per_node is {params['gpus_per_node']}; it must be 1 or more")
+    problems = peak_table_problems(params["peak_gbps_by_product"])
+    if problems:
+        module.fail_json(msg="peak_gbps_by_product: " + "; ".join(problems))
+
+
 def main() -> None:
     module = build_module()
     params = module.params
+    _check_arguments(module)
     fraction = params["min_fraction_of_peak"]
-    if fraction is not None and not 0 < fraction <= 1:
-        module.fail_json(msg=f"min_fraction_of_peak is {fraction}; it must be above 0 and at most 1 (e.g. 0.85)")
-    if params["peak_gbps"] is not None and params["peak_gbps"] <= 0:
-        module.fail_json(msg=f"peak_gbps is {params['peak_gbps']}; it must be a positive GB/s value (GB200: 900)")
+    if fraction is None:
+        fraction = DEFAULT_MIN_FRACTION_OF_PEAK
 
     content = params["content"] if params["src"] is None else _read_src(module, params["src"])
     thresholds = Thresholds(
@@ -335,6 +515,7 @@ def main() -> None:
         min_sum_gbps=params["min_sum_gbps"],
         min_fraction_of_peak=fraction,
         peak_gbps=params["peak_gbps"],
+        min_fraction_of_median=params["min_fraction_of_median"],
         expected_gpus=params["expected_gpus"],
     )
     verdict = check_nvbandwidth(
@@ -343,6 +524,10 @@ def main() -> None:
         thresholds=thresholds,
         output_format=params["format"],
         part=params["matrix_part"],
+        gpu_product=params["gpu_product"],
+        nodes=params["nodes"],
+        gpus_per_node=params["gpus_per_node"],
+        peak_table=params["peak_gbps_by_product"],
     )
     result = dict(changed=False, **verdict.to_result())
     # Problems of other testcases of the same run do not change the verdict; they become warnings.

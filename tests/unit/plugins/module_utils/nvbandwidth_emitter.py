@@ -9,13 +9,17 @@ A line-for-line port of the emitters in NVIDIA/nvbandwidth v0.8: ``output.cpp``
 (row-label width max(2, longest label), every column ``setw(10)``, cells ``std::fixed``
 ``setprecision(2)``, ``N/A`` for a missing value, a blank line, ``SUM <key> <sum>``). The real
 captures in tests/fixtures/nvbandwidth have exactly this layout; test_nvbandwidth checks that the
-emitter reproduces one of them byte for byte.
+emitter reproduces one of them byte for byte. ``emit_generated_rack`` writes the generated 72-GPU
+fixture (run this file to rewrite it).
 """
 
 from __future__ import annotations
 
 import math
+import random
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import List, Optional, Sequence
 
 NOTE = (
@@ -121,3 +125,48 @@ def uniform_peer_matrix(gpus: int, value: float, step: float = 0.01) -> List[Lis
         [None if r == c else round(value + step * ((r * 7 + c * 3) % 11 - 5), 2) for c in range(gpus)]
         for r in range(gpus)
     ]
+
+
+# The generated 72-GPU rack (tests/fixtures/nvbandwidth/generated-*): 18 GB200 trays x 4 GPUs, one MPI rank per
+# GPU, laid out like the real 2-tray capture (nvbandwidth v0.7, driver 580.95.05, worker pods as hosts), each
+# cell drawn uniformly from the real capture's range of cells with a fixed seed and rounded as nvbandwidth prints.
+MN_READ = "multinode_device_to_device_memcpy_read_ce"
+GENERATED_RACK_FIXTURE = "generated-gb200-18node-multinode_device_to_device_memcpy_read_ce.txt"
+GENERATED_RACK_SEED = 20260105
+GENERATED_RACK_TRAYS = 18
+GENERATED_RACK_GPUS_PER_TRAY = 4
+REAL_GB200_RANGE = (820.35, 822.16)  # min and max cell of gb200-2node-multinode_device_to_device_memcpy_read_ce.txt
+
+
+def generated_rack_hosts(trays: int = GENERATED_RACK_TRAYS) -> List[str]:
+    """The MPI worker pods, as the real capture names its hosts."""
+    return [f"nvbandwidth-test-worker-{tray}" for tray in range(trays)]
+
+
+def generated_rack_rows(
+    trays: int = GENERATED_RACK_TRAYS,
+    gpus_per_tray: int = GENERATED_RACK_GPUS_PER_TRAY,
+    seed: int = GENERATED_RACK_SEED,
+    value_range: Sequence[float] = REAL_GB200_RANGE,
+) -> List[List[Optional[float]]]:
+    """An N x N read matrix, N/A on the diagonal, cells uniform in ``value_range`` (2 decimals), row by row."""
+    draw = random.Random(seed)
+    gpus = trays * gpus_per_tray
+    low, high = value_range
+    return [[None if r == c else round(draw.uniform(low, high), 2) for c in range(gpus)] for r in range(gpus)]
+
+
+def emit_generated_rack(rows: Optional[List[List[Optional[float]]]] = None) -> str:
+    """The generated rack's whole launcher output (``rows`` replaces the generated cells, e.g. a degraded copy)."""
+    rows = generated_rack_rows() if rows is None else rows
+    testcase = Testcase(MN_READ, [Matrix(MN_READ, READ_DESCRIPTION, rows)])
+    return emit_run(
+        [testcase], hosts=generated_rack_hosts(), gpus_per_host=GENERATED_RACK_GPUS_PER_TRAY, version="v0.7"
+    )
+
+
+if __name__ == "__main__":
+    # python tests/unit/plugins/module_utils/nvbandwidth_emitter.py: (re)write the generated fixture.
+    target = Path(__file__).resolve().parents[3] / "fixtures" / "nvbandwidth" / GENERATED_RACK_FIXTURE
+    target.write_text(emit_generated_rack())
+    sys.stdout.write(f"wrote {target}\n")

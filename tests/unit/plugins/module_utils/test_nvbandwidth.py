@@ -47,6 +47,11 @@ def gb200() -> str:
     return fixture("gb200-2node-multinode_device_to_device_memcpy_read_ce.txt")
 
 
+def brief(pairs: list) -> list:
+    """(src, dst, gbps, rule) of each failing pair."""
+    return [(p["src"], p["dst"], p["gbps"], p["rule"]) for p in pairs]
+
+
 def gb200_rows(text: str) -> list:
     lines = text.splitlines()
     start = lines.index(READ_DESCRIPTION) + 2
@@ -126,28 +131,57 @@ def test_gb200_threshold_between_values_lists_exactly_the_slower_pairs(gb200):
     verdict = check_nvbandwidth(gb200, thresholds=Thresholds(min_gbps=820.6, expected_gpus=8))
     assert not verdict.passed
     assert verdict.errors == []
-    assert verdict.failing_pairs == [
-        {"src": 2, "dst": 0, "gbps": 820.59},
-        {"src": 3, "dst": 0, "gbps": 820.51},
-        {"src": 5, "dst": 0, "gbps": 820.51},
-        {"src": 6, "dst": 0, "gbps": 820.35},
-        {"src": 7, "dst": 0, "gbps": 820.59},
+    assert brief(verdict.failing_pairs) == [
+        (2, 0, 820.59, "floor"),
+        (3, 0, 820.51, "floor"),
+        (5, 0, 820.51, "floor"),
+        (6, 0, 820.35, "floor"),
+        (7, 0, 820.59, "floor"),
     ]
+    # Without nodes, the hosts of the output's Process lines name the GPUs' nodes.
+    assert verdict.failing_pairs[1] == {
+        "src": 3,
+        "dst": 0,
+        "gbps": 820.51,
+        "src_node": "nvbandwidth-test-worker-0",
+        "dst_node": "nvbandwidth-test-worker-0",
+        "fraction_of_median": 0.9989,
+        "rule": "floor",
+        "low_gpu": None,
+    }
+    assert verdict.summary.startswith(
+        "5 of 56 GPU pairs below the threshold: 2->0 820.59 GB/s (nvbandwidth-test-worker-0 -> "
+        "nvbandwidth-test-worker-0), below the floor 820.60; "
+    )
     assert verdict.violations[0] == "GPU 2 -> GPU 0: 820.59 GB/s is below the threshold 820.6"
 
 
-def test_stricter_of_min_gbps_and_fraction_applies(gb200):
-    verdict = check_nvbandwidth(
-        gb200, thresholds=Thresholds(min_gbps=500, min_fraction_of_peak=0.9125, peak_gbps=900)
-    )  # 821.25 > 500
-    assert verdict.threshold_gbps == pytest.approx(821.25)
-    assert {(p["src"], p["dst"]) for p in verdict.failing_pairs} >= {(1, 5), (2, 5), (6, 5)}
-    assert all(p["gbps"] < 821.25 for p in verdict.failing_pairs)
+def test_min_gbps_above_zero_wins_over_the_fraction_of_peak(gb200):
+    # One rule for the module and the roles: min_gbps > 0 replaces the fraction of the peak, even a stricter one.
+    verdict = check_nvbandwidth(gb200, thresholds=Thresholds(min_gbps=500, min_fraction_of_peak=0.9125, peak_gbps=900))
+    assert verdict.threshold_gbps == 500.0
+    assert verdict.to_result()["threshold_explanation"] == "min_gbps 500.00 GB/s"
+    assert verdict.passed
+    fraction = check_nvbandwidth(gb200, thresholds=Thresholds(min_fraction_of_peak=0.9125, peak_gbps=900))
+    assert fraction.threshold_gbps == 821.25
+    assert {(p["src"], p["dst"]) for p in fraction.failing_pairs} >= {(1, 5), (2, 5), (6, 5)}
+    assert all(p["gbps"] < 821.25 and p["rule"] == "floor" for p in fraction.failing_pairs)
 
 
 def test_h200_pair_below_threshold():
     verdict = check_nvbandwidth(fixture("h200x2-device_to_device_memcpy_read_ce.txt"), thresholds=Thresholds(393.7))
-    assert verdict.failing_pairs == [{"src": 1, "dst": 0, "gbps": 393.58}]
+    assert verdict.failing_pairs == [
+        {
+            "src": 1,
+            "dst": 0,
+            "gbps": 393.58,
+            "src_node": "vm",
+            "dst_node": "vm",
+            "fraction_of_median": 0.9998,
+            "rule": "floor",
+            "low_gpu": None,
+        }
+    ]
 
 
 def test_degraded_cell_with_consistent_sum_fails_only_that_pair(gb200):
@@ -155,7 +189,7 @@ def test_degraded_cell_with_consistent_sum_fails_only_that_pair(gb200):
     degraded = degraded.replace("45997.93", f"{45997.93 - 821.92 + 410.50:.2f}")
     verdict = check_nvbandwidth(degraded, thresholds=Thresholds(min_fraction_of_peak=0.85, peak_gbps=900))
     assert verdict.errors == []
-    assert verdict.failing_pairs == [{"src": 0, "dst": 3, "gbps": 410.5}]
+    assert brief(verdict.failing_pairs) == [(0, 3, 410.5, "floor")]
     assert verdict.violations == ["GPU 0 -> GPU 3: 410.5 GB/s is below the threshold 765"]
     assert verdict.to_result()["min"] == 410.5
 
@@ -204,7 +238,19 @@ def test_72_gpu_matrix_one_line_per_row_and_a_degraded_link():
     result = verdict.to_result()
     assert result["shape"] == [72, 72]
     assert result["measured_cells"] == 72 * 71
-    assert result["failing_pairs"] == [{"src": 17, "dst": 54, "gbps": 402.17}]
+    assert result["failing_pairs"] == [
+        {
+            "src": 17,
+            "dst": 54,
+            "gbps": 402.17,
+            "src_node": "gb200-rack1-tray04",
+            "dst_node": "gb200-rack1-tray13",
+            "fraction_of_median": round(402.17 / result["median_gbps"], 4),
+            "rule": "floor",
+            "low_gpu": None,
+        }
+    ]
+    assert result["median_gbps"] == 820.0
     assert result["matrix"][71][70] == rows[71][70]
     assert len(result["devices"]) == 72
     assert result["devices"][71] == {
@@ -237,7 +283,14 @@ def test_host_to_device_one_row_matrix():
     result = verdict.to_result()
     assert result["shape"] == [1, 4]
     assert result["gpus"] == 4
-    assert result["failing_pairs"] == [{"src": 0, "dst": 2, "gbps": 12.04}]
+    assert [(p["src"], p["dst"], p["gbps"], p["src_node"], p["dst_node"]) for p in result["failing_pairs"]] == [
+        (0, 2, 12.04, None, "gpu-host")  # the row is the CPU
+    ]
+    assert result["min_fraction_of_median"] is None  # the median rule judges GPU pairs only
+    assert (
+        result["summary"]
+        == "1 of 4 cells below the threshold: CPU -> GPU 2 12.04 GB/s (gpu-host), below the floor 50.00"
+    )
     assert verdict.violations == ["CPU -> GPU 2: 12.04 GB/s is below the threshold 50"]
 
 
@@ -267,7 +320,7 @@ def test_bidirectional_text_three_matrices_total_by_default():
     assert total["sum"] == 1489.58
     read2 = check_nvbandwidth(content, part="read2", thresholds=Thresholds(min_gbps=372.4)).to_result()
     assert read2["matrix"] == [[None, 372.44], [372.35, None]]
-    assert read2["failing_pairs"] == [{"src": 1, "dst": 0, "gbps": 372.35}]
+    assert brief(read2["failing_pairs"]) == [(1, 0, 372.35, "floor")]
     missing = check_nvbandwidth(content, part="write1")
     assert missing.errors == [f"testcase {BIDIR} has no 'write1' matrix (it has: read1, read2, total)"]
 
@@ -444,7 +497,7 @@ def test_unmeasured_pair_is_a_violation():
     content = emit_run([Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows)])], single_node_gpus=3)
     verdict = check_nvbandwidth(content)
     assert verdict.errors == []
-    assert verdict.failing_pairs == [{"src": 0, "dst": 2, "gbps": None}]
+    assert brief(verdict.failing_pairs) == [(0, 2, None, "not_measured")]
     assert verdict.violations == ["GPU 0 -> GPU 2: not measured (N/A), the pair has no peer access over NVLink"]
 
 
@@ -481,3 +534,77 @@ def test_usage_text_from_unknown_option():
     usage = "unrecognised option '--bogus'\nnvbandwidth CLI:\n  -h [ --help ]  Produce help message\n"
     verdict = check_nvbandwidth(usage)
     assert verdict.errors[0].startswith("no testcase ran")
+
+
+# ------------------------------------------------------------------ the bandwidth rule through check_nvbandwidth
+
+
+def test_default_rule_with_product_and_nodes(gb200):
+    result = check_nvbandwidth(
+        gb200, testcase=MN, gpu_product="NVIDIA-GB200", nodes=["gb200-r0-t0", "gb200-r0-t1"], gpus_per_node=4
+    ).to_result()
+    assert result["passed"] is True
+    assert result["summary"] == (
+        "56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the median 821.41 (min 820.35, SUM 45997.93)"
+    )
+    assert (result["threshold_gbps"], result["peak_gbps"], result["min_fraction_of_peak"]) == (765.0, 900.0, 0.85)
+    assert (result["median_gbps"], result["min_fraction_of_median"]) == (821.41, 0.97)
+    assert result["median_threshold_gbps"] == round(0.97 * 821.41, 4)
+    assert result["gpu_product"] == "NVIDIA-GB200"
+    assert result["low_gpus"] == [] and result["failed_nodes"] == []
+
+
+def test_median_rule_applies_without_any_threshold(gb200):
+    # A GPU with a lost link of 18 (its row and column at 0.944) fails even with no floor at all.
+    rows = gb200_rows(gb200)
+    for other in range(8):
+        if other != 2:
+            rows[2][other] = round(rows[2][other] * 0.944, 2)
+            rows[other][2] = round(rows[other][2] * 0.944, 2)
+    content = emit_run(
+        [Testcase(MN, [Matrix(MN, READ_DESCRIPTION, rows)])],
+        hosts=["nvbandwidth-test-worker-0", "nvbandwidth-test-worker-1"],
+        version="v0.7",
+    )
+    verdict = check_nvbandwidth(content)
+    result = verdict.to_result()
+    assert verdict.errors == []
+    assert result["threshold_gbps"] is None
+    assert [(g["gpu"], g["node"], g["pairs"]) for g in result["low_gpus"]] == [(2, "nvbandwidth-test-worker-0", 14)]
+    assert result["failed_nodes"] == ["nvbandwidth-test-worker-0"]
+    assert len(result["failing_pairs"]) == 14
+    assert result["violations"] == [
+        "GPU 2 on nvbandwidth-test-worker-0: its 14 pairs average 775.40 GB/s, 0.944 of the median 821.30: "
+        "a GPU with lost NVLinks"
+    ]
+    assert result["summary"] == "14 of 56 GPU pairs below the threshold: " + result["violations"][0]
+
+
+def test_summary_of_a_run_that_did_not_complete():
+    verdict = check_nvbandwidth(fixture("invented-gb200-truncated.txt"), gpu_product="NVIDIA-GB200")
+    assert verdict.errors == [
+        f"testcase {MN} has no SUM line for {MN}: the output is truncated (status Incomplete); the run did not finish"
+    ]
+    result = verdict.to_result()
+    assert result["summary"] == "the nvbandwidth output does not show a completed run: " + verdict.errors[0]
+    assert result["median_gbps"] is None and result["low_gpus"] == [] and result["threshold_gbps"] is None
+
+
+def test_summary_names_the_gpu_count_first(gb200):
+    verdict = check_nvbandwidth(gb200, thresholds=Thresholds(expected_gpus=16), gpu_product="NVIDIA-GB200")
+    assert verdict.summary == (
+        "the matrix covers 8 GPUs (8x8), expected 16: check the MPI rank count (-np), slots per worker and GPUs per "
+        "node; 56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the median 821.41 (min 820.35, SUM 45997.93)"
+    )
+    assert not verdict.passed
+
+
+def test_unknown_product_is_a_violation_not_an_error(gb200):
+    verdict = check_nvbandwidth(gb200, gpu_product="NVIDIA-A100-SXM4-80GB")
+    assert verdict.errors == []
+    assert verdict.violations == [
+        "no NVLink peak is known for GPU product 'NVIDIA-A100-SXM4-80GB' (label nvidia.com/gpu.product), so 0.85 x "
+        "the peak cannot be worked out: set min_gbps, or peak_gbps, or add the product to the peak table"
+    ]
+    table = [{"match": "A100", "peak_gbps": 300}]
+    assert check_nvbandwidth(gb200, gpu_product="NVIDIA-A100-SXM4-80GB", peak_table=table).threshold_gbps == 255.0

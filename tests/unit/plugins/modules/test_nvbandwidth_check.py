@@ -50,7 +50,11 @@ def test_failing_pair_fails_the_module_and_lists_it(capsys):
     result = run_module({"content": degraded, "min_gbps": 765}, capsys)
     assert result["failed"] is True
     assert result["passed"] is False
-    assert result["failing_pairs"] == [{"src": 0, "dst": 3, "gbps": 410.5}]
+    assert [(p["src"], p["dst"], p["gbps"], p["rule"]) for p in result["failing_pairs"]] == [(0, 3, 410.5, "floor")]
+    assert result["summary"] == (
+        "1 of 56 GPU pairs below the threshold: 0->3 410.50 GB/s "
+        "(nvbandwidth-test-worker-0 -> nvbandwidth-test-worker-0), below the floor 765.00"
+    )
     assert result["msg"] == (
         f"nvbandwidth testcase {MN} missed its thresholds (1 failing pairs): "
         "GPU 0 -> GPU 3: 410.5 GB/s is below the threshold 765"
@@ -87,6 +91,95 @@ def test_did_not_run_fails_even_without_fail_on_violation(capsys, fixture, start
     assert result["errors"]
 
 
+def _gb200_with(rows_change) -> str:
+    """The real GB200 capture with cells changed by ``rows_change(rows)`` and a SUM line that agrees."""
+    lines = GB200.read_text().splitlines(keepends=True)
+    start = next(i for i, line in enumerate(lines) if line.startswith("           0")) + 1
+    rows = [[None if t == "N/A" else float(t) for t in line.split()[1:]] for line in lines[start : start + 8]]
+    rows_change(rows)
+    for r, row in enumerate(rows):
+        lines[start + r] = f"{r:>2}" + "".join(f"{'N/A':>10}" if v is None else f"{v:>10.2f}" for v in row) + "\n"
+    total = sum(v for row in rows for v in row if v is not None)
+    return "".join(lines).replace("SUM " + MN + " 45997.93", f"SUM {MN} {total:.2f}")
+
+
+def _lose_a_link(rows) -> None:
+    for other in range(8):
+        if other != 5:
+            rows[5][other] = round(rows[5][other] * 0.944, 2)
+            rows[other][5] = round(rows[other][5] * 0.944, 2)
+
+
+def test_default_rule_from_the_product_passes_the_real_run(capsys):
+    nodes = ["gb200-r0-t0", "gb200-r0-t1"]
+    result = run_module(
+        {
+            "content": GB200.read_text(),
+            "testcase": MN,
+            "gpu_product": "NVIDIA-GB200",
+            "nodes": nodes,
+            "gpus_per_node": 4,
+        },
+        capsys,
+    )
+    assert result.get("failed") is not True
+    assert result["passed"] is True
+    assert result["threshold_gbps"] == 765.0
+    assert result["threshold_explanation"] == "0.85 x 900.00 GB/s NVLink peak of NVIDIA-GB200"
+    assert result["median_gbps"] == 821.41
+    assert result["min_fraction_of_median"] == 0.97
+    assert result["summary"] == (
+        "56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the median 821.41 (min 820.35, SUM 45997.93)"
+    )
+    assert result["failing_pairs"] == [] and result["low_gpus"] == []
+
+
+def test_a_gpu_with_a_lost_link_fails_the_module_naming_it(capsys):
+    args = {
+        "content": _gb200_with(_lose_a_link),
+        "gpu_product": "NVIDIA-GB200",
+        "nodes": ["gb200-r0-t0", "gb200-r0-t1"],
+        "gpus_per_node": 4,
+    }
+    result = run_module(args, capsys)
+    low = "GPU 5 on gb200-r0-t1: its 14 pairs average 775.30 GB/s, 0.944 of the median 821.34: a GPU with lost NVLinks"
+    assert result["failed"] is True
+    assert result["passed"] is False
+    assert result["errors"] == []
+    assert result["threshold_gbps"] == 765.0
+    assert result["median_gbps"] == 821.335
+    assert result["low_gpus"] == [
+        {
+            "gpu": 5,
+            "node": "gb200-r0-t1",
+            "pairs": 14,
+            "mean_gbps": 775.299,
+            "median_gbps": 775.27,
+            "min_gbps": 774.56,
+            "fraction_of_median": 0.9439,
+        }
+    ]
+    assert len(result["failing_pairs"]) == 14
+    assert {(p["rule"], p["low_gpu"]) for p in result["failing_pairs"]} == {("median", 5)}
+    assert result["failed_nodes"] == ["gb200-r0-t1"]
+    assert result["summary"] == "14 of 56 GPU pairs below the threshold: " + low
+    assert result["msg"] == f"nvbandwidth testcase {MN} missed its thresholds (14 failing pairs): {low}"
+    # The floor alone (the rule before the median rule) lets it pass.
+    passed = run_module({**args, "min_fraction_of_median": 0}, capsys)
+    assert passed.get("failed") is not True and passed["passed"] is True
+    assert passed["min_fraction_of_median"] is None
+
+
+def test_unknown_product_without_a_floor_is_a_violation(capsys):
+    result = run_module({"src": str(GB200), "gpu_product": "NVIDIA-A100-SXM4-80GB", "fail_on_violation": False}, capsys)
+    assert result.get("failed") is not True
+    assert result["passed"] is False
+    assert result["violations"][0].startswith("no NVLink peak is known for GPU product 'NVIDIA-A100-SXM4-80GB'")
+    table = [{"match": "A100", "peak_gbps": 300}]
+    result = run_module({"src": str(GB200), "gpu_product": "NVIDIA-A100", "peak_gbps_by_product": table}, capsys)
+    assert result["passed"] is True and result["threshold_gbps"] == 255.0
+
+
 def test_missing_src(capsys, tmp_path):
     result = run_module({"src": str(tmp_path / "nvbandwidth.log")}, capsys)
     assert result["failed"] is True
@@ -98,9 +191,12 @@ def test_missing_src(capsys, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"min_fraction_of_peak": 0.85}, "parameters are required together: min_fraction_of_peak, peak_gbps"),
-        ({"min_fraction_of_peak": 85, "peak_gbps": 900}, "min_fraction_of_peak is 85.0; it must be above 0"),
+        ({"min_fraction_of_peak": 0.85}, "min_fraction_of_peak needs the peak: set peak_gbps, or gpu_product"),
+        ({"min_fraction_of_peak": 85, "peak_gbps": 900}, "min_fraction_of_peak is 85.0; it must be from 0 to 1"),
         ({"min_fraction_of_peak": 0.85, "peak_gbps": -1}, "peak_gbps is -1.0; it must be a positive GB/s value"),
+        ({"min_fraction_of_median": 1.5}, "min_fraction_of_median is 1.5; it must be from 0 to 1"),
+        ({"gpus_per_node": 0, "nodes": ["a"]}, "gpus_per_node is 0; it must be 1 or more"),
+        ({"peak_gbps_by_product": [{"match": "GB200"}]}, "peak_gbps_by_product: peak table entry 0"),
     ],
 )
 def test_argument_errors(capsys, args, message):
