@@ -1,0 +1,204 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""gpu_fabric.mnnvl.node_verdict against the simulated rack, run as a user runs it (``ansible localhost -m``).
+
+The rack is shared: the test writes only to two trays of the last rack, keeps the NoSchedule taint on
+for as short a time as it can, and removes its label, annotation and taints in a fixture, whatever
+happened.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.sim
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+LABEL = "gpu-fabric.nvidia.com/verified"
+ANNOTATION = "gpu-fabric.nvidia.com/verification"
+TAINT = "gpu-fabric.nvidia.com/unverified"
+OUR_TAINT = {"key": TAINT, "value": "true", "effect": "NoSchedule"}
+# Stands for a taint someone else put on the tray; PreferNoSchedule keeps the shared rack schedulable.
+OTHER_TAINT = {"key": "gpu-fabric.test/keep-me", "value": "node-verdict", "effect": "PreferNoSchedule"}
+FIRST_RUN = "2026-12-01T10:21:37Z"
+SECOND_RUN = "2026-12-01T11:05:12Z"
+FAILED_SUMMARY = "rack1 nvbandwidth: 1 of 56 GPU pairs below 765.00 GB/s: 12->5 402.11 GB/s"
+
+
+def last_rack_trays(sim_rack) -> tuple[str, str, str]:
+    """Three trays of the highest-numbered rack: the one that fails, the one that passes, one skipped."""
+    names = sorted(
+        (item["metadata"]["name"] for item in sim_rack.get_json("nodes", "-l", "type=kwok")["items"]),
+        key=lambda name: (
+            tuple(int(part) for part in name.removeprefix("gb200-r").split("-t"))
+            if name.startswith("gb200-r")
+            else (-1, -1)
+        ),
+    )
+    rack = names[-1].split("-t")[0]
+    trays = [name for name in names if name.startswith(f"{rack}-t")]
+    assert len(trays) >= 3, f"need 3 trays in {rack}, found {trays}"
+    return trays[-1], trays[-2], trays[-3]
+
+
+def clear(sim_rack, node: str) -> None:
+    sim_rack.kubectl("label", "node", node, f"{LABEL}-", check=False)
+    sim_rack.kubectl("annotate", "node", node, f"{ANNOTATION}-", check=False)
+    sim_rack.kubectl("taint", "node", node, f"{TAINT}-", check=False)
+    sim_rack.kubectl("taint", "node", node, f"{OTHER_TAINT['key']}-", check=False)
+
+
+@pytest.fixture
+def trays(sim_rack):
+    names = last_rack_trays(sim_rack)
+    for node in names:
+        clear(sim_rack, node)
+    try:
+        yield names
+    finally:
+        for node in names:
+            clear(sim_rack, node)
+
+
+def node_verdict(sim_rack, args: dict[str, Any], *flags: str) -> dict[str, Any]:
+    """One ``ansible localhost -m gpu_fabric.mnnvl.node_verdict``; the module's result."""
+    env = dict(sim_rack.env)
+    env.update(
+        ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_LOCALHOST_WARNING="0",
+        ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+    )
+    process = subprocess.run(
+        [
+            str(REPO_ROOT / ".venv" / "bin" / "ansible"),
+            "localhost",
+            "-m",
+            "gpu_fabric.mnnvl.node_verdict",
+            "-a",
+            json.dumps(args),
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=180,
+        check=False,
+    )
+    assert process.stdout.strip(), f"no output (exit {process.returncode}):\n{process.stderr[-4000:]}"
+    report = json.loads(process.stdout)
+    return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def state(sim_rack, node: str) -> dict[str, Any]:
+    obj = sim_rack.get_json("node", node)
+    annotation = (obj["metadata"].get("annotations") or {}).get(ANNOTATION)
+    return {
+        "label": (obj["metadata"].get("labels") or {}).get(LABEL),
+        "annotation": json.loads(annotation) if annotation else None,
+        "taints": obj["spec"].get("taints") or [],
+    }
+
+
+def test_label_taint_then_pass_then_idempotent_and_check_mode(sim_rack, trays):
+    bad, good, skipped = trays
+    sim_rack.kubectl("taint", "node", bad, f"{OTHER_TAINT['key']}={OTHER_TAINT['value']}:{OTHER_TAINT['effect']}")
+    untouched = state(sim_rack, skipped)
+
+    def args(bad_verdict: str, time: str) -> dict[str, Any]:
+        bad_summary = FAILED_SUMMARY if bad_verdict == "failed" else "rack1: 4 of 4 checks passed"
+        return {
+            "time": time,
+            "taint_failed": True,
+            "trays": {
+                bad: {
+                    "verdict": bad_verdict,
+                    "rack": "rack1",
+                    "checks_failed": ["nvbandwidth"],
+                    "summary": bad_summary,
+                },
+                good: {
+                    "verdict": "passed",
+                    "rack": "rack1",
+                    "checks_failed": [],
+                    "summary": "rack1: 4 of 4 checks passed",
+                },
+                skipped: {"verdict": "skipped", "rack": "rack1", "checks_failed": [], "summary": f"{skipped} cordoned"},
+            },
+        }
+
+    # check mode predicts, changes nothing
+    predicted = node_verdict(sim_rack, args("failed", FIRST_RUN), "--check", "--diff")
+    assert predicted.get("failed") is not True, predicted.get("msg")
+    assert predicted["changed"] is True
+    assert predicted["changed_nodes"] == sorted([bad, good])
+    assert predicted["diff"]["after"][bad]["taints"] == [OTHER_TAINT, OUR_TAINT]
+    assert state(sim_rack, bad) == {"label": None, "annotation": None, "taints": [OTHER_TAINT]}
+    assert state(sim_rack, good) == {"label": None, "annotation": None, "taints": []}
+
+    # the failed tray is labelled and tainted after the taint it had; the other one is labelled passed
+    first = node_verdict(sim_rack, args("failed", FIRST_RUN), "--diff")
+    assert first.get("failed") is not True, first.get("msg")
+    assert first["changed"] is True
+    assert first["nodes"] == {
+        bad: {"label": "failed", "taint": "added", "changed": True},
+        good: {"label": "passed", "taint": "unchanged", "changed": True},
+        skipped: {"label": untouched["label"], "taint": "unchanged", "changed": False},
+    }
+    assert state(sim_rack, bad) == {
+        "label": "failed",
+        "annotation": {"time": FIRST_RUN, "verdict": "failed", "summary": FAILED_SUMMARY},
+        "taints": [OTHER_TAINT, OUR_TAINT],
+    }
+    assert state(sim_rack, good)["label"] == "passed"
+    assert state(sim_rack, skipped) == untouched
+
+    # the tray passes: our taint goes, the other stays, the label flips
+    second = node_verdict(sim_rack, args("passed", SECOND_RUN))
+    assert second["changed"] is True
+    assert second["changed_nodes"] == sorted([bad, good])
+    assert second["nodes"][bad] == {"label": "passed", "taint": "removed", "changed": True}
+    assert state(sim_rack, bad) == {
+        "label": "passed",
+        "annotation": {"time": SECOND_RUN, "verdict": "passed", "summary": "rack1: 4 of 4 checks passed"},
+        "taints": [OTHER_TAINT],
+    }
+
+    # the same trays and time again: nothing to do
+    again = node_verdict(sim_rack, args("passed", SECOND_RUN))
+    assert again["changed"] is False
+    assert again["changed_nodes"] == []
+
+    # check mode with a new failure reports it and writes nothing
+    before = {node: state(sim_rack, node) for node in trays}
+    checked = node_verdict(sim_rack, args("failed", "2026-12-01T12:00:00Z"), "--check")
+    assert checked["changed"] is True
+    assert checked["nodes"][bad] == {"label": "failed", "taint": "added", "changed": True}
+    assert {node: state(sim_rack, node) for node in trays} == before
+
+
+def test_a_missing_node_is_a_warning(sim_rack, trays):
+    bad, _good, _skipped = trays
+    result = node_verdict(
+        sim_rack,
+        {
+            "time": FIRST_RUN,
+            "trays": {
+                "gb200-r99-t99": {"verdict": "failed", "summary": "gone"},
+                bad: {"verdict": "passed", "summary": "ok"},
+            },
+        },
+    )
+    assert result.get("failed") is not True, result.get("msg")
+    assert result["warnings"] == ["node gb200-r99-t99 does not exist; its verdict (failed) was not written"]
+    assert result["changed_nodes"] == [bad]
+    assert state(sim_rack, bad)["label"] == "passed"

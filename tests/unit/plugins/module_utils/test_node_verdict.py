@@ -1,0 +1,606 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""node_verdict: the patch each GB200 tray needs, and writing it through a fake API server."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import (
+    JSON_MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    NodeVerdictError,
+    Request,
+    Settings,
+    TrayVerdict,
+    desired_patch,
+    desired_taints,
+    error_line,
+    is_transient,
+    parse_trays,
+    plan_node,
+    time_problems,
+    verdict_annotation,
+    write_verdicts,
+)
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    ServiceUnavailableError,
+    TooManyRequestsError,
+)
+from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+TIME = "2026-12-01T10:21:37Z"
+LATER = "2026-12-02T08:00:05Z"
+LABEL = "gpu-fabric.nvidia.com/verified"
+ANNOTATION = "gpu-fabric.nvidia.com/verification"
+TAINT = "gpu-fabric.nvidia.com/unverified"
+OUR_TAINT = {"key": TAINT, "value": "true", "effect": "NoSchedule"}
+# What the GPU Operator's users commonly put on GPU nodes to keep CPU pods away.
+GPU_TAINT = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+FAILED_SUMMARY = "rack0 nvbandwidth: GPU 12 -> 5 402.11 GB/s, below 765.00 GB/s (gb200-r0-t3 -> gb200-r0-t1)"
+TAINTING = Settings(taint_failed=True)
+
+
+def gb200_tray(rack=0, tray=0, labels=None, annotations=None, taints=None, resource_version="4711"):
+    """Node gb200-r<rack>-t<tray> as sim/simrack/nodes.py tray_node creates it, read back from the API server."""
+    name = f"gb200-r{rack}-t{tray}"
+    resources = {"cpu": "144", "memory": "880Gi", "ephemeral-storage": "3Ti", "pods": "110", "nvidia.com/gpu": "4"}
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": "b0c4e0b2-5f7e-4c55-9a36-0f0b0d1c2e3f",
+            "resourceVersion": resource_version,
+            "creationTimestamp": "2026-12-01T09:58:12Z",
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/arch": "arm64",
+                "kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "arm64",
+                "beta.kubernetes.io/os": "linux",
+                "nvidia.com/gpu.clique": "1d6a4f8e-7f0e-5d1c-9b0a-4d1f1e2a3b4c.32766",
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": "NVIDIA-GB200",
+                "nvidia.com/gpu.count": "4",
+                "nvidia.com/gpu.memory": "189471",
+                "feature.node.kubernetes.io/pci-10de.present": "true",
+                **(labels or {}),
+            },
+            "annotations": {
+                "gpu-fabric.sim/rack": str(rack),
+                "kwok.x-k8s.io/node": "fake",
+                "node.alpha.kubernetes.io/ttl": "0",
+                **(annotations or {}),
+            },
+        },
+        "spec": {},
+        "status": {
+            "capacity": dict(resources),
+            "allocatable": dict(resources),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "nodeInfo": {"architecture": "arm64", "kubeletVersion": "v1.34.4", "osImage": "Ubuntu 24.04.3 LTS"},
+        },
+    }
+    if taints is not None:
+        node["spec"]["taints"] = taints
+    return node
+
+
+def failed(node="gb200-r0-t3", summary=FAILED_SUMMARY):
+    return TrayVerdict(node=node, verdict="failed", summary=summary, rack="rack0", checks_failed=("nvbandwidth",))
+
+
+def passed(node="gb200-r0-t3", summary="rack0: 4 of 4 checks passed"):
+    return TrayVerdict(node=node, verdict="passed", summary=summary, rack="rack0")
+
+
+def annotation(verdict, summary, time=TIME):
+    return json.dumps({"time": time, "verdict": verdict, "summary": summary}, separators=(",", ":"))
+
+
+# --- the patches --------------------------------------------------------------------------------
+
+
+def test_a_fresh_tray_that_passed_gets_the_label_and_the_annotation():
+    plan = desired_patch(gb200_tray(0, 3), passed(), TIME, Settings())
+    assert plan.metadata_patch == {
+        "metadata": {
+            "labels": {LABEL: "passed"},
+            "annotations": {
+                ANNOTATION: '{"time":"2026-12-01T10:21:37Z","verdict":"passed","summary":"rack0: 4 of 4 checks passed"}'
+            },
+        }
+    }
+    assert plan.taints_patch is None
+    assert (plan.label, plan.taint) == ("passed", "unchanged")
+    assert plan.before == {"labels": {}, "annotations": {}, "taints": []}
+    assert plan.after == {
+        "labels": {LABEL: "passed"},
+        "annotations": {ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed")},
+        "taints": [],
+    }
+
+
+def test_a_tray_that_passed_before_and_fails_now_flips_its_label():
+    node = gb200_tray(
+        0, 3, labels={LABEL: "passed"}, annotations={ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed")}
+    )
+    plan = desired_patch(node, failed(), LATER, Settings())
+    assert plan.metadata_patch == {
+        "metadata": {
+            "labels": {LABEL: "failed"},
+            "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY, LATER)},
+        }
+    }
+    assert plan.taints_patch is None
+    assert plan.before["labels"] == {LABEL: "passed"}
+    assert plan.after["labels"] == {LABEL: "failed"}
+
+
+def test_a_new_run_time_rewrites_only_the_annotation():
+    node = gb200_tray(0, 3, labels={LABEL: "failed"}, annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)})
+    plan = desired_patch(node, failed(), LATER, Settings())
+    assert plan.metadata_patch == {
+        "metadata": {"annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY, LATER)}}
+    }
+
+
+def test_a_failed_tray_is_tainted_after_the_taints_it_already_has():
+    node = gb200_tray(0, 3, taints=[dict(GPU_TAINT)], resource_version="91234")
+    plan = desired_patch(node, failed(), TIME, TAINTING)
+    assert plan.taints_patch == {
+        "metadata": {"resourceVersion": "91234"},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, OUR_TAINT]},
+    }
+    assert plan.metadata_patch == {
+        "metadata": {
+            "labels": {LABEL: "failed"},
+            "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY)},
+        }
+    }
+    assert plan.taint == "added"
+    assert plan.before["taints"] == [GPU_TAINT]
+    assert plan.after["taints"] == [GPU_TAINT, OUR_TAINT]
+
+
+def test_a_tray_that_passes_loses_only_our_taint_and_the_others_keep_their_order():
+    unreachable = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-12-01T09:59:00Z"}
+    node = gb200_tray(
+        0,
+        3,
+        labels={LABEL: "failed"},
+        annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)},
+        taints=[dict(GPU_TAINT), dict(OUR_TAINT), dict(unreachable)],
+        resource_version="91240",
+    )
+    plan = desired_patch(node, passed(), LATER, TAINTING)
+    assert plan.taints_patch == {
+        "metadata": {"resourceVersion": "91240"},
+        "spec": {"taints": [GPU_TAINT, unreachable]},
+    }
+    assert plan.metadata_patch == {
+        "metadata": {
+            "labels": {LABEL: "passed"},
+            "annotations": {ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed", LATER)},
+        }
+    }
+    assert (plan.label, plan.taint) == ("passed", "removed")
+
+
+def test_removing_the_last_taint_sends_an_empty_list():
+    node = gb200_tray(0, 3, labels={LABEL: "passed"}, taints=[dict(OUR_TAINT)])
+    plan = desired_patch(node, passed(), TIME, Settings(label=False, taint_failed=True))
+    assert plan.taints_patch == {"metadata": {"resourceVersion": "4711"}, "spec": {"taints": []}}
+    assert plan.metadata_patch is None
+    assert plan.label == "passed"
+
+
+def test_a_skipped_tray_is_left_as_it_is():
+    node = gb200_tray(
+        1,
+        2,
+        labels={LABEL: "failed"},
+        annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)},
+        taints=[dict(OUR_TAINT)],
+    )
+    skipped = TrayVerdict(node="gb200-r1-t2", verdict="skipped", summary="gb200-r1-t2 cordoned")
+    assert desired_patch(node, skipped, LATER, TAINTING) is None
+    plan = plan_node(node, skipped, LATER, TAINTING)
+    assert (plan.label, plan.taint, plan.needed) == ("failed", "unchanged", False)
+
+
+def test_a_tray_that_already_carries_its_verdict_needs_no_patch():
+    node = gb200_tray(
+        0,
+        3,
+        labels={LABEL: "failed"},
+        annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)},
+        taints=[dict(GPU_TAINT), dict(OUR_TAINT)],
+    )
+    assert desired_patch(node, failed(), TIME, TAINTING) is None
+    passed_node = gb200_tray(
+        0, 3, labels={LABEL: "passed"}, annotations={ANNOTATION: annotation("passed", "ok")}, taints=[dict(GPU_TAINT)]
+    )
+    assert desired_patch(passed_node, passed(summary="ok"), TIME, TAINTING) is None
+
+
+def test_without_taint_failed_taints_are_never_touched():
+    node = gb200_tray(0, 3, labels={LABEL: "failed"}, taints=[dict(OUR_TAINT)])
+    plan = desired_patch(node, passed(), TIME, Settings())
+    assert plan.taints_patch is None
+    assert plan.taint == "unchanged"
+    assert plan.after["taints"] == [OUR_TAINT]
+
+
+def test_without_label_only_the_taint_is_written():
+    plan = desired_patch(gb200_tray(0, 3), failed(), TIME, Settings(label=False, taint_failed=True))
+    assert plan.metadata_patch is None
+    assert plan.taints_patch == {"metadata": {"resourceVersion": "4711"}, "spec": {"taints": [OUR_TAINT]}}
+    assert plan.label is None
+
+
+def test_custom_keys_are_used_everywhere():
+    settings = Settings(
+        taint_failed=True, label_key="example.com/ok", annotation_key="example.com/why", taint_key="example.com/bad"
+    )
+    plan = desired_patch(gb200_tray(0, 3), failed(summary="x"), TIME, settings)
+    assert plan.metadata_patch == {
+        "metadata": {
+            "labels": {"example.com/ok": "failed"},
+            "annotations": {"example.com/why": annotation("failed", "x")},
+        }
+    }
+    assert plan.taints_patch["spec"]["taints"] == [{"key": "example.com/bad", "value": "true", "effect": "NoSchedule"}]
+
+
+# --- taints, annotation, input ------------------------------------------------------------------
+
+
+def test_our_taint_with_another_value_is_replaced_in_place():
+    current = [
+        dict(GPU_TAINT),
+        {"key": TAINT, "value": "false", "effect": "NoSchedule"},
+        {"key": "a", "effect": "NoExecute"},
+    ]
+    assert desired_taints(current, "failed", TAINT) == (
+        [GPU_TAINT, OUR_TAINT, {"key": "a", "effect": "NoExecute"}],
+        "added",
+    )
+
+
+def test_a_failure_keeps_a_taint_of_our_key_with_another_effect_and_a_pass_removes_both():
+    no_execute = {"key": TAINT, "value": "true", "effect": "NoExecute"}
+    assert desired_taints([no_execute], "failed", TAINT) == ([no_execute, OUR_TAINT], "added")
+    assert desired_taints([no_execute, OUR_TAINT], "passed", TAINT) == ([], "removed")
+    assert desired_taints([GPU_TAINT], "passed", TAINT) == ([GPU_TAINT], "unchanged")
+
+
+def test_annotation_is_compact_one_line_json_with_the_summary_cut_to_500_characters():
+    long_summary = "rack0 nvbandwidth:\n" + "low pair; " * 80
+    value = verdict_annotation(TIME, "failed", long_summary)
+    record = json.loads(value)
+    assert list(record) == ["time", "verdict", "summary"]
+    assert (record["time"], record["verdict"]) == (TIME, "failed")
+    assert len(record["summary"]) == 500
+    assert record["summary"].startswith("rack0 nvbandwidth: low pair; low pair;")
+    assert record["summary"].endswith("...")
+    assert "\n" not in value
+    assert ", " not in value.replace(record["summary"], "")
+
+
+def test_parse_trays_takes_the_run_record_as_it_is_and_names_every_bad_entry():
+    trays, problems = parse_trays(
+        {
+            "gb200-r0-t1": {"verdict": "passed", "rack": "rack0", "checks_failed": [], "summary": "ok"},
+            "gb200-r0-t0": {"verdict": "failed", "rack": "rack0", "checks_failed": ["nccl"], "summary": "low busbw"},
+            "gb200-r1-t0": {"verdict": "pass"},
+            "gb200-r1-t1": "failed",
+        }
+    )
+    assert trays == [
+        TrayVerdict("gb200-r0-t0", "failed", "low busbw", "rack0", ("nccl",)),
+        TrayVerdict("gb200-r0-t1", "passed", "ok", "rack0", ()),
+    ]
+    assert problems == [
+        "trays['gb200-r1-t0'].verdict is 'pass'; expected one of passed, failed, skipped",
+        "trays['gb200-r1-t1'] is str; expected a dict with verdict and summary",
+    ]
+
+
+@pytest.mark.parametrize("value", [TIME, "2026-12-01T10:21:37.123456Z", "2026-12-01T11:21:37+01:00"])
+def test_rfc3339_times_are_accepted(value):
+    assert time_problems(value) == []
+
+
+@pytest.mark.parametrize("value", ["2026-12-01 10:21", "yesterday", "", None])
+def test_other_times_are_refused(value):
+    assert time_problems(value) == [
+        f"time is {value!r}; expected an RFC 3339 date-time such as 2026-12-01T10:15:00Z (the run's finish)"
+    ]
+
+
+# --- API errors ---------------------------------------------------------------------------------
+
+
+def api_error(cls, status, reason, message=None, content_type="application/json"):
+    exc = ApiException(status=status, reason=reason)
+    exc.headers = {"Content-Type": content_type, "Audit-Id": "5e0c9c53-5bd4-4c77-b5b8-0b0b3f0a1d2e"}
+    if message is not None:
+        exc.body = json.dumps(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "message": message,
+                "reason": reason,
+                "code": status,
+            }
+        )
+    return cls(exc)
+
+
+def conflict(name):
+    return api_error(
+        ConflictError,
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; '
+        "please apply your changes to the latest version and try again",
+    )
+
+
+def test_error_line_holds_the_message_and_no_headers():
+    exc = api_error(
+        ForbiddenError,
+        403,
+        "Forbidden",
+        'nodes "gb200-r0-t3" is forbidden: User "verifier" cannot patch resource "nodes"',
+    )
+    assert error_line(exc) == (
+        'HTTP 403: nodes "gb200-r0-t3" is forbidden: User "verifier" cannot patch resource "nodes"'
+    )
+    html = api_error(ServiceUnavailableError, 503, "Service Unavailable", None, "text/html")
+    html.body = "<html>\n<body>upstream\nconnect error</body>\n</html>"
+    assert error_line(html) == "HTTP 503: <html> <body>upstream connect error</body> </html>"
+    empty = api_error(ServiceUnavailableError, 503, "Service Unavailable")
+    assert error_line(empty) == "503 Reason: Service Unavailable"
+
+
+def test_transient_errors_are_429_5xx_and_no_answer():
+    refused = MaxRetryError(None, "/api/v1/nodes", NewConnectionError(None, "Connection refused"))
+    assert is_transient(refused)
+    assert is_transient(api_error(TooManyRequestsError, 429, "Too Many Requests", "throttled"))
+    assert is_transient(api_error(ServiceUnavailableError, 503, "Service Unavailable"))
+    assert not is_transient(conflict("gb200-r0-t3"))
+    assert not is_transient(api_error(ForbiddenError, 403, "Forbidden", "no"))
+    assert not is_transient(ValueError("a bug of ours"))
+
+
+# --- writing through a fake API server ----------------------------------------------------------
+
+
+class FakeNodes:
+    """Enough of kubernetes.core's K8SClient for Nodes: list, get, and both patch types with preconditions."""
+
+    def __init__(self, *nodes):
+        self.nodes = {n["metadata"]["name"]: copy.deepcopy(n) for n in nodes}
+        self.patches = []
+        self.failures = []  # exceptions raised by the next calls, in order
+        self.before_patch = None  # called before a patch is applied (another writer changing the node)
+        self.calls = 0
+
+    def resource(self, kind, api_version):
+        assert (kind, api_version) == ("Node", "v1")
+        return "nodes"
+
+    def _maybe_fail(self):
+        self.calls += 1
+        if self.failures:
+            raise self.failures.pop(0)
+
+    def get(self, resource, name=None, **params):
+        self._maybe_fail()
+        if name is None:
+            return {"metadata": {}, "items": [copy.deepcopy(n) for n in self.nodes.values()]}
+        if name not in self.nodes:
+            raise api_error(NotFoundError, 404, "Not Found", f'nodes "{name}" not found')
+        return copy.deepcopy(self.nodes[name])
+
+    def patch(self, resource, body, name=None, content_type=None):
+        self._maybe_fail()
+        if self.before_patch:
+            self.before_patch(self)
+        if name not in self.nodes:
+            raise api_error(NotFoundError, 404, "Not Found", f'nodes "{name}" not found')
+        node = self.nodes[name]
+        wanted_version = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted_version and wanted_version != node["metadata"]["resourceVersion"]:
+            raise conflict(name)
+        self.patches.append((name, content_type, copy.deepcopy(body)))
+        for key in ("labels", "annotations"):
+            node["metadata"].setdefault(key, {}).update((body.get("metadata") or {}).get(key) or {})
+        if "spec" in body:
+            node["spec"]["taints"] = body["spec"]["taints"]
+        self.bump(name)
+        return copy.deepcopy(node)
+
+    def bump(self, name):
+        meta = self.nodes[name]["metadata"]
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+
+
+TRAYS = {
+    "gb200-r0-t2": {
+        "verdict": "passed",
+        "rack": "rack0",
+        "checks_failed": [],
+        "summary": "rack0: 4 of 4 checks passed",
+    },
+    "gb200-r0-t3": {"verdict": "failed", "rack": "rack0", "checks_failed": ["nvbandwidth"], "summary": FAILED_SUMMARY},
+}
+
+
+def test_write_taints_and_labels_then_nothing_on_the_second_run():
+    api = FakeNodes(gb200_tray(0, 2, taints=[dict(OUR_TAINT)]), gb200_tray(0, 3, taints=[dict(GPU_TAINT)]))
+    result = write_verdicts(api, Request(TRAYS, TIME, TAINTING))
+    assert result["changed"] is True
+    assert result["changed_nodes"] == ["gb200-r0-t2", "gb200-r0-t3"]
+    assert result["nodes"] == {
+        "gb200-r0-t2": {"label": "passed", "taint": "removed", "changed": True},
+        "gb200-r0-t3": {"label": "failed", "taint": "added", "changed": True},
+    }
+    assert result["warnings"] == []
+    # taints first, with the resourceVersion they were computed from; then the labels
+    assert [(name, kind) for name, kind, _body in api.patches] == [
+        ("gb200-r0-t2", JSON_MERGE_PATCH),
+        ("gb200-r0-t2", STRATEGIC_MERGE_PATCH),
+        ("gb200-r0-t3", JSON_MERGE_PATCH),
+        ("gb200-r0-t3", STRATEGIC_MERGE_PATCH),
+    ]
+    assert api.nodes["gb200-r0-t3"]["spec"]["taints"] == [GPU_TAINT, OUR_TAINT]
+    assert api.nodes["gb200-r0-t2"]["spec"]["taints"] == []
+    assert result["diff"]["before"]["gb200-r0-t3"]["taints"] == [GPU_TAINT]
+    assert result["diff"]["after"]["gb200-r0-t3"]["labels"] == {LABEL: "failed"}
+
+    api.patches.clear()
+    again = write_verdicts(api, Request(TRAYS, TIME, TAINTING))
+    assert again["changed"] is False
+    assert again["changed_nodes"] == []
+    assert again["diff"] == {"before": {}, "after": {}}
+    assert api.patches == []
+
+
+def test_check_mode_reports_and_changes_nothing():
+    api = FakeNodes(gb200_tray(0, 2), gb200_tray(0, 3))
+    result = write_verdicts(api, Request(TRAYS, TIME, TAINTING, check_mode=True))
+    assert result["changed"] is True
+    assert result["nodes"]["gb200-r0-t3"] == {"label": "failed", "taint": "added", "changed": True}
+    assert result["diff"]["after"]["gb200-r0-t3"]["taints"] == [OUR_TAINT]
+    assert api.patches == []
+    assert api.nodes["gb200-r0-t3"] == gb200_tray(0, 3)
+
+
+def test_a_node_that_is_gone_is_a_warning():
+    api = FakeNodes(gb200_tray(0, 3))
+    result = write_verdicts(api, Request(TRAYS, TIME))
+    assert result["warnings"] == ["node gb200-r0-t2 does not exist; its verdict (passed) was not written"]
+    assert result["nodes"]["gb200-r0-t2"] == {"label": None, "taint": "unchanged", "changed": False}
+    assert result["changed_nodes"] == ["gb200-r0-t3"]
+
+
+def test_a_node_deleted_between_the_list_and_the_patch_is_a_warning():
+    api = FakeNodes(gb200_tray(0, 3))
+    api.before_patch = lambda fake: fake.nodes.pop("gb200-r0-t3")
+    result = write_verdicts(api, Request({"gb200-r0-t3": TRAYS["gb200-r0-t3"]}, TIME))
+    assert result["changed"] is False
+    assert result["warnings"] == ["node gb200-r0-t3 does not exist; its verdict (failed) was not written"]
+
+
+def test_a_taint_added_by_another_writer_meanwhile_is_kept():
+    api = FakeNodes(gb200_tray(0, 3))
+    unreachable = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-12-01T10:21:40Z"}
+
+    def node_controller(fake):
+        fake.before_patch = None
+        fake.nodes["gb200-r0-t3"]["spec"]["taints"] = [dict(unreachable)]
+        fake.bump("gb200-r0-t3")
+
+    api.before_patch = node_controller
+    result = write_verdicts(api, Request({"gb200-r0-t3": TRAYS["gb200-r0-t3"]}, TIME, TAINTING))
+    assert result["nodes"]["gb200-r0-t3"] == {"label": "failed", "taint": "added", "changed": True}
+    assert api.nodes["gb200-r0-t3"]["spec"]["taints"] == [unreachable, OUR_TAINT]
+    assert api.patches[0] == (
+        "gb200-r0-t3",
+        JSON_MERGE_PATCH,
+        {"metadata": {"resourceVersion": "4712"}, "spec": {"taints": [unreachable, OUR_TAINT]}},
+    )
+
+
+def test_a_node_that_never_settles_fails_naming_it():
+    api = FakeNodes(gb200_tray(0, 3))
+    api.before_patch = lambda fake: fake.bump("gb200-r0-t3")
+    with pytest.raises(NodeVerdictError) as caught:
+        write_verdicts(api, Request({"gb200-r0-t3": TRAYS["gb200-r0-t3"]}, TIME, TAINTING))
+    assert caught.value.message.startswith(
+        "cannot write the verdict to node gb200-r0-t3: the node changed 5 times while its taints were rewritten"
+    )
+
+
+def test_transient_errors_are_retried_with_a_back_off():
+    api = FakeNodes(gb200_tray(0, 3))
+    api.failures = [
+        MaxRetryError(None, "/api/v1/nodes", NewConnectionError(None, "Connection refused")),
+        api_error(TooManyRequestsError, 429, "Too Many Requests", "client rate limiter"),
+    ]
+    pauses = []
+    result = write_verdicts(api, Request({"gb200-r0-t3": TRAYS["gb200-r0-t3"]}, TIME), sleep=pauses.append)
+    assert pauses == [0.5, 1.0]
+    assert result["changed_nodes"] == ["gb200-r0-t3"]
+
+
+def test_a_final_transient_failure_is_one_line_naming_the_node():
+    api = FakeNodes(gb200_tray(0, 2), gb200_tray(0, 3))
+    unavailable = api_error(ServiceUnavailableError, 503, "Service Unavailable", "etcdserver: leader changed")
+    pauses = []
+    # the list and the first node pass; every call for gb200-r0-t3 answers 503
+    original_patch = api.patch
+
+    def patch(resource, body, name=None, content_type=None):
+        if name == "gb200-r0-t3":
+            raise unavailable
+        return original_patch(resource, body, name=name, content_type=content_type)
+
+    api.patch = patch
+    with pytest.raises(NodeVerdictError) as caught:
+        write_verdicts(api, Request(TRAYS, TIME), sleep=pauses.append)
+    message = caught.value.message
+    assert message == (
+        "cannot patch node gb200-r0-t3 after 4 attempts: HTTP 503: etcdserver: leader changed; "
+        "check that the API server is reachable (kubeconfig/host options or K8S_AUTH_KUBECONFIG)"
+    )
+    assert "\n" not in message and "Audit-Id" not in message
+    assert pauses == [0.5, 1.0, 2.0]
+    assert caught.value.result["changed_nodes"] == ["gb200-r0-t2"]
+
+
+def test_a_refusal_is_not_retried():
+    api = FakeNodes(gb200_tray(0, 3))
+    forbidden = api_error(
+        ForbiddenError,
+        403,
+        "Forbidden",
+        'nodes "gb200-r0-t3" is forbidden: User "verifier" cannot patch resource "nodes"',
+    )
+
+    def patch(resource, body, name=None, content_type=None):
+        raise forbidden
+
+    api.patch = patch
+    pauses = []
+    with pytest.raises(NodeVerdictError) as caught:
+        write_verdicts(api, Request({"gb200-r0-t3": TRAYS["gb200-r0-t3"]}, TIME), sleep=pauses.append)
+    assert caught.value.message == (
+        'the API server refused to patch node gb200-r0-t3: HTTP 403: nodes "gb200-r0-t3" is forbidden: '
+        'User "verifier" cannot patch resource "nodes"'
+    )
+    assert pauses == []
+
+
+def test_bad_input_fails_before_any_call():
+    api = FakeNodes(gb200_tray(0, 3))
+    with pytest.raises(NodeVerdictError) as caught:
+        write_verdicts(api, Request({"gb200-r0-t3": {"verdict": "broken"}}, "now"))
+    assert caught.value.message == (
+        "time is 'now'; expected an RFC 3339 date-time such as 2026-12-01T10:15:00Z (the run's finish); "
+        "trays['gb200-r0-t3'].verdict is 'broken'; expected one of passed, failed, skipped"
+    )
+    assert api.calls == 0
