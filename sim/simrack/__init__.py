@@ -25,14 +25,22 @@ BUILD_SCRIPT = SIM_DIR / "build.sh"
 CONTROL_PLANE_COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "helm")
 
-# Faults the sim knows. The control plane applies the first three itself; the stand-ins read the
-# others from faults.json on every reconcile.
+# Faults the sim knows (parameters: simrack.faults.PARAMS). `sim/rack fault` (and `up`, again)
+# applies the node faults (unlabelled-node, split-clique, missing-gpu, busy-node) and the
+# apiserver-restart action itself; the stand-ins read the others from faults.json on every
+# reconcile. Matrix faults are per rack: rack=<R>, default 0.
 FAULTS = {
     "unlabelled-node": "remove the nvidia.com/gpu.clique label from one tray (node=<name>)",
     "split-clique": "relabel half of one rack's trays with a second clique (rack=<R>)",
     "apiserver-restart": "kill and restart kube-apiserver now, or --after SECONDS in the background",
-    "degraded-link": "lower one cell of the nvbandwidth matrix and the SUM (src=<gpu> dst=<gpu> gbps=<value>)",
-    "launcher-fails": "the MPIJob launcher pod fails with exit code 1 and an MPI/CUDA error in its log",
+    "degraded-link": "set cell (src,dst) of the nvbandwidth matrix of MPIJobs on rack R, and the SUM "
+    "(rack=<R, default 0> src=<gpu> dst=<gpu> gbps=<value, default 400>)",
+    "degraded-gpu": "scale row and column G of the nvbandwidth matrix of MPIJobs on rack R, and the SUM "
+    "(rack=<R, default 0> gpu=<G> factor=<(0,1], default 0.944 = 17 of 18 NVLinks>)",
+    "missing-gpu": "one tray reports 3 nvidia.com/gpu: capacity, allocatable, label nvidia.com/gpu.count (node=<tray>)",
+    "busy-node": "another tenant's Running pod holds all 4 nvidia.com/gpu of one tray "
+    "(pod busy-<node> in namespace gpu-fabric-sim-busy) (node=<tray>)",
+    "launcher-fails": "the MPIJob launcher pod fails with exit code 1 and an MPI/CUDA error in its log (code=<N>)",
     "compute-domain-not-ready": "the ComputeDomain controller never marks nodes Ready",
     "missing-deviceclass": "the compute-domain-default-channel.nvidia.com DeviceClass is removed",
     "channel-missing": "the IMEX channel pod's listing lacks channel0",

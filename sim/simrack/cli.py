@@ -8,6 +8,15 @@ sim/rack env                                   export KUBECONFIG=... (use: sourc
 sim/rack logs [COMPONENT] [-n LINES]           tail of a component's log
 sim/rack fault NAME [key=value ...] [--after S] | --clear NAME | --clear-all | --list
 sim/rack down                                  stop everything and remove the state directory
+
+Trays are nodes gb200-r<R>-t<T> labelled gpu-fabric.sim/rack=rack<R> and nvidia.com/gpu.clique
+(one clique per rack). Faults (all of them: sim/rack fault --list or --help); several at once:
+  sim/rack fault degraded-link rack=1 src=0 dst=5 gbps=400   cell 0->5 of rack 1's nvbandwidth matrix
+  sim/rack fault degraded-gpu rack=1 gpu=6 factor=0.944      row and column 6 of rack 1's matrix
+  sim/rack fault missing-gpu node=gb200-r1-t3                that tray reports 3 nvidia.com/gpu
+  sim/rack fault busy-node node=gb200-r0-t2                  another tenant's pod holds its 4 GPUs
+  sim/rack fault --clear busy-node
+(rack= defaults to 0; the rack of an MPIJob is that of the trays its workers are bound to)
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ from simrack import (  # noqa: E402
     bin_dir,
     build_versions,
     cluster,
+    faultspec,
     missing_binaries,
     nodes,
     read_faults,
@@ -226,16 +236,26 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     core = kube_client(paths)
     kubelet_version = f"v{build_versions()['K8S_VERSION']}"
-    created, deleted = nodes.reconcile_nodes(core, config.racks, config.trays_per_rack, kubelet_version, progress)
     faults = read_faults(paths.root)
-    relabelled = nodes.apply_clique_labels(core, config.racks, config.trays_per_rack, faults)
-    if relabelled:
-        progress(f"active faults {sorted(faults)} applied to {len(relabelled)} node(s)")
+    try:
+        created, deleted = nodes.reconcile_nodes(
+            core, config.racks, config.trays_per_rack, kubelet_version, progress, faults
+        )
+    except ValueError as exc:
+        fail(f"{exc} (faults.json: {paths.faults}); clear that fault with `sim/rack fault --clear NAME`")
     expected = config.racks * config.trays_per_rack + 1
     waited = nodes.wait_nodes_ready(core, expected, 120 + expected * 0.25, progress)
     if created:
         progress(f"{expected} nodes Ready ({waited:.1f}s after creation)")
+    # After Ready: KWOK's node-initialize stage writes the status it read, GPU counts included.
+    changed = nodes.apply_tray_state(core, config.racks, config.trays_per_rack, faults)
+    if changed:
+        progress(
+            f"tray labels and GPU counts (faults: {', '.join(sorted(faults)) or 'none'}) set on {len(changed)} node(s)"
+        )
     wait_default_service_account(core)
+    for change in nodes.apply_busy_pods(core, faults):
+        progress(f"fault busy-node: {change}")
 
     addons = SIM_DIR / "simrack" / "addons.py"
     if os.environ.get("GPU_FABRIC_SIM_ADDONS", "1") == "0":
@@ -448,22 +468,29 @@ def cmd_fault(args: argparse.Namespace) -> int:
         if args.name not in FAULTS:
             fail(f"unknown fault {args.name!r}; known: {', '.join(FAULTS)}", 2)
         params = parse_params(args.params)
-        if args.name == "apiserver-restart":
-            return restart_apiserver(paths, config, args.after)
         if args.name == "unlabelled-node":
             params.setdefault("node", nodes.default_unlabelled_node(config.racks, config.trays_per_rack))
         if args.name == "split-clique":
             params.setdefault("rack", "0")
+        try:
+            params = faultspec.validate(args.name, params, config.racks, config.trays_per_rack)
+        except ValueError as exc:
+            fail(str(exc), 2)
+        if args.name == "apiserver-restart":
+            return restart_apiserver(paths, config, args.after)
         faults[args.name] = params
     try:
-        nodes.desired_clique_labels(config.racks, config.trays_per_rack, faults)
+        nodes.desired_tray_labels(config.racks, config.trays_per_rack, faults)
     except ValueError as exc:
         fail(str(exc), 2)
     write_faults(paths.root, faults)
-    changed = nodes.apply_clique_labels(kube_client(paths), config.racks, config.trays_per_rack, faults)
+    core = kube_client(paths)
+    changed = nodes.apply_tray_state(core, config.racks, config.trays_per_rack, faults)
+    busy = nodes.apply_busy_pods(core, faults)
     progress(
         f"active faults: {', '.join(sorted(faults)) or 'none'}"
-        + (f"; relabelled {', '.join(changed)}" if changed else "")
+        + (f"; changed {', '.join(changed)}" if changed else "")
+        + (f"; {'; '.join(busy)}" if busy else "")
     )
     return 0
 
@@ -513,7 +540,13 @@ def main(argv: list[str]) -> int:
     logs = sub.add_parser("logs", help="tail of the components' logs")
     logs.add_argument("component", nargs="?")
     logs.add_argument("-n", "--lines", type=int, default=40)
-    fault = sub.add_parser("fault", help="switch a fault on or off")
+    fault = sub.add_parser(
+        "fault",
+        help="switch a fault on or off",
+        description="Switch a fault on (NAME key=value ...) or off (--clear NAME, --clear-all). Faults:\n"
+        + "\n".join(f"  {name:<25} {text}" for name, text in FAULTS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     fault.add_argument("name", nargs="?")
     fault.add_argument("params", nargs="*", metavar="key=value")
     fault.add_argument("--after", type=float, help="apiserver-restart: do it in the background after SECONDS")

@@ -90,8 +90,9 @@ class NvbandwidthRun:
     hostnames: list[str]  # one entry per rank (MPI process)
     local_devices: list[int]  # local device index per rank
     testcase: str = DEFAULT_TESTCASE
-    degraded: dict[tuple[int, int], float] = field(default_factory=dict)
+    degraded: dict[tuple[int, int], float] = field(default_factory=dict)  # (src, dst) -> GB/s printed
     failure: Optional[str] = None  # None, or a short reason that ends the run with a CUDA/MPI error
+    gpu_factors: dict[int, float] = field(default_factory=dict)  # rank -> factor on its row and column
 
 
 def ranks_for(mpijob: str, workers: int, slots: int) -> tuple[list[str], list[int]]:
@@ -112,9 +113,18 @@ def _description(testcase: str) -> str:
     return f"memcpy {engine} GPU(row) {arrow} GPU(column) bandwidth (GB/s)"
 
 
-def bandwidth_matrix(world: int, degraded: dict[tuple[int, int], float]) -> list[list[Optional[str]]]:
-    """``world x world`` cells as printed: measured values cycled row-major, ``None`` on the diagonal."""
+def bandwidth_matrix(
+    world: int,
+    degraded: dict[tuple[int, int], float],
+    gpu_factors: Optional[dict[int, float]] = None,
+) -> list[list[Optional[str]]]:
+    """``world x world`` cells as printed: measured values cycled row-major, ``None`` on the diagonal.
+
+    ``gpu_factors`` scales every cell of a GPU's row and column (a GPU that lost NVLinks; a cell
+    between two such GPUs takes both factors); ``degraded`` sets single cells and wins over both.
+    """
     fx = load_nvbandwidth_fixture()
+    factors = gpu_factors or {}
     matrix: list[list[Optional[str]]] = []
     k = 0
     for r in range(world):
@@ -123,8 +133,13 @@ def bandwidth_matrix(world: int, degraded: dict[tuple[int, int], float]) -> list
             if r == c:
                 row.append(None)
                 continue
-            row.append(f"{degraded[(r, c)]:.2f}" if (r, c) in degraded else fx.cells[k % len(fx.cells)])
+            cell = fx.cells[k % len(fx.cells)]
             k += 1
+            if (r, c) in degraded:
+                cell = f"{degraded[(r, c)]:.2f}"
+            elif r in factors or c in factors:
+                cell = f"{float(cell) * factors.get(r, 1.0) * factors.get(c, 1.0):.2f}"
+            row.append(cell)
         matrix.append(row)
     return matrix
 
@@ -183,7 +198,7 @@ def nvbandwidth_text(run: NvbandwidthRun) -> str:
             ]
         )
         return "\n".join(lines) + "\n"
-    matrix = bandwidth_matrix(world, run.degraded)
+    matrix = bandwidth_matrix(world, run.degraded, run.gpu_factors)
     lines.append(_description(run.testcase))
     lines.extend(render_matrix(matrix))
     lines.append("")

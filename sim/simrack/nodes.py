@@ -16,7 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
+# The rack of a tray: label value rack<N> (what the collection names racks by, through its
+# gpu_fabric_rack_label), annotation value <N> (older readers).
+RACK_LABEL = "gpu-fabric.sim/rack"
 RACK_ANNOTATION = "gpu-fabric.sim/rack"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+# The tenant pods of the busy-node fault live here (created on demand, removed when empty).
+BUSY_NAMESPACE = "gpu-fabric-sim-busy"
+FAULT_LABEL = "gpu-fabric.sim/fault"
 CONTROL_PLANE_NODE = "sim-control-plane"
 CLIQUE_ID = 32766
 # The second clique of the split-clique fault: same NVLink domain, a different partition.
@@ -55,6 +63,10 @@ def tray_names(racks: int, trays_per_rack: int) -> list[str]:
     return [tray_name(r, t) for r in range(racks) for t in range(trays_per_rack)]
 
 
+def rack_label_value(rack: int) -> str:
+    return f"rack{rack}"
+
+
 def _node_info(architecture: str, kubelet_version: str) -> dict[str, str]:
     return {
         "architecture": architecture,
@@ -70,7 +82,7 @@ def _node_info(architecture: str, kubelet_version: str) -> dict[str, str]:
     }
 
 
-def tray_node(rack: int, tray: int, kubelet_version: str) -> dict[str, Any]:
+def tray_node(rack: int, tray: int, kubelet_version: str, gpus: int = GPUS_PER_TRAY) -> dict[str, Any]:
     """A Node as a GB200 compute tray's kubelet, GFD and NFD leave it (status set on create)."""
     name = tray_name(rack, tray)
     resources = {
@@ -78,7 +90,7 @@ def tray_node(rack: int, tray: int, kubelet_version: str) -> dict[str, Any]:
         "memory": "880Gi",
         "ephemeral-storage": "3Ti",
         "pods": "110",
-        "nvidia.com/gpu": str(GPUS_PER_TRAY),
+        GPU_RESOURCE: str(gpus),
     }
     return {
         "apiVersion": "v1",
@@ -93,9 +105,10 @@ def tray_node(rack: int, tray: int, kubelet_version: str) -> dict[str, Any]:
                 "beta.kubernetes.io/arch": "arm64",
                 "beta.kubernetes.io/os": "linux",
                 CLIQUE_LABEL: clique_value(rack),
+                RACK_LABEL: rack_label_value(rack),
                 "nvidia.com/gpu.present": "true",
                 "nvidia.com/gpu.product": "NVIDIA-GB200",
-                "nvidia.com/gpu.count": str(GPUS_PER_TRAY),
+                GPU_COUNT_LABEL: str(gpus),
                 "nvidia.com/gpu.memory": "189471",
                 "feature.node.kubernetes.io/pci-10de.present": "true",
             },
@@ -169,6 +182,34 @@ def default_unlabelled_node(racks: int, trays_per_rack: int) -> str:
     return tray_name(racks - 1, trays_per_rack - 1)
 
 
+def desired_gpus(racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """The nvidia.com/gpu count every tray should report given the active faults."""
+    gpus = {name: GPUS_PER_TRAY for name in tray_names(racks, trays_per_rack)}
+    if "missing-gpu" in faults:
+        node = str(faults["missing-gpu"].get("node") or "")
+        if node not in gpus:
+            raise ValueError(f"missing-gpu: node={node} is not a tray of this sim (e.g. {tray_name(0, 0)})")
+        gpus[node] = GPUS_PER_TRAY - 1
+    return gpus
+
+
+def desired_tray_labels(
+    racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Optional[str]]]:
+    """The labels the sim owns on every tray (clique, rack, GPU count); None: label absent."""
+    cliques = desired_clique_labels(racks, trays_per_rack, faults)
+    gpus = desired_gpus(racks, trays_per_rack, faults)
+    return {
+        tray_name(r, t): {
+            CLIQUE_LABEL: cliques[tray_name(r, t)],
+            RACK_LABEL: rack_label_value(r),
+            GPU_COUNT_LABEL: str(gpus[tray_name(r, t)]),
+        }
+        for r in range(racks)
+        for t in range(trays_per_rack)
+    }
+
+
 def list_nodes(core: Any, label_selector: str = "") -> list[dict[str, Any]]:
     """Nodes as plain JSON: building client models for thousands of Nodes costs seconds."""
     response = core.list_node(label_selector=label_selector, _preload_content=False)
@@ -183,15 +224,33 @@ def _parallel(fn: Callable[[Any], Any], items: list[Any], workers: int = 8) -> l
 
 
 def reconcile_nodes(
-    core: Any, racks: int, trays_per_rack: int, kubelet_version: str, progress: Progress
+    core: Any,
+    racks: int,
+    trays_per_rack: int,
+    kubelet_version: str,
+    progress: Progress,
+    faults: Optional[dict[str, dict[str, Any]]] = None,
 ) -> tuple[int, int]:
-    """Create the missing trays (and the control-plane node), delete trays beyond the size asked."""
+    """Create the missing trays (and the control-plane node), delete trays beyond the size asked.
+
+    New trays are created as the active node faults want them (labels, GPU count)."""
     from kubernetes.client.exceptions import ApiException
 
     existing = {n["metadata"]["name"] for n in list_nodes(core)}
-    wanted = [control_plane_node(kubelet_version)] + [
-        tray_node(r, t, kubelet_version) for r in range(racks) for t in range(trays_per_rack)
-    ]
+    faults = faults or {}
+    gpus = desired_gpus(racks, trays_per_rack, faults)
+    labels = desired_tray_labels(racks, trays_per_rack, faults)
+    trays = []
+    for r in range(racks):
+        for t in range(trays_per_rack):
+            body = tray_node(r, t, kubelet_version, gpus[tray_name(r, t)])
+            for key, value in labels[tray_name(r, t)].items():
+                if value is None:
+                    body["metadata"]["labels"].pop(key, None)
+                else:
+                    body["metadata"]["labels"][key] = value
+            trays.append(body)
+    wanted = [control_plane_node(kubelet_version), *trays]
     wanted_names = {n["metadata"]["name"] for n in wanted}
     to_create = [n for n in wanted if n["metadata"]["name"] not in existing]
     to_delete = sorted(n for n in existing if parse_tray_name(n) and n not in wanted_names)
@@ -219,20 +278,199 @@ def reconcile_nodes(
     return len(to_create), len(to_delete)
 
 
-def apply_clique_labels(core: Any, racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]) -> list[str]:
-    """Bring every tray's clique label to what the faults say; returns the nodes changed."""
-    desired = desired_clique_labels(racks, trays_per_rack, faults)
-    current = {
-        n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(CLIQUE_LABEL)
-        for n in list_nodes(core, "type=kwok")
-    }
-    changed = [name for name, value in desired.items() if name in current and current[name] != value]
+def tray_changes(
+    nodes: list[dict[str, Any]], racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per tray that differs from what the faults want: ``{"labels": {...}, "gpus": N}`` (either key)."""
+    labels = desired_tray_labels(racks, trays_per_rack, faults)
+    gpus = desired_gpus(racks, trays_per_rack, faults)
+    changes: dict[str, dict[str, Any]] = {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        if name not in labels:
+            continue
+        current = node["metadata"].get("labels") or {}
+        label_patch = {k: v for k, v in labels[name].items() if current.get(k) != v}
+        status = node.get("status") or {}
+        want = str(gpus[name])
+        gpus_differ = any((status.get(part) or {}).get(GPU_RESOURCE) != want for part in ("capacity", "allocatable"))
+        change: dict[str, Any] = {}
+        if label_patch:
+            change["labels"] = label_patch
+        if gpus_differ:
+            change["gpus"] = gpus[name]
+        if change:
+            changes[name] = change
+    return changes
+
+
+def apply_tray_state(core: Any, racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]) -> list[str]:
+    """Bring every tray's labels (clique, rack, GPU count) and its nvidia.com/gpu capacity and
+    allocatable to what the faults say; returns the nodes changed.
+
+    The GPU count is written to the status subresource, as a device plugin's kubelet would; KWOK
+    keeps it (its stages copy capacity and allocatable from the Node and renew only conditions).
+    """
+    changes = tray_changes(list_nodes(core, "type=kwok"), racks, trays_per_rack, faults)
 
     def patch(name: str) -> None:
-        core.patch_node(name, {"metadata": {"labels": {CLIQUE_LABEL: desired[name]}}})
+        change = changes[name]
+        if "labels" in change:
+            core.patch_node(name, {"metadata": {"labels": change["labels"]}})
+        if "gpus" in change:
+            count = str(change["gpus"])
+            core.patch_node_status(
+                name, {"status": {"capacity": {GPU_RESOURCE: count}, "allocatable": {GPU_RESOURCE: count}}}
+            )
 
-    _parallel(patch, changed)
-    return sorted(changed)
+    _parallel(patch, sorted(changes))
+    return sorted(changes)
+
+
+# --- busy-node: another tenant's pod holding a tray's GPUs ---------------------------------------
+
+
+def busy_pod_name(node: str) -> str:
+    return f"busy-{node}"
+
+
+def busy_pod(node: str) -> dict[str, Any]:
+    """A Running pod of another tenant, bound to ``node``, holding all of its GPUs."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": busy_pod_name(node),
+            "namespace": BUSY_NAMESPACE,
+            "labels": {FAULT_LABEL: "busy-node", "app.kubernetes.io/name": "tenant-training"},
+            "annotations": {FAULT_LABEL: f"busy-node: another tenant's job holds every GPU of {node}"},
+        },
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": False,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "registry.invalid/tenant/training:1",
+                    "command": ["python3", "train.py"],
+                    "resources": {"limits": {GPU_RESOURCE: str(GPUS_PER_TRAY)}},
+                }
+            ],
+        },
+    }
+
+
+def busy_nodes(faults: dict[str, dict[str, Any]]) -> list[str]:
+    fault = faults.get("busy-node")
+    return [str(fault["node"])] if fault and fault.get("node") else []
+
+
+def _busy_pods(core: Any) -> list[dict[str, Any]]:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        response = core.list_namespaced_pod(BUSY_NAMESPACE, _preload_content=False)
+    except ApiException as exc:
+        if exc.status == 404:
+            return []
+        raise
+    return json.loads(response.data)["items"]
+
+
+def _namespace_phase(core: Any) -> Optional[str]:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return core.read_namespace(BUSY_NAMESPACE).status.phase or "Active"
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _create_busy_pod(core: Any, node: str, deadline: float) -> None:
+    """Create the pod once the namespace is Active and its default ServiceAccount exists."""
+    from kubernetes.client.exceptions import ApiException
+
+    while True:
+        phase = _namespace_phase(core)
+        try:
+            if phase is None:
+                core.create_namespace({"metadata": {"name": BUSY_NAMESPACE, "labels": {FAULT_LABEL: "busy-node"}}})
+            elif phase == "Active":
+                core.create_namespaced_pod(BUSY_NAMESPACE, busy_pod(node))
+                return
+        except ApiException as exc:
+            if exc.status == 409 and phase == "Active":
+                return
+            # 403: the namespace is terminating or its ServiceAccount is not made yet; 409: a racing
+            # create of the namespace; 5xx: the API server is busy. All pass.
+            if exc.status not in (403, 409) and exc.status < 500:
+                raise
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"busy-node: could not create pod {BUSY_NAMESPACE}/{busy_pod_name(node)} "
+                f"(namespace {phase or 'missing'}); see `sim/rack logs kube-controller-manager`"
+            )
+        time.sleep(0.5)
+
+
+def apply_busy_pods(core: Any, faults: dict[str, dict[str, Any]], timeout: float = 60.0) -> list[str]:
+    """Make the busy-node pods what the faults say: the faulted tray's pod Running, others gone,
+    the namespace removed once it holds no pod. Returns what changed, as short phrases."""
+    wanted = set(busy_nodes(faults))
+    deadline = time.monotonic() + timeout
+    changed: list[str] = []
+    pods = _busy_pods(core)
+    ours = {p["metadata"]["name"]: p for p in pods if (p["metadata"].get("labels") or {}).get(FAULT_LABEL)}
+    for name, pod in sorted(ours.items()):
+        node = (pod.get("spec") or {}).get("nodeName")
+        finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        unwanted = node not in wanted or name != busy_pod_name(node) or finished
+        if unwanted and not pod["metadata"].get("deletionTimestamp"):
+            core.delete_namespaced_pod(name, BUSY_NAMESPACE, grace_period_seconds=0)
+            changed.append(f"deleted pod {BUSY_NAMESPACE}/{name}")
+    for node in sorted(wanted):
+        pod = ours.get(busy_pod_name(node))
+        if (
+            pod is None
+            or pod["metadata"].get("deletionTimestamp")
+            or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        ):
+            _wait_busy_pod_gone(core, busy_pod_name(node), deadline)
+            _create_busy_pod(core, node, deadline)
+            changed.append(f"created pod {BUSY_NAMESPACE}/{busy_pod_name(node)} on {node}")
+    # wait until the wanted pods run and the others are gone, so the caller sees the fault in place
+    while True:
+        current = {p["metadata"]["name"]: p for p in _busy_pods(core)}
+        running = all((current.get(busy_pod_name(n)) or {}).get("status", {}).get("phase") == "Running" for n in wanted)
+        stale = [
+            n
+            for n, p in current.items()
+            if (p["metadata"].get("labels") or {}).get(FAULT_LABEL) and n not in {busy_pod_name(w) for w in wanted}
+        ]
+        if running and not stale:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"busy-node: pods in {BUSY_NAMESPACE} not settled after {timeout:.0f}s "
+                f"(waiting for {sorted(wanted)} Running, {stale} gone); see `sim/rack logs kwok`"
+            )
+        time.sleep(0.5)
+    if not wanted and not current and _namespace_phase(core) == "Active":
+        core.delete_namespace(BUSY_NAMESPACE)
+        changed.append(f"deleted namespace {BUSY_NAMESPACE}")
+    return changed
+
+
+def _wait_busy_pod_gone(core: Any, name: str, deadline: float) -> None:
+    while any(p["metadata"]["name"] == name for p in _busy_pods(core)):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"busy-node: pod {BUSY_NAMESPACE}/{name} is not going away")
+        time.sleep(0.5)
 
 
 def wait_nodes_ready(core: Any, expected: int, timeout: float, progress: Progress) -> float:

@@ -430,7 +430,10 @@ def channel_pod(name: str, template: str, node: str | None = None) -> dict[str, 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
 
 
-def nvbandwidth_mpijob(name: str, template: str, workers: int = 2, slots: int = 4, **extra: Any) -> dict[str, Any]:
+def nvbandwidth_mpijob(
+    name: str, template: str, workers: int = 2, slots: int = 4, trays: list[str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """An MPIJob like the verify role's; ``trays``: pin the workers to those nodes, as the role does."""
     ranks = workers * slots
     container = {
         "image": "ghcr.io/nvidia/k8s-samples:nvbandwidth-v0.7-8d103163",
@@ -492,12 +495,48 @@ def nvbandwidth_mpijob(name: str, template: str, workers: int = 2, slots: int = 
                             "resourceClaims": [
                                 {"name": "compute-domain-channel", "resourceClaimTemplateName": template}
                             ],
+                            **(pinned_to(trays) if trays else {}),
                         }
                     },
                 },
             },
         },
     }
+
+
+def pinned_to(trays: list[str]) -> dict[str, Any]:
+    expr = {"key": "kubernetes.io/hostname", "operator": "In", "values": trays}
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}
+            }
+        }
+    }
+
+
+def rack_trays(rack, index: int, count: int) -> list[str]:
+    """The first ``count`` trays of rack ``index`` (by the rack label the sim sets)."""
+    items = rack.get_json("nodes", "-l", f"gpu-fabric.sim/rack=rack{index}")["items"]
+    names = sorted((n["metadata"]["name"] for n in items), key=lambda n: int(n.rsplit("-t", 1)[1]))
+    if len(names) < count:
+        pytest.skip(f"needs {count} trays in rack {index}; the rack has {len(names)}")
+    return names[:count]
+
+
+@pytest.fixture
+def own_faults(sim_rack):
+    """``own_faults(name, **params)`` switches a fault on; it is cleared by name afterwards (other
+    faults on a shared rack are left alone)."""
+    names: list[str] = []
+
+    def set_fault(name: str, **params: Any):
+        names.append(name)
+        return sim_rack.fault(name, **params)
+
+    yield set_fault
+    for name in dict.fromkeys(names):
+        sim_rack.rack("fault", "--clear", name, check=False)
 
 
 def wait_condition(rack, namespace: str, mpijob: str, ctype: str, timeout: float = 90) -> dict[str, Any]:
@@ -688,15 +727,45 @@ def test_mpijob_succeeds_and_the_launcher_log_is_the_measured_matrix(addons, nam
 
 
 @pytest.mark.sim
-def test_fault_degraded_link_lowers_that_cell(addons, namespace, clean_faults):
-    addons.fault("degraded-link", src=1, dst=6, gbps=401.25)
-    addons.apply([compute_domain("nvb", 2), nvbandwidth_mpijob("nvb", "nvb-channel")], namespace)
+def test_fault_degraded_link_lowers_that_cell(addons, namespace, own_faults):
+    own_faults("degraded-link", src=1, dst=6, gbps=401.25)  # no rack=: rack 0
+    trays = rack_trays(addons, 0, 2)
+    addons.apply([compute_domain("nvb", 2), nvbandwidth_mpijob("nvb", "nvb-channel", trays=trays)], namespace)
     wait_condition(addons, namespace, "nvb", "Succeeded", timeout=120)
     matrix = matrix_of(launcher_log(addons, namespace, "nvb"))[1]
     cells = fixture_cells()
     assert matrix.rows[1][6] == 401.25
     assert sorted(v for r, c, v in matrix.measured() if (r, c) != (1, 6)) == sorted(cells[:12] + cells[13:])
     assert matrix.reported_sum == pytest.approx(round(sum(cells) - cells[12] + 401.25, 2), abs=1e-9)
+
+
+@pytest.mark.sim
+def test_matrix_faults_hit_the_jobs_on_their_rack_only(addons, namespace, own_faults):
+    """One MPIJob per rack, each over that rack's trays: the rack-1 faults show in rack 1's matrix only."""
+    if addons.status()["racks"] < 2:
+        pytest.skip("needs 2 racks (sim/rack up --racks 2 --trays-per-rack 4)")
+    own_faults("degraded-link", rack=1, src=0, dst=5, gbps=400)
+    own_faults("degraded-gpu", rack=1, gpu=6, factor=0.944)
+    jobs = {0: "nvb-rack0", 1: "nvb-rack1"}
+    for rack, name in jobs.items():
+        trays = rack_trays(addons, rack, 2)
+        addons.apply([compute_domain(name, 2), nvbandwidth_mpijob(name, f"{name}-channel", trays=trays)], namespace)
+    for name in jobs.values():
+        wait_condition(addons, namespace, name, "Succeeded", timeout=180)
+    spared = matrix_of(launcher_log(addons, namespace, jobs[0]))[1]
+    hit = matrix_of(launcher_log(addons, namespace, jobs[1]))[1]
+    cells = fixture_cells()
+    assert spared.shape == hit.shape == (8, 8)
+    assert spared.values() == cells
+    assert spared.reported_sum == 45997.93
+    assert hit.rows[0][5] == 400.0
+    for r in range(8):
+        for c in range(8):
+            if r == c or (r, c) == (0, 5):
+                continue
+            expected = round(spared.rows[r][c] * 0.944, 2) if 6 in (r, c) else spared.rows[r][c]
+            assert hit.rows[r][c] == expected, (r, c)
+    assert hit.reported_sum == round(sum(hit.values()), 2)
 
 
 @pytest.mark.sim

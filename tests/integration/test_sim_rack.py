@@ -73,6 +73,7 @@ def test_trays_look_like_gb200_compute_trays(sim_rack: SimRack) -> None:
         assert not node["spec"].get("taints"), f"{name} is tainted: {node['spec']['taints']}"
         rack = node["metadata"]["annotations"]["gpu-fabric.sim/rack"]
         assert name.startswith(f"gb200-r{rack}-")
+        assert labels["gpu-fabric.sim/rack"] == f"rack{rack}"
         by_rack.setdefault(rack, set()).add(labels[CLIQUE])
     # one clique per rack, a different NVLink domain (cluster UUID) per rack
     assert all(len(values) == 1 for values in by_rack.values()), by_rack

@@ -11,9 +11,15 @@ kwok ``Logs`` object (same name and namespace as the pod, owned by it) pointing 
   ``channel-missing`` is on or the node has no clique label (the real driver injects no channel
   on a node without a clique ID);
 * an MPIJob launcher pod: nvbandwidth output scaled to workers x slotsPerWorker ranks, or an
-  nccl-tests ``all_reduce_perf`` table when the command runs it; fault ``degraded-link``
-  (params src, dst, gbps) lowers one cell; a launcher with a non-zero
+  nccl-tests ``all_reduce_perf`` table when the command runs it; a launcher with a non-zero
   ``gpu-fabric.sim/exit-code`` annotation ends with the CUDA/MPI error instead.
+
+The matrix faults are per rack (param ``rack``, default 0): ``degraded-link`` (src, dst, gbps)
+sets one cell, ``degraded-gpu`` (gpu, factor) scales a row and a column, of the matrix of a job
+on that rack. The rack of an MPIJob is the rack of the trays its worker pods are bound to (all
+of them on one rack), else the rack of the trays its worker template's node affinity or node
+selector names (``kubernetes.io/hostname`` values, or the ``gpu-fabric.sim/rack`` label); a job
+whose workers span racks, or that names no tray, gets no matrix fault.
 
 A log is written once, when the pod is first seen; faults switched later do not rewrite it.
 """
@@ -24,10 +30,11 @@ import logging
 import shutil
 from typing import Any, Optional
 
-from simrack import logs
+from simrack import faultspec, logs
 from simrack.controllers.base import Controller, labels_of
 from simrack.controllers.kube import COMPUTEDOMAINS, KWOK_LOGS, MPIJOBS, NODES, PODS, owner_reference
 from simrack.controllers.mpioperator import EXIT_CODE_ANNOTATION, JOB_NAME, JOB_ROLE, defaults
+from simrack.nodes import RACK_LABEL, parse_tray_name
 
 log = logging.getLogger("simrack")
 
@@ -50,33 +57,71 @@ def testcase_of(argv: list[str]) -> str:
     return logs.DEFAULT_TESTCASE
 
 
-def degraded_cells(faults: dict[str, dict[str, Any]], world: int) -> dict[tuple[int, int], float]:
-    fault = faults.get("degraded-link")
-    if fault is None:
-        return {}
-    src, dst = int(fault.get("src", 0)), int(fault.get("dst", 1))
-    gbps = float(fault.get("gbps", 400.0))
-    if not (0 <= src < world and 0 <= dst < world and src != dst):
-        log.warning("fault degraded-link: pair (%d, %d) is outside a %d-rank matrix", src, dst, world)
-        return {}
-    return {(src, dst): gbps}
+def _racks_of_trays(names: list[str]) -> set[int]:
+    return {parsed[0] for parsed in map(parse_tray_name, names) if parsed is not None}
 
 
-def launcher_log(pod: dict[str, Any], mpijob: dict[str, Any], faults: dict[str, dict[str, Any]]) -> str:
+def _template_racks(spec: dict[str, Any]) -> set[int]:
+    """Racks the Worker template pins its pods to: tray names under ``kubernetes.io/hostname`` (or
+    ``metadata.name``) in the node selector or the required node affinity, or ``rack<N>`` values
+    of the ``gpu-fabric.sim/rack`` label."""
+    worker = (spec.get("mpiReplicaSpecs") or {}).get("Worker") or {}
+    pod_spec = (worker.get("template") or {}).get("spec") or {}
+    pairs: list[tuple[str, list[str]]] = [(k, [str(v)]) for k, v in (pod_spec.get("nodeSelector") or {}).items()]
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for expr in [*(term.get("matchExpressions") or []), *(term.get("matchFields") or [])]:
+            if expr.get("operator", "In") == "In":
+                pairs.append((str(expr.get("key", "")), [str(v) for v in expr.get("values") or []]))
+    racks: set[int] = set()
+    for key, values in pairs:
+        if key in ("kubernetes.io/hostname", "metadata.name"):
+            racks |= _racks_of_trays(values)
+        elif key == RACK_LABEL:
+            racks |= {int(v[4:]) for v in values if v.startswith("rack") and v[4:].isdigit()}
+    return racks
+
+
+def mpijob_rack(mpijob: dict[str, Any], workers: list[dict[str, Any]]) -> Optional[int]:
+    """The rack an MPIJob runs on: that of the trays its workers are bound to, else that of the trays
+    its Worker template names; None when they span racks or name none."""
+    bound = _racks_of_trays([str((w.get("spec") or {}).get("nodeName") or "") for w in workers])
+    if bound:
+        return bound.pop() if len(bound) == 1 else None
+    named = _template_racks(mpijob.get("spec") or {})
+    return named.pop() if len(named) == 1 else None
+
+
+def launcher_log(
+    pod: dict[str, Any],
+    mpijob: dict[str, Any],
+    faults: dict[str, dict[str, Any]],
+    workers: Optional[list[dict[str, Any]]] = None,
+) -> str:
     spec = defaults(mpijob.get("spec") or {})
-    workers = int(spec["mpiReplicaSpecs"].get("Worker", {}).get("replicas", 0))
+    n_workers = int(spec["mpiReplicaSpecs"].get("Worker", {}).get("replicas", 0))
     slots = int(spec["slotsPerWorker"])
-    hostnames, devices = logs.ranks_for(mpijob["metadata"]["name"], workers, slots)
+    hostnames, devices = logs.ranks_for(mpijob["metadata"]["name"], n_workers, slots)
     argv = command_line(pod)
     exit_code = ((pod["metadata"].get("annotations") or {}).get(EXIT_CODE_ANNOTATION) or "0").strip()
     failing = exit_code not in ("", "0")
     if any(a.endswith("all_reduce_perf") for a in argv) and not failing:
         return logs.all_reduce_perf_text(argv, len(hostnames), hostnames, logs.mean_measured_cell())
+    rack = mpijob_rack(mpijob, workers or [])
+    cells, factors, notes = faultspec.matrix_faults(faults, rack, len(hostnames))
+    ref = f"{mpijob['metadata'].get('namespace')}/{mpijob['metadata']['name']}"
+    for note in notes:
+        log.warning("MPIJob %s (rack %s): fault %s", ref, rack, note)
+    if cells or factors:
+        log.info("MPIJob %s on rack %s: degraded cells %s, GPU factors %s", ref, rack, cells, factors)
     run = logs.NvbandwidthRun(
         hostnames=hostnames,
         local_devices=devices,
         testcase=testcase_of(argv),
-        degraded=degraded_cells(faults, len(hostnames)),
+        degraded=cells,
+        gpu_factors=factors,
         failure="launcher-fails" if failing else None,
     )
     return logs.nvbandwidth_text(run)
@@ -108,9 +153,17 @@ class PodLogsController(Controller):
             if role == "launcher":
                 if mpijobs is None:
                     mpijobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in self.kube.list(MPIJOBS)}
-                mpijob = mpijobs.get((meta["namespace"], labels_of(pod).get(JOB_NAME, "")))
+                job_name = labels_of(pod).get(JOB_NAME, "")
+                mpijob = mpijobs.get((meta["namespace"], job_name))
                 if mpijob is not None:
-                    text = launcher_log(pod, mpijob, self.faults)
+                    workers = [
+                        p
+                        for p in pods
+                        if p["metadata"].get("namespace") == meta["namespace"]
+                        and labels_of(p).get(JOB_NAME) == job_name
+                        and labels_of(p).get(JOB_ROLE) == "worker"
+                    ]
+                    text = launcher_log(pod, mpijob, self.faults, workers)
             elif role != "worker" and (pod.get("spec") or {}).get("resourceClaims"):
                 if channel_templates is None:
                     channel_templates = {

@@ -1,0 +1,169 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Parameters of the faults (what ``sim/rack fault NAME key=value ...`` accepts) and the per-rack
+nvbandwidth faults as the log writer applies them.
+
+Standard library only: the CLI validates with it before writing ``faults.json``, the pod log
+writer reads the matrix faults of one rack with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from simrack.nodes import GPUS_PER_TRAY, tray_name
+
+# One NVLink of the 18 a GB200 GPU has to the NVLink switch trays lost: 17/18 of the bandwidth.
+DEFAULT_GPU_FACTOR = 0.944
+DEFAULT_LINK_GBPS = 400.0
+
+# Accepted parameters per fault (the ones with a default are optional).
+PARAMS: dict[str, tuple[str, ...]] = {
+    "unlabelled-node": ("node",),
+    "split-clique": ("rack",),
+    "apiserver-restart": (),
+    "degraded-link": ("rack", "src", "dst", "gbps"),
+    "degraded-gpu": ("rack", "gpu", "factor"),
+    "missing-gpu": ("node",),
+    "busy-node": ("node",),
+    "launcher-fails": ("code",),
+    "compute-domain-not-ready": (),
+    "missing-deviceclass": (),
+    "channel-missing": (),
+}
+# Faults whose one parameter names a tray and has no default.
+NODE_FAULTS = ("missing-gpu", "busy-node")
+# Faults that change one rack's nvbandwidth matrix (param rack, default 0).
+MATRIX_FAULTS = ("degraded-link", "degraded-gpu")
+
+
+def _int(name: str, key: str, value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        raise ValueError(f"{name}: {key}={value} is not an integer") from None
+
+
+def _float(name: str, key: str, value: Any) -> float:
+    try:
+        number = float(str(value))
+    except ValueError:
+        raise ValueError(f"{name}: {key}={value} is not a number") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"{name}: {key}={value} is not a finite number")
+    return number
+
+
+def _rack(name: str, params: dict[str, Any], racks: int) -> int:
+    rack = _int(name, "rack", params.get("rack", 0))
+    if not 0 <= rack < racks:
+        raise ValueError(f"{name}: rack={rack} is not in this sim (racks 0..{racks - 1})")
+    return rack
+
+
+def _gpu(name: str, key: str, value: Any, rack: int, gpus: int) -> int:
+    gpu = _int(name, key, value)
+    if not 0 <= gpu < gpus:
+        raise ValueError(f"{name}: {key}={gpu} is out of range (rack {rack} has GPUs 0..{gpus - 1})")
+    return gpu
+
+
+def _node(name: str, params: dict[str, Any], racks: int, trays_per_rack: int) -> str:
+    node = str(params.get("node") or "")
+    if not node:
+        raise ValueError(f"{name} needs node=<tray> (e.g. node={tray_name(0, min(3, trays_per_rack - 1))})")
+    trays = {tray_name(r, t) for r in range(racks) for t in range(trays_per_rack)}
+    if node not in trays:
+        raise ValueError(f"{name}: node={node} is not a tray of this sim (e.g. {tray_name(0, 0)})")
+    return node
+
+
+def validate(name: str, params: dict[str, str], racks: int, trays_per_rack: int) -> dict[str, str]:
+    """The parameters to record for fault ``name``; ValueError (one line) when they are wrong.
+
+    Parameters given are kept as given; the new faults also record their defaults, so
+    ``faults.json`` and ``--list`` say what is in effect.
+    """
+    allowed = PARAMS.get(name)
+    if allowed is None:
+        raise ValueError(f"unknown fault {name!r}; known: {', '.join(PARAMS)}")
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        known = f"known: {', '.join(allowed)}" if allowed else "it takes no parameters"
+        raise ValueError(f"{name}: unknown parameter {', '.join(unknown)} ({known})")
+    out = dict(params)
+    gpus = trays_per_rack * GPUS_PER_TRAY
+    if name in NODE_FAULTS:
+        _node(name, params, racks, trays_per_rack)
+    elif name == "degraded-link":
+        rack = _rack(name, params, racks)
+        src = _gpu(name, "src", params.get("src", 0), rack, gpus)
+        dst = _gpu(name, "dst", params.get("dst", 1), rack, gpus)
+        if src == dst:
+            raise ValueError(f"{name}: src and dst are both {src}; a link joins two different GPUs")
+        gbps = _float(name, "gbps", params.get("gbps", DEFAULT_LINK_GBPS))
+        if gbps < 0:
+            raise ValueError(f"{name}: gbps={params['gbps']} must not be negative")
+    elif name == "degraded-gpu":
+        rack = _rack(name, params, racks)
+        if "gpu" not in params:
+            raise ValueError(f"{name} needs gpu=<index in the rack's matrix, 0..{gpus - 1}>")
+        _gpu(name, "gpu", params["gpu"], rack, gpus)
+        factor = _float(name, "factor", params.get("factor", DEFAULT_GPU_FACTOR))
+        if not 0 < factor <= 1:
+            raise ValueError(f"{name}: factor={params['factor']} must be in (0, 1] (0.944 = 17 of 18 NVLinks)")
+        out.setdefault("rack", "0")
+        out.setdefault("factor", str(DEFAULT_GPU_FACTOR))
+    elif name == "split-clique":
+        _rack(name, params, racks)
+    elif name == "launcher-fails" and "code" in params:
+        _int(name, "code", params["code"])
+    return out
+
+
+def fault_rack(params: dict[str, Any]) -> int:
+    """The rack a matrix fault is for (0 when ``rack=`` was not given)."""
+    try:
+        return int(str(params.get("rack", 0)))
+    except ValueError:
+        return -1
+
+
+def matrix_faults(
+    faults: dict[str, dict[str, Any]], rack: Optional[int], world: int
+) -> tuple[dict[tuple[int, int], float], dict[int, float], list[str]]:
+    """What the active faults do to the matrix of a ``world``-rank job on ``rack``.
+
+    Answers (cells set to a value, per-GPU factors for its row and column, notes on faults that
+    did not fit this matrix). A job whose rack is not known (None) gets none of them.
+    """
+    cells: dict[tuple[int, int], float] = {}
+    factors: dict[int, float] = {}
+    notes: list[str] = []
+    if rack is None:
+        return cells, factors, notes
+    link = faults.get("degraded-link")
+    if link is not None and fault_rack(link) == rack:
+        try:
+            src, dst = int(link.get("src", 0)), int(link.get("dst", 1))
+            gbps = float(link.get("gbps", DEFAULT_LINK_GBPS))
+        except (TypeError, ValueError):
+            notes.append(f"degraded-link: unreadable params {link}")
+        else:
+            if 0 <= src < world and 0 <= dst < world and src != dst:
+                cells[(src, dst)] = gbps
+            else:
+                notes.append(f"degraded-link: pair ({src}, {dst}) is outside a {world}-rank matrix")
+    gpu_fault = faults.get("degraded-gpu")
+    if gpu_fault is not None and fault_rack(gpu_fault) == rack:
+        try:
+            gpu = int(gpu_fault.get("gpu", 0))
+            factor = float(gpu_fault.get("factor", DEFAULT_GPU_FACTOR))
+        except (TypeError, ValueError):
+            notes.append(f"degraded-gpu: unreadable params {gpu_fault}")
+        else:
+            if 0 <= gpu < world and 0 < factor <= 1:
+                factors[gpu] = factor
+            else:
+                notes.append(f"degraded-gpu: gpu {gpu} (factor {factor}) does not fit a {world}-rank matrix")
+    return cells, factors, notes
