@@ -1,33 +1,48 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Turn verification records into a report: JSON, Markdown, JUnit XML and an HTML page.
+"""Turn the verification records of a fleet into a report: JSON, Markdown, JUnit XML and an HTML page.
 
-Every verify role writes ``<report dir>/records/<check>.json``::
+Every check writes one record per rack, ``<report dir>/records/<check>/<rack>.json``::
 
-    {"check": "nvbandwidth", "passed": false, "summary": "one line",
-     "details": {...}, "started": "2026-...Z", "finished": "2026-...Z",
-     "cluster": {"server_version": "v1.34.4"}, "objects_left": 0}
+    {"check": "nvbandwidth", "rack": "rack1", "clique": "<uuid>.<id>", "run_id": "20261201T101500Z-ab12",
+     "outcome": "failed", "passed": false, "summary": "one line",
+     "nodes": [trays measured], "failed_nodes": [trays blamed], "node_problems": {tray: "one line"},
+     "trays": {"expected": 18, "found": [every GPU tray of the rack], "skipped": [{"node", "reason"}]},
+     "details": {...}, "started": "2026-...Z", "finished": "2026-...Z", "cluster": {...}, "objects_left": 0}
 
-``details`` is check specific; the renderers know a few keys that any check may carry:
-``violations`` (list of sentences), ``cliques`` ({label: [nodes]}), ``unlabelled_nodes``,
-``matrix`` (rows of numbers or null, an nvbandwidth matrix), ``failing_pairs`` ([{src, dst, gbps}]),
-``threshold_gbps``, ``unit``, ``testcase``, ``nodes``, ``sum``, ``rows`` (nccl-tests sizes).
+The records of 0.1.0, ``records/<check>.json``, are read as rack ``-``. With a ``run_id`` only the
+records of that run are current: the others are left out of the verdict and only named.
 
-The output depends on the records alone (no clock is read), so rendering the same records twice
-gives the same bytes and a second run of the report changes nothing.
+The report is built once as data (``build_report``, what ``report.json`` holds), then turned into a
+view (``report_view``: every text, class, colour and tooltip ready) that the Jinja2 templates of
+``report_templates`` only loop over. The output depends on the records alone (no clock is read),
+so the same records give the same bytes and a second run of the report changes nothing.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_templates import (
+    HTML_TEMPLATE,
+    MARKDOWN_TEMPLATE,
+)
+
+try:
+    import jinja2
+
+    HAS_JINJA2 = True
+    JINJA2_IMPORT_ERROR: Optional[ImportError] = None
+except ImportError as exc:  # pragma: no cover - jinja2 comes with ansible-core
+    HAS_JINJA2 = False
+    JINJA2_IMPORT_ERROR = exc
 
 CHECK_ORDER = ("cliques", "imex_channel", "nvbandwidth", "nccl")
 FORMATS = {
@@ -36,7 +51,20 @@ FORMATS = {
     "junit": "report.junit.xml",
     "html": "report.html",
 }
+TEMPLATE_FORMATS = ("markdown", "html")
 JUNIT_SUITE = "gpu_fabric.mnnvl.verify"
+NO_RACK = "-"  # the rack of a 0.1.0 record, which names none
+
+PASSED, FAILED, INCOMPLETE = "passed", "failed", "incomplete"
+OUTCOMES = (PASSED, FAILED, INCOMPLETE)
+SKIPPED = "skipped"  # a tray no check of the run blamed, and one skipped or none cleared
+
+CELL_TEXT = {PASSED: "PASS", FAILED: "FAIL", INCOMPLETE: "INCOMPLETE"}
+NO_CELL = "\u2014"  # em dash: the check has no record for the rack
+# A report lists this many pairs, GPUs or problems per check; report.json keeps them all.
+LIST_LIMIT = 20
+# A heatmap wider than this many GPUs shows colours only, the values in the tooltips.
+COMPACT_HEATMAP = 16
 
 
 @dataclass(frozen=True)
@@ -46,57 +74,156 @@ class RenderedFile:
     content: str
 
 
-def _unreadable(check: str, source: str, problem: str) -> dict[str, Any]:
+class ReportError(Exception):
+    """The report cannot be rendered; the message says why and what to do."""
+
+
+# ----------------------------------------------------------------------------------------- records
+
+
+def one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _names(value: Any) -> list[str]:
+    """A list of node names, once each, in the order given; anything else is an empty list."""
+    if not isinstance(value, list):
+        return []
+    return list(dict.fromkeys(str(item) for item in value if isinstance(item, (str, int)) and str(item)))
+
+
+def _trays(value: Any) -> dict[str, Any]:
+    value = value if isinstance(value, dict) else {}
+    expected = value.get("expected")
+    skipped = [
+        {"node": str(entry["node"]), "reason": one_line(entry.get("reason") or "no reason given")}
+        for entry in value.get("skipped") or []
+        if isinstance(entry, dict) and entry.get("node")
+    ]
+    return {
+        "expected": expected if isinstance(expected, int) and not isinstance(expected, bool) and expected > 0 else 0,
+        "found": _names(value.get("found")),
+        "skipped": skipped,
+    }
+
+
+def _legacy_nodes(details: dict[str, Any]) -> list[str]:
+    """The trays a 0.1.0 record measured, from its details."""
+    if isinstance(details.get("nodes"), list):
+        return _names(details["nodes"])
+    if isinstance(details.get("node"), str):
+        return [details["node"]]
+    cliques = details.get("cliques")
+    if isinstance(cliques, dict):
+        return sorted({str(node) for members in cliques.values() if isinstance(members, list) for node in members})
+    return []
+
+
+def _unreadable(check: str, rack: str, source: str, problem: str, run_id: Optional[str] = None) -> dict[str, Any]:
+    # run_id None: the run is unknown, so the failure counts in every run until the file is rewritten
     return {
         "check": check,
+        "rack": rack,
+        "clique": None,
+        "run_id": run_id,
+        "outcome": FAILED,
         "passed": False,
         "summary": f"the record {source} {problem}; run the check again to rewrite it",
+        "nodes": [],
+        "failed_nodes": [],
+        "node_problems": {},
+        "trays": _trays(None),
         "details": {},
         "source": source,
     }
 
 
-def normalise_record(raw: Any, source: str) -> dict[str, Any]:
-    """Return the record, or a failing stand-in that says what is wrong with it."""
-    stem = os.path.splitext(os.path.basename(source))[0]
+def normalise_record(raw: Any, source: str, check: str = "", rack: str = NO_RACK) -> dict[str, Any]:
+    """Return the record in the current shape, or a failing stand-in that says what is wrong with it.
+
+    ``check`` and ``rack`` are what the file's place says (``records/<check>/<rack>.json``); the
+    record's own keys win.
+    """
+    check = check or os.path.splitext(os.path.basename(source))[0]
     if not isinstance(raw, dict):
-        return _unreadable(stem, source, f"holds a {type(raw).__name__}, not an object")
+        return _unreadable(check, rack, source, f"holds a {type(raw).__name__}, not an object")
+    run_id = raw["run_id"] if isinstance(raw.get("run_id"), str) else None
+    check = str(raw.get("check") or check)
+    rack = str(raw.get("rack") or rack)
     missing = [key for key in ("check", "passed", "summary") if key not in raw]
     if missing:
-        return _unreadable(str(raw.get("check") or stem), source, f"lacks the keys {', '.join(missing)}")
-    if not isinstance(raw["passed"], bool):
-        return _unreadable(str(raw["check"]), source, f"has passed={raw['passed']!r}, not true or false")
+        return _unreadable(check, rack, source, f"lacks the keys {', '.join(missing)}", run_id)
+    passed = raw["passed"]
+    if not isinstance(passed, bool):
+        return _unreadable(check, rack, source, f"has passed={passed!r}, not true or false", run_id)
+    outcome = raw.get("outcome", PASSED if passed else FAILED)
+    if outcome not in OUTCOMES:
+        return _unreadable(check, rack, source, f"has outcome={outcome!r}, not {', '.join(OUTCOMES)}", run_id)
+    if (outcome == PASSED and not passed) or (outcome == FAILED and passed):
+        return _unreadable(check, rack, source, f"has outcome={outcome} but passed={str(passed).lower()}", run_id)
+    details = raw["details"] if isinstance(raw.get("details"), dict) else {}
+    problems = raw.get("node_problems") if isinstance(raw.get("node_problems"), dict) else {}
+    clique = raw.get("clique", details.get("clique"))
     record = dict(raw)
-    record["check"] = str(record["check"])
-    record["summary"] = " ".join(str(record["summary"]).split())
-    if not isinstance(record.get("details"), dict):
-        record["details"] = {}
-    record["source"] = source
+    record.update(
+        check=check,
+        rack=rack,
+        clique=str(clique) if clique else None,
+        run_id=run_id or "",
+        outcome=outcome,
+        summary=one_line(raw["summary"]),
+        nodes=_names(raw["nodes"]) if isinstance(raw.get("nodes"), list) else _legacy_nodes(details),
+        failed_nodes=_names(raw.get("failed_nodes")),
+        node_problems={str(node): one_line(text) for node, text in problems.items()},
+        trays=_trays(raw.get("trays")),
+        details=details,
+        source=source,
+    )
     return record
 
 
+def read_record(path: str, check: str, rack: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (OSError, ValueError) as exc:
+        return _unreadable(check, rack, path, f"could not be read ({exc})")
+    return normalise_record(raw, path, check, rack)
+
+
 def load_records(directory: str) -> list[dict[str, Any]]:
-    """Read every ``*.json`` record of ``directory`` (sorted by name); unreadable ones become failures."""
+    """Every ``<check>/<rack>.json`` and 0.1.0 ``<check>.json`` of ``directory``; unreadable ones become failures."""
     records = []
     for name in sorted(os.listdir(directory)):
-        if not name.endswith(".json"):
-            continue
         path = os.path.join(directory, name)
-        if not os.path.isfile(path):
-            continue
-        try:
-            with open(path, encoding="utf-8") as handle:
-                raw = json.load(handle)
-        except (OSError, ValueError) as exc:
-            records.append(_unreadable(name[: -len(".json")], path, f"could not be read ({exc})"))
-            continue
-        records.append(normalise_record(raw, path))
+        if os.path.isdir(path):
+            for file in sorted(os.listdir(path)):
+                if file.endswith(".json") and os.path.isfile(os.path.join(path, file)):
+                    records.append(read_record(os.path.join(path, file), name, file[: -len(".json")]))
+        elif name.endswith(".json") and os.path.isfile(path):
+            records.append(read_record(path, name[: -len(".json")], NO_RACK))
     return records
 
 
-def _order(record: dict[str, Any]) -> tuple[int, str]:
-    check = record["check"]
+def is_current(record: dict[str, Any], run_id: str) -> bool:
+    """Whether the record belongs to the run ``run_id`` (every record does when no run is named)."""
+    return not run_id or record.get("run_id") in (run_id, None)
+
+
+# ----------------------------------------------------------------------------------------- the report as data
+
+
+def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
+    """rack2 before rack10, gb200-r0-t2 before gb200-r0-t10."""
+    return tuple((1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"(\d+)", str(text)))
+
+
+def _check_key(check: str) -> tuple[int, str]:
     return (CHECK_ORDER.index(check) if check in CHECK_ORDER else len(CHECK_ORDER), check)
+
+
+def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    return (natural_key(record["rack"]), _check_key(record["check"]))
 
 
 def _parse_time(value: Any) -> Optional[datetime]:
@@ -127,36 +254,320 @@ def cluster_of(records: list[dict[str, Any]]) -> dict[str, str]:
     return {}
 
 
-def build_report(records: list[dict[str, Any]], title: str) -> dict[str, Any]:
-    """The report as data (what report.json holds)."""
-    checks = sorted(records, key=_order)
-    finished = [record["finished"] for record in checks if isinstance(record.get("finished"), str)]
-    failed = [record["check"] for record in checks if not record["passed"]]
-    started = [record["started"] for record in checks if isinstance(record.get("started"), str)]
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _sorted_names(names: Iterable[str]) -> list[str]:
+    return sorted(set(names), key=natural_key)
+
+
+def _skip_entries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per tray that some record skipped: its reasons and the checks that skipped it.
+
+    A tray that one check measured and another skipped is not verified: the run did not cover it.
+    """
+    entries: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for skip in record["trays"]["skipped"]:
+            entry = entries.setdefault(skip["node"], {"node": skip["node"], "rack": record["rack"], "reasons": []})
+            entry.setdefault("checks", []).append(record["check"])
+            if skip["reason"] not in entry["reasons"]:
+                entry["reasons"].append(skip["reason"])
+    return [
+        {"node": entry["node"], "rack": entry["rack"], "reason": "; ".join(entry["reasons"]), "checks": entry["checks"]}
+        for entry in sorted(entries.values(), key=lambda item: natural_key(item["node"]))
+    ]
+
+
+def _tray_racks(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Every GPU tray the records name (found, measured or blamed) -> the rack of the first record naming it."""
+    racks: dict[str, str] = {}
+    for record in records:
+        for node in [*record["trays"]["found"], *record["nodes"], *record["failed_nodes"]]:
+            racks.setdefault(node, record["rack"])
+    return racks
+
+
+def coverage_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which GPU trays the records found, which were verified, and which were skipped and why.
+
+    A tray is verified when a record measured it and no record skipped it; a tray any record skipped
+    is skipped, even when another record measured it. The rest were measured by none (unmeasured).
+    """
+    trays = _tray_racks(records)
+    skipped = _skip_entries(records)
+    skipped_nodes = {entry["node"] for entry in skipped}
+    verified = {node for record in records for node in record["nodes"]} - skipped_nodes
+    unmeasured = [node for node in trays if node not in verified and node not in skipped_nodes]
     return {
+        "trays": _sorted_names(trays),
+        "verified": _sorted_names(verified),
+        "skipped": skipped,
+        "unmeasured": _sorted_names(unmeasured),
+        "counts": {
+            "trays": len(trays),
+            "verified": len(verified),
+            "skipped": len(skipped),
+            "unmeasured": len(unmeasured),
+        },
+    }
+
+
+def _clears(record: dict[str, Any], node: str) -> bool:
+    """Whether a record that measured ``node`` vouches for it.
+
+    A record that passed does; so does a failed one that blamed other trays (a degraded pair on two
+    trays says nothing against the other 16). A failure that names no tray vouches for none.
+    """
+    return record["passed"] or (bool(record["failed_nodes"]) and node not in record["failed_nodes"])
+
+
+def _tray_summary(node: str, verdict: str, records: list[dict[str, Any]]) -> str:
+    measured = [record for record in records if node in record["nodes"]]
+    if verdict == FAILED:
+        return "; ".join(
+            f"{record['check']} failed: {record['node_problems'].get(node) or record['summary']}"
+            for record in records
+            if node in record["failed_nodes"]
+        )
+    if verdict == PASSED:
+        missing = []
+        for record in records:
+            if node in record["nodes"]:
+                continue
+            reasons = [skip["reason"] for skip in record["trays"]["skipped"] if skip["node"] == node]
+            if not reasons:
+                reasons = [INCOMPLETE if record["outcome"] == INCOMPLETE else "not among its trays"]
+            missing.append(f"{record['check']} ({reasons[0]})")
+        text = "passed " + ", ".join(record["check"] for record in measured)
+        return text + (f"; not measured by {', '.join(missing)}" if missing else "")
+    doubtful = [record["check"] for record in measured if not _clears(record, node)]
+    if doubtful:
+        return f"not verified: {', '.join(doubtful)} failed without naming a tray"
+    reasons = list(
+        dict.fromkeys(
+            skip["reason"] for record in records for skip in record["trays"]["skipped"] if skip["node"] == node
+        )
+    )
+    if reasons:
+        return f"skipped: {'; '.join(reasons)}"
+    return "not measured by any check of this run"
+
+
+def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """node -> {verdict, rack, checks_failed, checks_passed, summary}: the tray's worst verdict over the records.
+
+    Failed when a record blames the tray; passed when records measured it, every one of them vouches
+    for it and none skipped it; skipped otherwise (skipped by any record, even when another measured it;
+    unmeasured; or measured by a failure that names no tray).
+    """
+    by_rack: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_rack.setdefault(record["rack"], []).append(record)
+    verdicts = {}
+    for node, rack in sorted(_tray_racks(records).items(), key=lambda item: natural_key(item[0])):
+        own = by_rack[rack]  # a tray is measured and blamed by the records of its rack
+        measured = [record for record in own if node in record["nodes"]]
+        checks_failed = [record["check"] for record in own if node in record["failed_nodes"]]
+        skipped_by = [record for record in own if any(skip["node"] == node for skip in record["trays"]["skipped"])]
+        if checks_failed:
+            verdict = FAILED
+        elif measured and not skipped_by and all(_clears(record, node) for record in measured):
+            verdict = PASSED
+        else:
+            verdict = SKIPPED
+        verdicts[node] = {
+            "verdict": verdict,
+            "rack": rack,
+            "checks_failed": checks_failed,
+            "checks_passed": [record["check"] for record in measured if record["passed"]],
+            "summary": _tray_summary(node, verdict, own),
+        }
+    return verdicts
+
+
+def rack_verdict(records: list[dict[str, Any]]) -> str:
+    if any(not record["passed"] for record in records):
+        return FAILED
+    if any(record["outcome"] == INCOMPLETE for record in records):
+        return INCOMPLETE
+    return PASSED
+
+
+def racks_of(records: list[dict[str, Any]], trays: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """rack -> its clique, the outcome of each check, and how many of its trays were verified."""
+    by_rack: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_rack.setdefault(record["rack"], []).append(record)
+    racks = {}
+    for rack, members in by_rack.items():
+        coverage = coverage_of(members)
+        counts = coverage["counts"]
+        cliques = [record["clique"] for record in members if record["clique"]]
+        racks[rack] = {
+            "clique": cliques[0] if cliques else None,
+            "verdict": rack_verdict(members),
+            "checks": {record["check"]: record["outcome"] for record in members},
+            "trays": {
+                "expected": max(record["trays"]["expected"] for record in members),
+                "found": counts["trays"],
+                "verified": counts["verified"],
+                "skipped": counts["skipped"],
+                "unmeasured": counts["unmeasured"],
+            },
+            "skipped_trays": [{"node": entry["node"], "reason": entry["reason"]} for entry in coverage["skipped"]],
+            "failed_trays": [
+                node for node, tray in trays.items() if tray["rack"] == rack and tray["verdict"] == FAILED
+            ],
+        }
+    return racks
+
+
+def _entry(record: dict[str, Any]) -> dict[str, Any]:
+    return {"check": record["check"], "rack": record["rack"], "summary": record["summary"]}
+
+
+def _older(record: dict[str, Any]) -> dict[str, Any]:
+    keys = ("check", "rack", "run_id", "outcome", "passed", "summary", "finished", "source")
+    return {key: record.get(key) for key in keys}
+
+
+def build_report(records: list[dict[str, Any]], title: str, run_id: str = "") -> dict[str, Any]:
+    """The report as data (what report.json holds); with ``run_id`` only that run's records count."""
+    current = sorted((record for record in records if is_current(record, run_id)), key=_record_key)
+    older = sorted((record for record in records if not is_current(record, run_id)), key=_record_key)
+    trays = tray_verdicts(current)
+    racks = racks_of(current, trays)
+    failed = [record for record in current if not record["passed"]]
+    incomplete = [record for record in current if record["outcome"] == INCOMPLETE and record["passed"]]
+    finished = [record["finished"] for record in current if isinstance(record.get("finished"), str)]
+    started = [record["started"] for record in current if isinstance(record.get("started"), str)]
+    report = {
         "title": title,
+        "run_id": run_id,
         "generated": max(finished) if finished else None,
         "started": min(started) if started else None,
-        "cluster": cluster_of(checks),
-        "passed": bool(checks) and not failed,
-        "totals": {"checks": len(checks), "passed": len(checks) - len(failed), "failed": len(failed)},
-        "failed_checks": failed,
-        "checks": [dict(record, duration_seconds=duration_seconds(record)) for record in checks],
+        "cluster": cluster_of(current),
+        "passed": bool(current) and not failed,
+        "totals": {
+            "racks": len(racks),
+            "checks": len(current),
+            "passed": len(current) - len(failed),
+            "failed": len(failed),
+            "incomplete": sum(1 for record in current if record["outcome"] == INCOMPLETE),
+            "not_current": len(older),
+        },
+        "failed_checks": [_entry(record) for record in failed],
+        "incomplete_checks": [_entry(record) for record in incomplete],
+        "checks": [dict(record, duration_seconds=duration_seconds(record)) for record in current],
+        "not_current": [_older(record) for record in older],
+        "racks": racks,
+        "coverage": coverage_of(current),
+        "trays": trays,
     }
+    report["summary"] = summary_line(report)
+    return report
+
+
+# ----------------------------------------------------------------------------------------- one-line texts
+
+
+def _by_check(entries: list[dict[str, Any]]) -> str:
+    """[{check, rack}] -> 'nvbandwidth (rack1, rack2), nccl (rack0)'."""
+    racks: dict[str, list[str]] = {}
+    for entry in entries:
+        racks.setdefault(entry["check"], [])
+        if entry["rack"] != NO_RACK:
+            racks[entry["check"]].append(entry["rack"])
+    return ", ".join(
+        f"{check} ({', '.join(names)})" if names else check
+        for check, names in sorted(racks.items(), key=lambda i: _check_key(i[0]))
+    )
+
+
+def verdict_words(report: dict[str, Any]) -> str:
+    """'3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); incomplete, allowed: nvbandwidth (rack0)'."""
+    totals = report["totals"]
+    if not totals["checks"]:
+        return f"no check of run {report['run_id']} wrote a record" if report["run_id"] else "no record to report"
+    words = [f"{plural(totals['racks'], 'rack')}, {totals['passed']} of {totals['checks']} checks passed"]
+    if report["failed_checks"]:
+        words.append(f"failed: {_by_check(report['failed_checks'])}")
+    if report["incomplete_checks"]:
+        words.append(f"incomplete, allowed: {_by_check(report['incomplete_checks'])}")
+    return "; ".join(words)
+
+
+def coverage_words(coverage: dict[str, Any]) -> str:
+    """'36 of 54 GPU trays verified; 18 skipped'."""
+    counts = coverage["counts"]
+    words = f"{counts['verified']} of {counts['trays']} GPU trays verified; {counts['skipped']} skipped"
+    if counts["unmeasured"]:
+        words += f"; {counts['unmeasured']} not measured by any check"
+    return words
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    verdict = "PASSED" if report["passed"] else "FAILED"
+    return f"{verdict}: {verdict_words(report)}; {coverage_words(report['coverage'])}"
+
+
+def not_current_words(report: dict[str, Any]) -> str:
+    """'nccl (record of run 20261124T083000Z-7c01)': the checks whose records are of other runs."""
+    current_checks = {record["check"] for record in report["checks"]}
+    by_check: dict[str, list[dict[str, Any]]] = {}
+    for record in report["not_current"]:
+        by_check.setdefault(record["check"], []).append(record)
+    words = []
+    for check in sorted(by_check, key=_check_key):
+        older = by_check[check]
+        runs = list(dict.fromkeys(record["run_id"] or "" for record in older))
+        named = [run for run in runs if run]
+        noun = "record" if len(older) == 1 else "records"
+        where = f" on {', '.join(record['rack'] for record in older)}" if check in current_checks else ""
+        if named:
+            of = f"of run {named[0]}" if len(named) == 1 else f"of runs {', '.join(named)}"
+            of += " and without a run id" if len(named) < len(runs) else ""
+        else:
+            of = "without a run id"
+        words.append(f"{check}{where} ({noun} {of})")
+    return ", ".join(words)
+
+
+def _second(timestamp: str) -> str:
+    """2026-12-01T10:01:02.500000Z -> 2026-12-01T10:01:02Z: a reader needs no microseconds."""
+    return re.sub(r"\.\d+(?=Z$|[+-]\d\d:\d\d$)", "", timestamp)
+
+
+def run_facts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The header of the Markdown and HTML reports: where, what was covered, which run, when."""
+    facts = []
+    cluster = report.get("cluster") or {}
+    if cluster:
+        where = cluster.get("host", "")
+        version = cluster.get("server_version")
+        facts.append(("cluster", f"{where} (Kubernetes {version})".strip() if version else where))
+    facts.append(("coverage", coverage_words(report["coverage"])))
+    if report.get("run_id"):
+        facts.append(("run", report["run_id"]))
+    if report.get("started") and report.get("generated"):
+        facts.append(("checks ran", f"{_second(report['started'])} to {_second(report['generated'])}"))
+    elif report.get("generated"):
+        facts.append(("last check finished", _second(report["generated"])))
+    if report["not_current"]:
+        facts.append(("not run this time", not_current_words(report)))
+    return facts
 
 
 def render_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, sort_keys=True) + "\n"
 
 
-# ----------------------------------------------------------------------------------------- Markdown
+# ----------------------------------------------------------------------------------------- the view
 
 
-def _md(text: Any) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
-
-
-def _number(value: Any, digits: int = 2) -> str:
+def number(value: Any, digits: int = 2) -> str:
     if value is None:
         return "N/A"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -164,111 +575,8 @@ def _number(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def _duration(record: dict[str, Any]) -> str:
-    seconds = record.get("duration_seconds")
-    return "" if seconds is None else f"{seconds:.1f} s"
-
-
-def failing_cells(details: dict[str, Any]) -> set[tuple[int, int]]:
-    cells = set()
-    for pair in details.get("failing_pairs") or []:
-        try:
-            cells.add((int(pair["src"]), int(pair["dst"])))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return cells
-
-
-def _markdown_matrix(details: dict[str, Any]) -> list[str]:
-    matrix = details.get("matrix")
-    if not isinstance(matrix, list) or not matrix:
-        return []
-    failing = failing_cells(details)
-    width = max(len(row) for row in matrix if isinstance(row, list))
-    unit = details.get("unit") or "GB/s"
-    placement = gpu_placement(details)
-    lines = []
-    if placement:
-        where = ", ".join(f"{ranks} on {_md(node)}" for ranks, node in placement)
-        lines.extend([f"GPUs {where}.", ""])
-    lines += [
-        f"Matrix ({_md(unit)}, row = source GPU, column = destination GPU; **bold** = below the threshold):",
-        "",
-        "| " + " | ".join([_md(unit)] + [str(column) for column in range(width)]) + " |",
-        "| " + " | ".join(["---"] * (width + 1)) + " |",
-    ]
-    for src, row in enumerate(matrix):
-        cells = []
-        for dst, value in enumerate(row):
-            text = _number(value)
-            cells.append(f"**{text}**" if (src, dst) in failing else text)
-        lines.append("| " + " | ".join([str(src), *cells]) + " |")
-    lines.append("")
-    return lines
-
-
-# details key -> label, in the order the facts of a check are listed
-FACTS = (
-    ("gpu_nodes", "GPU nodes"),
-    ("testcase", "test"),
-    ("clique", "clique"),
-    ("nodes", "nodes"),
-    ("gpu_product", "GPU product"),
-    ("gpus_per_node", "GPUs per node"),
-    ("ranks", "ranks"),
-    ("peak_gbps", "NVLink peak per direction (GB/s)"),
-    ("min_fraction_of_peak", "fraction of the peak required"),
-    ("threshold_gbps", "threshold (GB/s)"),
-    ("min", "min (GB/s)"),
-    ("mean", "mean (GB/s)"),
-    ("max", "max (GB/s)"),
-    ("sum", "sum (GB/s)"),
-    ("avg_busbw_gbps", "average bus bandwidth (GB/s)"),
-    ("namespace", "namespace"),
-    ("compute_domain", "ComputeDomain"),
-    ("job", "MPIJob"),
-    ("pod", "pod"),
-    ("node", "node"),
-    ("channel0", "channel0"),
-)
-
-
-def check_facts(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) pairs describing what a check ran on and measured, for both Markdown and HTML."""
-    details = record.get("details") or {}
-    facts = []
-    for key, label in FACTS:
-        value = details.get(key)
-        if value in (None, "", []) or isinstance(value, (dict, bool)):
-            continue
-        if isinstance(value, list):
-            text = ", ".join(str(item) for item in value)
-        elif isinstance(value, float) and key != "min_fraction_of_peak":
-            text = _number(value)
-        else:
-            text = str(value)
-        # the ls line is quoted as it came (its spacing is part of it); other values fit on one line
-        facts.append((label, text.replace("\n", " ") if key == "channel0" else " ".join(text.split())))
-    if isinstance(record.get("objects_left"), int):
-        facts.append(("objects left behind", str(record["objects_left"])))
-    return facts
-
-
-def gpu_placement(details: dict[str, Any]) -> list[tuple[str, str]]:
-    """Which node holds which GPU ranks of the matrix: [("0-3", "gb200-r0-t0"), ...] (ranks fill nodes in order)."""
-    nodes, per_node, matrix = details.get("nodes"), details.get("gpus_per_node"), details.get("matrix")
-    if not (isinstance(nodes, list) and isinstance(per_node, int) and per_node > 0 and isinstance(matrix, list)):
-        return []
-    if len(nodes) * per_node != len(matrix):
-        return []
-    return [(f"{i * per_node}-{(i + 1) * per_node - 1}", str(node)) for i, node in enumerate(nodes)]
-
-
-def node_of_gpu(details: dict[str, Any], gpu: int) -> Optional[str]:
-    per_node = details.get("gpus_per_node")
-    if not gpu_placement(details):
-        return None
-    return str(details["nodes"][gpu // per_node])
+def _fraction(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
 
 
 def binary_size(size: Any) -> str:
@@ -282,191 +590,200 @@ def binary_size(size: Any) -> str:
     return str(size)
 
 
-def _code(text: str) -> str:
-    return text.replace("`", "'")
+# details key -> label, in the order the facts of a check are listed; "min_mean_max" is one line of three keys
+FACTS = (
+    ("gpu_nodes", "GPU nodes"),
+    ("testcase", "test"),
+    ("benchmark", "benchmark"),
+    ("args", "arguments"),
+    ("gpu_product", "GPU product"),
+    ("gpus_per_node", "GPUs per tray"),
+    ("ranks", "ranks"),
+    ("peak_gbps", "NVLink peak per direction (GB/s)"),
+    ("min_fraction_of_peak", "fraction of the peak required"),
+    ("min_fraction_of_median", "fraction of the median required"),
+    ("threshold_gbps", "threshold (GB/s)"),
+    ("median_gbps", "median (GB/s)"),
+    ("median_threshold_gbps", "median rule (GB/s)"),
+    ("min_mean_max", "min / mean / max (GB/s)"),
+    ("sum", "SUM (GB/s)"),
+    ("avg_busbw_gbps", "average bus bandwidth (GB/s)"),
+    ("namespace", "namespace"),
+    ("compute_domain", "ComputeDomain"),
+    ("job", "MPIJob"),
+    ("pod", "pod"),
+    ("node", "node"),
+    ("channel0", "channel0"),
+)
+FRACTIONS = ("min_fraction_of_peak", "min_fraction_of_median")
 
 
-def _pair_nodes(details: dict[str, Any], pair: dict[str, Any]) -> str:
-    try:
-        src, dst = node_of_gpu(details, int(pair["src"])), node_of_gpu(details, int(pair["dst"]))
-    except (KeyError, TypeError, ValueError, IndexError):
-        return ""
-    return "" if src is None or dst is None else _md(f"{src} -> {dst}")
+def _fact_text(key: str, value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value)
+    if key in FRACTIONS:
+        return _fraction(value)
+    if isinstance(value, float):
+        return number(value)
+    return str(value)
 
 
-def _markdown_details(record: dict[str, Any]) -> list[str]:
+def trays_measured(record: dict[str, Any]) -> str:
+    """'all 18 of the rack', '17 of 18, not gb200-r2-t7', or the trays themselves."""
+    nodes, found = record["nodes"], record["trays"]["found"]
+    missing = [node for node in found if node not in nodes]
+    if not found or not set(nodes) <= set(found) or len(missing) > len(nodes):
+        return f"{len(nodes)} ({', '.join(nodes)})"
+    if not missing:
+        return f"all {len(found)} of the rack"
+    return f"{len(nodes)} of {len(found)}, not {', '.join(missing)}"
+
+
+def check_facts(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """{label, text, code} describing what a check ran on and measured."""
     details = record.get("details") or {}
-    lines = [
-        f"## {_md(record['check'])}",
-        "",
-        f"{'PASS' if record['passed'] else 'FAIL'}: {_md(record['summary'])}",
-        "",
-    ]
-    facts = [
-        f"- {label}: `{_code(text)}`" if label == "channel0" else f"- {label}: {_md(text)}"
-        for label, text in check_facts(record)
-    ]
-    if facts:
-        lines.extend([*facts, ""])
-    violations = details.get("violations") or []
-    if violations:
-        lines.append("Problems found:")
-        lines.append("")
-        lines.extend(f"- {_md(violation)}" for violation in violations)
-        lines.append("")
-    cliques = details.get("cliques")
-    if isinstance(cliques, dict) and cliques:
-        lines.extend(["| clique | nodes |", "| --- | --- |"])
-        for label in sorted(cliques):
-            lines.append(f"| {_md(label)} | {_md(', '.join(str(node) for node in cliques[label]))} |")
-        unlabelled = details.get("unlabelled_nodes") or []
-        if unlabelled:
-            lines.append(f"| (no label) | {_md(', '.join(str(node) for node in unlabelled))} |")
-        lines.append("")
-    pairs = details.get("failing_pairs") or []
-    if pairs:
-        lines.extend(
-            ["Failing pairs:", "", "| source GPU | destination GPU | GB/s | nodes |", "| --- | --- | --- | --- |"]
-        )
-        lines.extend(
-            f"| {pair.get('src')} | {pair.get('dst')} | {_number(pair.get('gbps'))} | {_pair_nodes(details, pair)} |"
-            for pair in pairs
-        )
-        lines.append("")
-    lines.extend(_markdown_matrix(details))
-    rows = details.get("rows")
-    if isinstance(rows, list) and rows:
-        lines.extend(["| size | bytes | bus bandwidth (GB/s) | wrong |", "| --- | --- | --- | --- |"])
-        lines.extend(
-            f"| {binary_size(row.get('size_bytes'))} | {row.get('size_bytes')} | {_number(row.get('busbw_gbps'))} "
-            f"| {row.get('wrong', 0)} |"
-            for row in rows
-        )
-        lines.append("")
-    return lines
-
-
-def _second(timestamp: str) -> str:
-    """2026-12-01T10:01:02.500000Z -> 2026-12-01T10:01:02Z: a reader needs no microseconds."""
-    return re.sub(r"\.\d+(?=Z$|[+-]\d\d:\d\d$)", "", timestamp)
-
-
-def run_facts(report: dict[str, Any]) -> list[tuple[str, str]]:
-    """Where and when the checks ran: the header of the Markdown and HTML reports."""
     facts = []
-    cluster = report.get("cluster") or {}
-    if cluster:
-        where = cluster.get("host", "")
-        version = cluster.get("server_version")
-        facts.append(("cluster", f"{where} (Kubernetes {version})".strip() if version else where))
-    if report.get("started") and report.get("generated"):
-        facts.append(("checks ran", f"{_second(report['started'])} to {_second(report['generated'])}"))
-    elif report.get("generated"):
-        facts.append(("last check finished", _second(report["generated"])))
-    return facts
-
-
-def render_markdown(report: dict[str, Any]) -> str:
-    totals = report["totals"]
-    verdict = "PASSED" if report["passed"] else "FAILED"
-    lines = [
-        f"# {_md(report['title'])}",
-        "",
-        f"**{verdict}**: {totals['passed']} of {totals['checks']} checks passed.",
-        "",
-    ]
-    facts = [f"- {label}: {_md(text)}" for label, text in run_facts(report)]
-    if facts:
-        lines.extend([*facts, ""])
-    lines += [
-        "| check | result | summary | duration |",
-        "| --- | --- | --- | --- |",
-    ]
-    for record in report["checks"]:
-        result = "PASS" if record["passed"] else "FAIL"
-        lines.append(f"| {_md(record['check'])} | {result} | {_md(record['summary'])} | {_duration(record)} |")
-    lines.append("")
-    for record in report["checks"]:
-        lines.extend(_markdown_details(record))
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-# ----------------------------------------------------------------------------------------- JUnit XML
-
-
-def _failure_text(record: dict[str, Any]) -> str:
-    details = record.get("details") or {}
-    lines = [record["summary"]]
-    lines.extend(str(violation) for violation in details.get("violations") or [])
-    lines.extend(
-        f"pair {pair.get('src')} -> {pair.get('dst')}: {_number(pair.get('gbps'))} GB/s"
-        for pair in details.get("failing_pairs") or []
-    )
-    return "\n".join(lines)
-
-
-def render_junit(report: dict[str, Any]) -> str:
-    totals = report["totals"]
-    total_time = sum(record.get("duration_seconds") or 0.0 for record in report["checks"])
-    suites = ET.Element(
-        "testsuites",
+    if record.get("nodes"):
+        facts.append(("trays measured", trays_measured(record)))
+    for key, label in FACTS:
+        if key == "min_mean_max":
+            values = [details.get(name) for name in ("min", "mean", "max")]
+            if any(isinstance(value, (int, float)) for value in values):
+                facts.append((label, " / ".join(number(value) for value in values)))
+            continue
+        value = details.get(key)
+        if value in (None, "", []) or isinstance(value, (dict, bool)):
+            continue
+        text = _fact_text(key, value)
+        if key == "threshold_gbps" and details.get("threshold_explanation"):
+            text += f" ({details['threshold_explanation']})"
+        facts.append((label, text))
+    if isinstance(record.get("objects_left"), int):
+        facts.append(("objects left behind", str(record["objects_left"])))
+    # the ls line is quoted as it came (its spacing is part of it); other values fit on one line
+    return [
         {
-            "name": report["title"],
-            "tests": str(totals["checks"]),
-            "failures": str(totals["failed"]),
-            "errors": "0",
-            "time": f"{total_time:.3f}",
-        },
+            "label": label,
+            "text": text.replace("\n", " ") if label == "channel0" else one_line(text),
+            "code": label == "channel0",
+        }
+        for label, text in facts
+    ]
+
+
+def gpu_placement(details: dict[str, Any], nodes: Optional[list[str]] = None) -> list[tuple[str, str]]:
+    """Which tray holds which GPU ranks of the matrix: [("0-3", "gb200-r0-t0"), ...].
+
+    ``details.rank_nodes`` (the tray of each MPI worker in rank order, as the check saw them placed) wins
+    over ``nodes`` (the record's trays in name order), which the scheduler need not have followed.
+    """
+    nodes = details.get("rank_nodes") or nodes or details.get("nodes")
+    per_node, matrix = details.get("gpus_per_node"), details.get("matrix")
+    if not (isinstance(nodes, list) and isinstance(per_node, int) and per_node > 0 and isinstance(matrix, list)):
+        return []
+    if not nodes or len(nodes) * per_node != len(matrix):
+        return []
+    return [(f"{i * per_node}-{(i + 1) * per_node - 1}", str(node)) for i, node in enumerate(nodes)]
+
+
+def node_of_gpu(details: dict[str, Any], gpu: int, nodes: Optional[list[str]] = None) -> Optional[str]:
+    placement = gpu_placement(details, nodes)
+    if not placement or not 0 <= gpu < len(details["matrix"]):
+        return None
+    return placement[gpu // details["gpus_per_node"]][1]
+
+
+def _int(value: Any) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def failing_cells(details: dict[str, Any]) -> set[tuple[int, int]]:
+    cells = set()
+    for pair in details.get("failing_pairs") or []:
+        if isinstance(pair, dict) and _int(pair.get("src")) is not None and _int(pair.get("dst")) is not None:
+            cells.add((pair["src"], pair["dst"]))
+    return cells
+
+
+def _pair_nodes(record: dict[str, Any], pair: dict[str, Any]) -> str:
+    details = record["details"]
+    src = pair.get("src_node") or (
+        node_of_gpu(details, pair["src"], record["nodes"]) if _int(pair.get("src")) is not None else None
     )
-    suite_attributes = {
-        "name": JUNIT_SUITE,
-        "tests": str(totals["checks"]),
-        "failures": str(totals["failed"]),
-        "errors": "0",
-        "skipped": "0",
-        "time": f"{total_time:.3f}",
-    }
-    if report.get("generated"):
-        suite_attributes["timestamp"] = report["generated"]
-    suite = ET.SubElement(suites, "testsuite", suite_attributes)
-    for record in report["checks"]:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            {
-                "classname": JUNIT_SUITE,
-                "name": record["check"],
-                "time": f"{record.get('duration_seconds') or 0.0:.3f}",
-            },
-        )
-        if not record["passed"]:
-            failure = ET.SubElement(case, "failure", {"message": record["summary"], "type": "VerificationFailed"})
-            failure.text = _failure_text(record)
-        out = ET.SubElement(case, "system-out")
-        out.text = json.dumps(record.get("details") or {}, indent=2, sort_keys=True)
-    ET.indent(suites)
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    dst = pair.get("dst_node") or (
+        node_of_gpu(details, pair["dst"], record["nodes"]) if _int(pair.get("dst")) is not None else None
+    )
+    return f"{src} -> {dst}" if src and dst else (src or dst or "")
 
 
-# ----------------------------------------------------------------------------------------- HTML
+def _pairs_view(record: dict[str, Any]) -> tuple[list[dict[str, str]], str]:
+    """The failing pairs no low GPU explains (at most LIST_LIMIT), and a line about the ones not listed."""
+    pairs = [pair for pair in record["details"].get("failing_pairs") or [] if isinstance(pair, dict)]
+    own = [pair for pair in pairs if pair.get("low_gpu") is None]
+    shown = own[:LIST_LIMIT]
+    notes = []
+    explained = len(pairs) - len(own)
+    if explained:
+        notes.append(f"{plural(explained, 'more failing pair')} involve the low GPUs above")
+    if len(own) > len(shown):
+        notes.append(f"{plural(len(own) - len(shown), 'more failing pair')} not listed here")
+    note = "; ".join(notes) + ("; report.json lists every pair." if notes else "")
+    rows = [
+        {
+            "src": str(pair.get("src")),
+            "dst": str(pair.get("dst")),
+            "gbps": number(pair.get("gbps")),
+            "fraction": number(pair.get("fraction_of_median"), 3) if pair.get("fraction_of_median") is not None else "",
+            "rule": str(pair.get("rule") or "threshold"),
+            "nodes": _pair_nodes(record, pair),
+        }
+        for pair in shown
+    ]
+    return rows, note
 
-_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #1d232a; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
-th, td { border: 1px solid #c9d1d9; padding: 0.3em 0.6em; text-align: left; }
-.pass { color: #1a7f37; font-weight: bold; }
-.fail { color: #cf222e; font-weight: bold; }
-table.heatmap td { text-align: right; font-variant-numeric: tabular-nums; min-width: 4.5em; }
-table.heatmap td.na { background: #eaeef2; color: #57606a; text-align: center; }
-table.heatmap td.cell-fail { outline: 3px solid #cf222e; outline-offset: -3px; font-weight: bold; }
-table.facts th { background: #f6f8fa; font-weight: normal; color: #57606a; }
-table.facts { margin: 0.3em 0 1em; }
-table.facts code { white-space: pre; }
-"""
+
+def _low_gpus_view(details: dict[str, Any]) -> list[dict[str, str]]:
+    return [
+        {
+            "gpu": str(gpu.get("gpu")),
+            "node": str(gpu.get("node") or ""),
+            "pairs": str(gpu.get("pairs", "")),
+            "mean": number(gpu.get("mean_gbps")),
+            "median": number(gpu.get("median_gbps")),
+            "fraction": number(gpu.get("fraction_of_median"), 3),
+        }
+        for gpu in (details.get("low_gpus") or [])[:LIST_LIMIT]
+        if isinstance(gpu, dict)
+    ]
 
 
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+def _cliques_view(details: dict[str, Any]) -> list[dict[str, str]]:
+    cliques = details.get("cliques")
+    if not isinstance(cliques, dict) or not cliques:
+        return []
+    rows = [
+        {"label": str(label), "nodes": ", ".join(str(node) for node in cliques[label])} for label in sorted(cliques)
+    ]
+    unlabelled = details.get("unlabelled_nodes") or []
+    if unlabelled:
+        rows.append({"label": "(no label)", "nodes": ", ".join(str(node) for node in unlabelled)})
+    return rows
+
+
+def _nccl_rows_view(details: dict[str, Any]) -> list[dict[str, str]]:
+    rows = details.get("rows")
+    if not isinstance(rows, list):
+        return []
+    return [
+        {
+            "size": binary_size(row.get("size_bytes")),
+            "bytes": str(row.get("size_bytes")),
+            "busbw": number(row.get("busbw_gbps")),
+            "wrong": str(row.get("wrong", 0)),
+        }
+        for row in rows
+        if isinstance(row, dict)
+    ]
 
 
 def heat_colour(value: float, low: float, high: float) -> str:
@@ -475,119 +792,317 @@ def heat_colour(value: float, low: float, high: float) -> str:
     return f"hsl({round(120 * fraction)}, 70%, 80%)"
 
 
-def _gpu_header(details: dict[str, Any], gpu: int) -> str:
-    node = node_of_gpu(details, gpu)
-    return f"<th>{gpu}</th>" if node is None else f'<th title="GPU {gpu} on {_e(node)}">{gpu}</th>'
+def _gpu_title(gpu: int, node: Optional[str]) -> str:
+    return f"GPU {gpu} on {node}" if node else f"GPU {gpu}"
 
 
-def render_heatmap(details: dict[str, Any]) -> str:
+def heatmap_view(record: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The bandwidth matrix as rows of cells: class, background and tooltip of each (None: no matrix)."""
+    details = record["details"]
     matrix = details.get("matrix")
-    if not isinstance(matrix, list) or not matrix:
-        return ""
-    failing = failing_cells(details)
-    values = [value for row in matrix for value in row if isinstance(value, (int, float))]
-    high = max(values, default=0.0)
+    if not isinstance(matrix, list) or not matrix or not all(isinstance(row, list) for row in matrix):
+        return None
+    failing = {
+        (pair["src"], pair["dst"]): pair
+        for pair in details.get("failing_pairs") or []
+        if isinstance(pair, dict) and _int(pair.get("src")) is not None and _int(pair.get("dst")) is not None
+    }
+    numbers = [value for row in matrix for value in row if isinstance(value, (int, float))]
+    high = max(numbers, default=0.0)
     threshold = details.get("threshold_gbps")
-    low = min(values + ([threshold] if isinstance(threshold, (int, float)) else []), default=0.0)
+    low = min(numbers + ([threshold] if isinstance(threshold, (int, float)) else []), default=0.0)
     width = max(len(row) for row in matrix)
-    unit = details.get("unit") or "GB/s"
-    parts = [
-        '<table class="heatmap">',
-        "<tr><th>" + _e(unit) + "</th>" + "".join(_gpu_header(details, column) for column in range(width)) + "</tr>",
-    ]
+    unit = str(details.get("unit") or "GB/s")
+    compact = width > COMPACT_HEATMAP
+    nodes = record["nodes"]
+
+    def node(gpu: int) -> Optional[str]:
+        return node_of_gpu(details, gpu, nodes)
+
+    rows = []
     for src, row in enumerate(matrix):
         cells = []
         for dst, value in enumerate(row):
             if not isinstance(value, (int, float)):
-                cells.append(f'<td class="na" title="GPU {src} -&gt; GPU {dst}: not measured">N/A</td>')
+                cells.append(
+                    {
+                        "css": "na",
+                        "style": "",
+                        "text": "" if compact else "N/A",
+                        "title": f"GPU {src} -> GPU {dst}: not measured",
+                    }
+                )
                 continue
-            state = "cell-fail" if (src, dst) in failing else "cell-ok"
-            note = " (below the threshold)" if state == "cell-fail" else ""
+            pair = failing.get((src, dst))
+            title = f"GPU {src} -> GPU {dst}: {value:.2f} {unit}"
+            if pair is not None:
+                where = f" ({node(src)} -> {node(dst)})" if node(src) and node(dst) else ""
+                rule = f"fails the {pair['rule']} rule" if pair.get("rule") else "below the threshold"
+                title = f"GPU {src} -> GPU {dst}{where}: {value:.2f} {unit} ({rule})"
             cells.append(
-                f'<td class="{state}" style="background: {heat_colour(value, low, high)}" '
-                f'title="GPU {src} -&gt; GPU {dst}: {value:.2f} {_e(unit)}{note}">{value:.2f}</td>'
+                {
+                    "css": "cell-fail" if pair is not None else "cell-ok",
+                    "style": f"background: {heat_colour(value, low, high)}",
+                    "text": "" if compact else f"{value:.2f}",
+                    "title": title,
+                }
             )
-        parts.append(f"<tr>{_gpu_header(details, src)}{''.join(cells)}</tr>")
-    parts.append("</table>")
-    return "\n".join(parts)
+        rows.append({"label": str(src), "title": _gpu_title(src, node(src)), "cells": cells})
+    caption = "Bandwidth matrix (row = source GPU, column = destination GPU)"
+    median_rule = details.get("median_threshold_gbps")
+    if isinstance(threshold, (int, float)) and isinstance(median_rule, (int, float)):
+        caption += (
+            f"; outlined cells are below the floor of {threshold:.2f} GB/s or the median rule ({median_rule:.2f} GB/s)"
+        )
+    elif isinstance(threshold, (int, float)):
+        caption += f"; outlined cells are below the threshold of {threshold:.2f} GB/s"
+    if compact:
+        caption += "; hover a cell for its value"
+    placement = gpu_placement(details, nodes)
+    if placement:
+        caption += "; " + "; ".join(f"GPUs {ranks} on {tray}" for ranks, tray in placement)
+    return {
+        "css": "heatmap compact" if compact else "heatmap",
+        "unit": unit,
+        "caption": caption + ".",
+        "columns": [{"label": str(gpu), "title": _gpu_title(gpu, node(gpu))} for gpu in range(width)],
+        "rows": rows,
+    }
 
 
-def _html_details(record: dict[str, Any]) -> str:
-    details = record.get("details") or {}
-    css = "pass" if record["passed"] else "fail"
-    parts = [
-        f'<section id="{_e(record["check"])}">',
-        f'<h2>{_e(record["check"])} <span class="{css}">{"PASS" if record["passed"] else "FAIL"}</span></h2>',
-        f"<p>{_e(record['summary'])}</p>",
-    ]
-    facts = check_facts(record)
-    if facts:
-        parts.append(
-            '<table class="facts">'
-            + "".join(
-                f"<tr><th>{_e(label)}</th><td><code>{_e(text)}</code></td></tr>"
-                if label == "channel0"
-                else f"<tr><th>{_e(label)}</th><td>{_e(text)}</td></tr>"
-                for label, text in facts
-            )
-            + "</table>"
+def _anchor(*parts: str) -> str:
+    return "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", part) for part in parts)
+
+
+def _result(record: dict[str, Any]) -> tuple[str, str]:
+    """(text, CSS class) of a record's verdict."""
+    text = CELL_TEXT[record["outcome"]]
+    if not record["passed"]:
+        return text, "fail"
+    return text, "incomplete" if record["outcome"] == INCOMPLETE else "pass"
+
+
+def section_view(record: dict[str, Any], heatmaps: bool) -> dict[str, Any]:
+    details = record["details"]
+    result, css = _result(record)
+    # a violation that only repeats the summary says nothing new
+    violations = [one_line(text) for text in details.get("violations") or [] if one_line(text) != record["summary"]]
+    pairs, more_pairs = _pairs_view(record)
+    more = len(violations) - LIST_LIMIT
+    return {
+        "check": record["check"],
+        "anchor": _anchor(record["rack"], record["check"]),
+        "result": result if record["outcome"] != INCOMPLETE or not record["passed"] else f"{result} (allowed)",
+        "css": css,
+        "summary": record["summary"],
+        "facts": check_facts(record),
+        "blamed": [
+            {"node": node, "problem": record["node_problems"].get(node, "")}
+            for node in sorted(record["failed_nodes"], key=natural_key)
+        ],
+        "violations": violations[:LIST_LIMIT],
+        "more_violations": f"and {plural(more, 'more problem')} (report.json lists them all)" if more > 0 else "",
+        "cliques": _cliques_view(details),
+        "low_gpus": _low_gpus_view(details),
+        "pairs": pairs,
+        "more_pairs": more_pairs,
+        "nccl_rows": _nccl_rows_view(details),
+        "heatmap": heatmap_view(record) if heatmaps else None,
+    }
+
+
+def _tray_label(node: str, prefix: str) -> str:
+    return node[len(prefix) :] or node
+
+
+def _common_prefix(names: list[str]) -> str:
+    """The prefix the trays of a rack share, up to its last separator: 'gb200-r0-' for gb200-r0-t0..t17."""
+    if len(names) < 2:
+        return ""
+    first, last = min(names), max(names)
+    length = next((i for i, (a, b) in enumerate(zip(first, last)) if a != b), min(len(first), len(last)))
+    prefix = first[:length]
+    cut = max(prefix.rfind(separator) for separator in "-._")
+    return prefix[: cut + 1] if cut >= 0 else ""
+
+
+def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]:
+    """Everything the templates show, as plain strings and lists."""
+    checks = report["checks"]
+    columns = sorted({record["check"] for record in checks}, key=_check_key)
+    rack_names = sorted(report["racks"], key=natural_key)
+    by_cell = {(record["rack"], record["check"]): record for record in checks}
+    fleet_rows = []
+    fleet_map = []
+    racks = []
+    for rack in rack_names:
+        info = report["racks"][rack]
+        cells = []
+        for check in columns:
+            record = by_cell.get((rack, check))
+            if record is None:
+                cells.append({"text": NO_CELL, "css": "none", "anchor": "", "title": f"no {check} record for {rack}"})
+                continue
+            text, css = _result(record)
+            cells.append({"text": text, "css": css, "anchor": _anchor(rack, check), "title": record["summary"]})
+        counts = info["trays"]
+        total = max(counts["expected"], counts["found"])
+        trays_text = f"{counts['verified']} of {total}"
+        if counts["skipped"]:
+            trays_text += f", {counts['skipped']} skipped"
+        if counts["unmeasured"]:
+            trays_text += f", {counts['unmeasured']} not measured"
+        fleet_rows.append({"rack": rack, "anchor": _anchor(rack), "cells": cells, "trays": trays_text})
+
+        nodes = [node for node, tray in report["trays"].items() if tray["rack"] == rack]
+        prefix = _common_prefix(nodes)
+        fleet_map.append(
+            {
+                "rack": rack,
+                "anchor": _anchor(rack),
+                "trays": [
+                    {
+                        "label": _tray_label(node, prefix),
+                        "css": f"tray tray-{report['trays'][node]['verdict']}",
+                        "title": f"{node}: {report['trays'][node]['summary']}",
+                    }
+                    for node in nodes
+                ],
+            }
         )
-    violations = details.get("violations") or []
-    if violations:
-        parts.append("<ul>" + "".join(f"<li>{_e(violation)}</li>" for violation in violations) + "</ul>")
-    cliques = details.get("cliques")
-    if isinstance(cliques, dict) and cliques:
-        rows = "".join(
-            f"<tr><td>{_e(label)}</td><td>{_e(', '.join(str(node) for node in cliques[label]))}</td></tr>"
-            for label in sorted(cliques)
+        headline = f"clique {info['clique']}" if info["clique"] else "no single clique"
+        headline += f"; {counts['verified']} of {total} GPU trays verified"
+        headline += f", {counts['skipped']} skipped" if counts["skipped"] else ""
+        racks.append(
+            {
+                "rack": rack,
+                "anchor": _anchor(rack),
+                "headline": headline,
+                "sections": [section_view(record, heatmaps) for record in checks if record["rack"] == rack],
+            }
         )
-        unlabelled = details.get("unlabelled_nodes") or []
-        if unlabelled:
-            rows += f"<tr><td>(no label)</td><td>{_e(', '.join(str(node) for node in unlabelled))}</td></tr>"
-        parts.append(f"<table><tr><th>clique</th><th>nodes</th></tr>{rows}</table>")
-    heatmap = render_heatmap(details)
-    if heatmap:
-        threshold = details.get("threshold_gbps")
-        caption = "Bandwidth matrix (row = source GPU, column = destination GPU)"
-        if isinstance(threshold, (int, float)):
-            caption += f"; outlined cells are below the threshold of {threshold:.2f} GB/s"
-        placement = gpu_placement(details)
-        if placement:
-            caption += "; " + "; ".join(f"GPUs {ranks} on {node}" for ranks, node in placement)
-        parts.append(f"<p>{_e(caption)}.</p>")
-        parts.append(heatmap)
-    parts.append("</section>")
-    return "\n".join(parts)
+    return {
+        "title": report["title"],
+        "verdict": "PASSED" if report["passed"] else "FAILED",
+        "verdict_css": "pass" if report["passed"] else "fail",
+        "verdict_words": verdict_words(report),
+        "facts": [{"label": label, "text": text} for label, text in run_facts(report)],
+        "columns": columns,
+        "fleet_rows": fleet_rows,
+        "fleet_map": fleet_map,
+        "racks": racks,
+        "skipped": [
+            {
+                "node": entry["node"],
+                "rack": entry["rack"],
+                "reason": entry["reason"],
+                "checks": ", ".join(entry["checks"]),
+            }
+            for entry in report["coverage"]["skipped"]
+        ]
+        + [
+            {"node": node, "rack": report["trays"][node]["rack"], "reason": "not measured by any check", "checks": ""}
+            for node in report["coverage"]["unmeasured"]
+        ],
+    }
+
+
+# ----------------------------------------------------------------------------------------- Markdown and HTML
+
+_MARKDOWN_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def markdown_text(value: Any) -> str:
+    """A value for one Markdown line or table cell: no line break, pipes and tag openers escaped."""
+    if value is None:
+        return ""
+    text = str(value).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+    return _MARKDOWN_TAG.sub("\\<", text)
+
+
+def _environment(autoescape: bool) -> Any:
+    if not HAS_JINJA2:
+        raise ReportError(
+            f"the Markdown and HTML reports need jinja2, which cannot be imported ({JINJA2_IMPORT_ERROR})"
+        )
+    return jinja2.Environment(
+        autoescape=autoescape,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=None if autoescape else markdown_text,
+    )
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    return _environment(autoescape=False).from_string(MARKDOWN_TEMPLATE).render(report_view(report, heatmaps=False))
 
 
 def render_html(report: dict[str, Any]) -> str:
-    verdict_css = "pass" if report["passed"] else "fail"
+    return _environment(autoescape=True).from_string(HTML_TEMPLATE).render(report_view(report, heatmaps=True))
+
+
+# ----------------------------------------------------------------------------------------- JUnit XML
+
+
+def _failure_text(record: dict[str, Any]) -> str:
+    details = record.get("details") or {}
+    lines = [record["summary"]]
+    lines.extend(
+        f"{node}: {record['node_problems'][node]}"
+        for node in sorted(record["failed_nodes"], key=natural_key)
+        if node in record["node_problems"]
+    )
+    lines.extend(str(violation) for violation in details.get("violations") or [])
+    return "\n".join(lines)
+
+
+def _system_out(record: dict[str, Any]) -> str:
+    """The record's details for the CI system, without the matrix (report.json has it)."""
+    details = {key: value for key, value in (record.get("details") or {}).items() if key != "matrix"}
+    facts = {key: record.get(key) for key in ("nodes", "failed_nodes", "node_problems", "trays", "run_id", "source")}
+    return json.dumps(dict(facts, details=details), indent=2, sort_keys=True)
+
+
+def render_junit(report: dict[str, Any]) -> str:
+    """One test case per (check, rack): classname gpu_fabric.<check>, name <rack>."""
     totals = report["totals"]
-    summary_rows = "".join(
-        f'<tr><td><a href="#{_e(record["check"])}">{_e(record["check"])}</a></td>'
-        f'<td class="{"pass" if record["passed"] else "fail"}">{"PASS" if record["passed"] else "FAIL"}</td>'
-        f"<td>{_e(record['summary'])}</td><td>{_e(_duration(record))}</td></tr>"
-        for record in report["checks"]
-    )
-    body = "\n".join(_html_details(record) for record in report["checks"])
-    facts = run_facts(report)
-    header = (
-        '<table class="facts">'
-        + "".join(f"<tr><th>{_e(label)}</th><td>{_e(text)}</td></tr>" for label, text in facts)
-        + "</table>\n"
-        if facts
-        else ""
-    )
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f"<title>{_e(report['title'])}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
-        f"<h1>{_e(report['title'])}</h1>\n"
-        f'<p class="{verdict_css}">{"PASSED" if report["passed"] else "FAILED"}: '
-        f"{totals['passed']} of {totals['checks']} checks passed.</p>\n{header}"
-        "<table><tr><th>check</th><th>result</th><th>summary</th><th>duration</th></tr>"
-        f"{summary_rows}</table>\n{body}\n</body>\n</html>\n"
-    )
+    checks = report["checks"]
+    skipped = [record for record in checks if record["passed"] and record["outcome"] == INCOMPLETE]
+    total_time = sum(record.get("duration_seconds") or 0.0 for record in checks)
+    counts = {
+        "tests": str(totals["checks"]),
+        "failures": str(totals["failed"]),
+        "errors": "0",
+        "skipped": str(len(skipped)),
+        "time": f"{total_time:.3f}",
+    }
+    suites = ET.Element("testsuites", {"name": report["title"], **counts})
+    suite_attributes = {"name": JUNIT_SUITE, **counts}
+    if report.get("generated"):
+        suite_attributes["timestamp"] = report["generated"]
+    suite = ET.SubElement(suites, "testsuite", suite_attributes)
+    for record in checks:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            {
+                "classname": f"gpu_fabric.{record['check']}",
+                "name": record["rack"],
+                "time": f"{record.get('duration_seconds') or 0.0:.3f}",
+            },
+        )
+        if not record["passed"]:
+            kind = "VerificationIncomplete" if record["outcome"] == INCOMPLETE else "VerificationFailed"
+            failure = ET.SubElement(case, "failure", {"message": record["summary"], "type": kind})
+            failure.text = _failure_text(record)
+        elif record["outcome"] == INCOMPLETE:
+            ET.SubElement(case, "skipped", {"message": record["summary"]})
+        out = ET.SubElement(case, "system-out")
+        out.text = _system_out(record)
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
 RENDERERS = {
@@ -598,6 +1113,5 @@ RENDERERS = {
 }
 
 
-def render_report(records: list[dict[str, Any]], title: str, formats: list[str]) -> list[RenderedFile]:
-    report = build_report(records, title)
+def render_report(report: dict[str, Any], formats: list[str]) -> list[RenderedFile]:
     return [RenderedFile(format=fmt, name=FORMATS[fmt], content=RENDERERS[fmt](report)) for fmt in formats]

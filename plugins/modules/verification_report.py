@@ -6,14 +6,23 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: verification_report
-short_description: Turn verification records into JSON, Markdown, JUnit XML and HTML reports
+short_description: Turn the verification records of a fleet into JSON, Markdown, JUnit XML and HTML reports
 version_added: 0.1.0
 description:
-  - Reads every C(*.json) verification record in O(records_dir) (written by the C(verify_*) roles of this
-    collection) and writes C(report.json), C(report.md), C(report.junit.xml) (one test case per check, for CI
-    systems) and C(report.html) (with the bandwidth matrix as a heatmap, failing cells outlined) to O(dest).
-  - A record that cannot be read, or lacks C(check), C(passed) or C(summary), is reported as a failed check
-    that names the file.
+  - Reads the verification records in O(records_dir), one C(<check>/<rack>.json) per check and rack (written by
+    M(gpu_fabric.mnnvl.fabric_verify) and the C(verify_*) roles), and writes to O(dest) C(report.json) (every
+    record, the racks, the coverage of the GPU trays and the verdict of each tray), C(report.md) (the verdict, the
+    fleet table of racks and checks, per rack and check what was measured, the failing pairs and low GPUs, the
+    skipped trays), C(report.junit.xml) (one test case per check and rack) and C(report.html) (a map of every tray
+    coloured by its verdict, the fleet table and a bandwidth heatmap per rack).
+  - Records of 0.1.0, C(<check>.json), are read as the rack C(-).
+  - With O(run_id), only the records of that run count; the others are named in one line of the report
+    (C(not run this time)) and left out of the verdict.
+  - A record that cannot be read, or lacks C(check), C(passed) or C(summary), is reported as a failed check that
+    names the file.
+  - A tray is V(failed) when a record blames it (C(failed_nodes)); V(skipped) when any record of the run skipped
+    it (its NVLink was not measured by every check); V(passed) when the records that measured it passed (or
+    failed blaming other trays only); V(skipped) otherwise.
   - The reports depend on the records alone, so the same records give the same files and no change.
   - Runs where the records are, normally on the controller.
 extends_documentation_fragment:
@@ -27,7 +36,7 @@ attributes:
       - One diff per report file, old and new content.
 options:
   records_dir:
-    description: Directory holding the records, one C(<check>.json) per check.
+    description: Directory holding the records, C(<records_dir>/<check>/<rack>.json).
     type: path
     required: true
   dest:
@@ -35,7 +44,7 @@ options:
     type: path
     required: true
   formats:
-    description: The reports to write.
+    description: The reports to write. V(markdown) and V(html) need jinja2.
     type: list
     elements: str
     choices: [json, markdown, junit, html]
@@ -44,25 +53,40 @@ options:
     description: Title of the report.
     type: str
     default: GPU fabric verification
+  run_id:
+    description:
+      - Identifier of the verification run to report (the C(run_id) the checks wrote into their records).
+      - Empty - every record counts, whichever run wrote it.
+    type: str
+    default: ""
+requirements:
+  - jinja2 (comes with ansible-core) for the Markdown and HTML reports
 author:
   - gpu_fabric.mnnvl contributors (@gpu-fabric)
 seealso:
+  - module: gpu_fabric.mnnvl.fabric_verify
   - module: gpu_fabric.mnnvl.nvbandwidth_check
   - module: gpu_fabric.mnnvl.clique_info
 """
 
 EXAMPLES = r"""
-- name: Write the reports of the verification next to its records
+- name: Write the reports of the verification run next to its records
   gpu_fabric.mnnvl.verification_report:
     records_dir: ./report/records
     dest: ./report
+    run_id: "{{ gpu_fabric_verify_run_id }}"
+  register: report
+
+- name: Say which trays failed
+  ansible.builtin.debug:
+    msg: "{{ report.trays | dict2items | selectattr('value.verdict', 'eq', 'failed') | map(attribute='key') | list }}"
 
 - name: Only the JUnit file, for the CI system
   gpu_fabric.mnnvl.verification_report:
     records_dir: ./report/records
     dest: ./ci-results
     formats: [junit]
-    title: GB200 rack r0
+    title: GB200 NVL72 fleet a
 """
 
 RETURN = r"""
@@ -73,17 +97,25 @@ files:
   sample: {"json": "/srv/report/report.json", "markdown": "/srv/report/report.md",
            "junit": "/srv/report/report.junit.xml", "html": "/srv/report/report.html"}
 passed:
-  description: Whether there was at least one record and every check passed.
+  description: Whether there was at least one record of the run and every one of them passed.
   returned: always
   type: bool
   sample: false
+summary:
+  description: The verdict in one line, with the counts and the coverage (the first line of C(report.md)).
+  returned: always
+  type: str
+  sample: "FAILED: 3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); incomplete, allowed:
+    nvbandwidth (rack0); 36 of 54 GPU trays verified; 18 skipped"
 totals:
-  description: Counts of checks, passed and failed.
+  description:
+    - Counts of the run's records (one per check and rack) - C(checks), C(passed) (an allowed incomplete one
+      included), C(failed), C(incomplete); of C(racks); and of the records of other runs (C(not_current)).
   returned: always
   type: dict
-  sample: {"checks": 4, "passed": 3, "failed": 1}
+  sample: {"racks": 3, "checks": 9, "passed": 8, "failed": 1, "incomplete": 1, "not_current": 1}
 checks:
-  description: One entry per record, in report order.
+  description: One entry per record of the run, by rack then check.
   returned: always
   type: list
   elements: dict
@@ -92,19 +124,89 @@ checks:
       description: Name of the check.
       type: str
       sample: nvbandwidth
+    rack:
+      description: The rack (C(-) for a record of 0.1.0).
+      type: str
+      sample: rack1
+    clique:
+      description: The rack's C(nvidia.com/gpu.clique) value, or null.
+      type: str
+      sample: 5e6f7a8b-1111-4000-8000-00000000c11f.1
+    outcome:
+      description: V(passed), V(failed) or V(incomplete).
+      type: str
+      sample: failed
     passed:
-      description: Whether the check passed.
+      description: Whether the check passed on the rack (an incomplete one passes when it was allowed).
       type: bool
       sample: false
     summary:
       description: The record's one-line summary.
       type: str
-      sample: "1 of 56 GPU pairs below 765.00 GB/s: 0->5 402.11"
+      sample: "rack rack1: 143 of 5112 GPU pairs below the threshold: ..."
+racks:
+  description: Per rack of the run, its clique, verdict, the outcome of each check and the counts of its trays.
+  returned: always
+  type: dict
+  sample:
+    rack2:
+      clique: 9c0d1e2f-2222-4000-8000-00000000c120.1
+      verdict: passed
+      checks: {"cliques": "passed", "imex_channel": "passed", "nvbandwidth": "passed"}
+      trays: {"expected": 18, "found": 18, "verified": 17, "skipped": 1, "unmeasured": 0}
+      skipped_trays: [{"node": "gb200-r2-t7", "reason": "NotReady (NodeStatusUnknown)"}]
+      failed_trays: []
+coverage:
+  description:
+    - The GPU trays of the cluster (every tray a record found), those a check measured and none skipped (C(verified)),
+      those any check skipped (C(skipped), with the reasons and the checks) and the ones left
+      (C(unmeasured)), with the counts.
+  returned: always
+  type: dict
+  sample:
+    trays: ["gb200-r0-t0", "..."]
+    verified: ["gb200-r0-t0", "..."]
+    skipped: [{"node": "gb200-r2-t7", "rack": "rack2", "reason": "NotReady (NodeStatusUnknown)",
+               "checks": ["cliques", "imex_channel", "nvbandwidth"]}]
+    unmeasured: []
+    counts: {"trays": 54, "verified": 36, "skipped": 18, "unmeasured": 0}
+trays:
+  description: Per GPU tray, its verdict over the records of the run (what a node-labelling step reads).
+  returned: always
+  type: dict
+  contains:
+    verdict:
+      description: V(failed) (a record blames the tray), V(passed) (no record skipped it and every record that
+        measured it vouches for it) or V(skipped) (skipped by a check, not measured, or measured by a failure
+        that names no tray).
+      type: str
+    rack:
+      description: The tray's rack.
+      type: str
+    checks_failed:
+      description: The checks that blame the tray.
+      type: list
+      elements: str
+    checks_passed:
+      description: The checks that measured the tray and passed.
+      type: list
+      elements: str
+    summary:
+      description: One line - what failed (the record's words for the tray), or what passed and what did not measure it.
+      type: str
+  sample:
+    gb200-r1-t3:
+      verdict: failed
+      rack: rack1
+      checks_failed: [nvbandwidth]
+      checks_passed: [cliques, imex_channel]
+      summary: "nvbandwidth failed: GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s
+        (floor rule)"
 """
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     FileChange,
     FileEditError,
@@ -113,6 +215,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import (
     FORMATS,
+    HAS_JINJA2,
+    JINJA2_IMPORT_ERROR,
+    TEMPLATE_FORMATS,
     build_report,
     load_records,
     render_report,
@@ -123,6 +228,7 @@ ARGUMENT_SPEC = dict(
     dest=dict(type="path", required=True),
     formats=dict(type="list", elements="str", choices=list(FORMATS), default=list(FORMATS)),
     title=dict(type="str", default="GPU fabric verification"),
+    run_id=dict(type="str", default=""),
 )
 
 
@@ -134,6 +240,12 @@ def main() -> None:
     module = build_module()
     params = module.params
     records_dir, dest = params["records_dir"], params["dest"]
+    formats = list(dict.fromkeys(params["formats"]))
+    if not HAS_JINJA2 and set(formats) & set(TEMPLATE_FORMATS):
+        module.fail_json(
+            msg=missing_required_lib("jinja2", reason="for the Markdown and HTML reports"),
+            exception=str(JINJA2_IMPORT_ERROR),
+        )
     if not os.path.isdir(records_dir):
         module.fail_json(
             msg=f"the records directory {records_dir} does not exist; run the verify roles first "
@@ -142,17 +254,15 @@ def main() -> None:
     records = load_records(records_dir)
     if not records:
         module.fail_json(
-            msg=f"no verification record (*.json) found in {records_dir}; run the verify roles first "
+            msg=f"no verification record (<check>/<rack>.json) found in {records_dir}; run the verify roles first "
             "(playbooks/verify.yml) with the same report directory"
         )
-    formats = list(dict.fromkeys(params["formats"]))
-    rendered = render_report(records, params["title"], formats)
-    report = build_report(records, params["title"])
+    report = build_report(records, params["title"], params["run_id"])
 
     changed = False
     diffs = []
     files = {}
-    for item in rendered:
+    for item in render_report(report, formats):
         path = os.path.join(dest, item.name)
         files[item.format] = path
         try:
@@ -169,11 +279,15 @@ def main() -> None:
         changed=changed,
         files=files,
         passed=report["passed"],
+        summary=report["summary"],
         totals=report["totals"],
         checks=[
-            {"check": record["check"], "passed": record["passed"], "summary": record["summary"]}
+            {key: record[key] for key in ("check", "rack", "clique", "outcome", "passed", "summary")}
             for record in report["checks"]
         ],
+        racks=report["racks"],
+        coverage=report["coverage"],
+        trays=report["trays"],
     )
     if module._diff:
         result["diff"] = diffs

@@ -1,0 +1,304 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The Jinja2 templates of the verification report (Markdown and HTML).
+
+They live in a Python module because AnsiballZ ships only the Python ``module_utils`` a module
+imports; a ``templates/`` file of the collection would not reach the host the module runs on.
+
+The templates only loop and test: every text, count, CSS class, colour and tooltip comes ready
+from ``report.report_view``. The Markdown environment escapes each ``{{ value }}`` for Markdown
+(pipes, tags, line breaks); the HTML environment autoescapes.
+"""
+
+from __future__ import annotations
+
+MARKDOWN_TEMPLATE = """\
+# {{ title }}
+
+**{{ verdict }}**: {{ verdict_words }}.
+{% if facts %}
+
+{% for fact in facts %}
+- {{ fact.label }}: {{ fact.text }}
+{% endfor %}
+{% endif %}
+{% if fleet_rows %}
+
+| rack |{% for column in columns %} {{ column }} |{% endfor %} trays verified |
+| --- |{% for column in columns %} --- |{% endfor %} --- |
+{% for row in fleet_rows %}
+| {{ row.rack }} |{% for cell in row.cells %} {{ cell.text }} |{% endfor %} {{ row.trays }} |
+{% endfor %}
+{% endif %}
+{% for rack in racks %}
+
+## {{ rack.rack }}
+
+{{ rack.headline }}
+{% for section in rack.sections %}
+
+### {{ section.check }}: {{ section.result }}
+
+{{ section.summary }}
+{% if section.facts %}
+
+{% for fact in section.facts %}
+{% if fact.code %}
+- {{ fact.label }}: `{{ fact.text }}`
+{% else %}
+- {{ fact.label }}: {{ fact.text }}
+{% endif %}
+{% endfor %}
+{% endif %}
+{% if section.blamed %}
+
+| tray | problem |
+| --- | --- |
+{% for tray in section.blamed %}
+| {{ tray.node }} | {{ tray.problem }} |
+{% endfor %}
+{% endif %}
+{% if section.violations %}
+
+Problems found:
+
+{% for violation in section.violations %}
+- {{ violation }}
+{% endfor %}
+{% if section.more_violations %}
+- {{ section.more_violations }}
+{% endif %}
+{% endif %}
+{% if section.cliques %}
+
+| clique | trays |
+| --- | --- |
+{% for clique in section.cliques %}
+| {{ clique.label }} | {{ clique.nodes }} |
+{% endfor %}
+{% endif %}
+{% if section.low_gpus %}
+
+Low GPUs (every pair of the GPU below the median rule):
+
+| GPU | tray | pairs | mean GB/s | median GB/s | fraction of the median |
+| --- | --- | --- | --- | --- | --- |
+{% for gpu in section.low_gpus %}
+| {{ gpu.gpu }} | {{ gpu.node }} | {{ gpu.pairs }} | {{ gpu.mean }} | {{ gpu.median }} | {{ gpu.fraction }} |
+{% endfor %}
+{% endif %}
+{% if section.pairs %}
+
+Failing pairs:
+
+| source GPU | destination GPU | GB/s | fraction of the median | rule | trays |
+| --- | --- | --- | --- | --- | --- |
+{% for pair in section.pairs %}
+| {{ pair.src }} | {{ pair.dst }} | {{ pair.gbps }} | {{ pair.fraction }} | {{ pair.rule }} | {{ pair.nodes }} |
+{% endfor %}
+{% endif %}
+{% if section.more_pairs %}
+
+{{ section.more_pairs }}
+{% endif %}
+{% if section.nccl_rows %}
+
+| size | bytes | bus bandwidth (GB/s) | wrong |
+| --- | --- | --- | --- |
+{% for row in section.nccl_rows %}
+| {{ row.size }} | {{ row.bytes }} | {{ row.busbw }} | {{ row.wrong }} |
+{% endfor %}
+{% endif %}
+{% endfor %}
+{% endfor %}
+
+## Skipped trays
+
+{% if skipped %}
+| tray | rack | reason | skipped by |
+| --- | --- | --- | --- |
+{% for tray in skipped %}
+| {{ tray.node }} | {{ tray.rack }} | {{ tray.reason }} | {{ tray.checks }} |
+{% endfor %}
+{% else %}
+No GPU tray was skipped.
+{% endif %}
+"""
+
+HTML_TEMPLATE = """\
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{{ title }}</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2em; color: #1d232a; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #c9d1d9; padding: 0.3em 0.6em; text-align: left; }
+a { color: inherit; }
+.pass { color: #1a7f37; font-weight: bold; }
+.fail { color: #cf222e; font-weight: bold; }
+.incomplete { color: #9a6700; font-weight: bold; }
+.none { color: #57606a; }
+table.facts th { background: #f6f8fa; font-weight: normal; color: #57606a; }
+table.facts { margin: 0.3em 0 1em; }
+table.facts code { white-space: pre; }
+.fleet-map { display: flex; flex-direction: column; gap: 0.4em; margin: 0.5em 0 1.5em; }
+.rack { display: flex; align-items: center; gap: 0.6em; }
+.rack-name { min-width: 6em; font-weight: bold; }
+.trays { display: flex; flex-wrap: wrap; gap: 3px; }
+.tray { display: inline-block; min-width: 2.4em; padding: 0.25em 0.2em; border-radius: 3px; text-align: center;
+  font-size: 0.8em; border: 1px solid #8c959f; cursor: default; }
+.tray-passed { background: #aceebb; }
+.tray-failed { background: #ff8182; font-weight: bold; }
+.tray-skipped { background: #eaeef2; color: #57606a; }
+table.heatmap td { text-align: right; font-variant-numeric: tabular-nums; min-width: 4.5em; }
+table.heatmap td.na { background: #eaeef2; color: #57606a; text-align: center; }
+table.heatmap td.cell-fail { outline: 3px solid #cf222e; outline-offset: -3px; font-weight: bold; }
+table.heatmap.compact th { font-size: 0.55em; padding: 0 0.1em; font-weight: normal; }
+table.heatmap.compact td { min-width: 0; width: 0.75em; height: 0.75em; padding: 0; border: 0; }
+table.heatmap.compact td.cell-fail { outline-width: 2px; outline-offset: -2px; }
+</style>
+</head>
+<body>
+<h1>{{ title }}</h1>
+<p class="{{ verdict_css }}">{{ verdict }}: {{ verdict_words }}.</p>
+{% if facts %}
+<table class="facts">
+{% for fact in facts %}
+<tr><th>{{ fact.label }}</th><td>{{ fact.text }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+<h2>Fleet map</h2>
+<p><span class="tray tray-passed">passed</span> <span class="tray tray-failed">failed</span>
+<span class="tray tray-skipped">skipped</span> one box per GPU tray, coloured by its worst verdict over the checks
+of this run; hover a tray for what it passed and what failed.</p>
+<div class="fleet-map">
+{% for rack in fleet_map %}
+<div class="rack"><div class="rack-name"><a href="#{{ rack.anchor }}">{{ rack.rack }}</a></div><div class="trays">
+{% for tray in rack.trays %}
+<span class="{{ tray.css }}" title="{{ tray.title }}">{{ tray.label }}</span>
+{% endfor %}
+</div></div>
+{% endfor %}
+</div>
+{% if fleet_rows %}
+<table class="fleet">
+<tr><th>rack</th>{% for column in columns %}<th>{{ column }}</th>{% endfor %}<th>trays verified</th></tr>
+{% for row in fleet_rows %}
+<tr><th><a href="#{{ row.anchor }}">{{ row.rack }}</a></th>
+{%- for cell in row.cells %}<td class="{{ cell.css }}" title="{{ cell.title }}">
+{%- if cell.anchor %}<a href="#{{ cell.anchor }}">{{ cell.text }}</a>{% else %}{{ cell.text }}{% endif %}</td>
+{%- endfor %}<td>{{ row.trays }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% for rack in racks %}
+<section id="{{ rack.anchor }}">
+<h2>{{ rack.rack }}</h2>
+<p>{{ rack.headline }}</p>
+{% for section in rack.sections %}
+<section id="{{ section.anchor }}">
+<h3>{{ section.check }} <span class="{{ section.css }}">{{ section.result }}</span></h3>
+<p>{{ section.summary }}</p>
+{% if section.facts %}
+<table class="facts">
+{% for fact in section.facts %}
+{% if fact.code %}
+<tr><th>{{ fact.label }}</th><td><code>{{ fact.text }}</code></td></tr>
+{% else %}
+<tr><th>{{ fact.label }}</th><td>{{ fact.text }}</td></tr>
+{% endif %}
+{% endfor %}
+</table>
+{% endif %}
+{% if section.blamed %}
+<table>
+<tr><th>tray</th><th>problem</th></tr>
+{% for tray in section.blamed %}
+<tr><td>{{ tray.node }}</td><td>{{ tray.problem }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% if section.violations %}
+<ul>
+{% for violation in section.violations %}
+<li>{{ violation }}</li>
+{% endfor %}
+{% if section.more_violations %}
+<li>{{ section.more_violations }}</li>
+{% endif %}
+</ul>
+{% endif %}
+{% if section.cliques %}
+<table>
+<tr><th>clique</th><th>trays</th></tr>
+{% for clique in section.cliques %}
+<tr><td>{{ clique.label }}</td><td>{{ clique.nodes }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% if section.low_gpus %}
+<p>Low GPUs (every pair of the GPU below the median rule):</p>
+<table>
+<tr><th>GPU</th><th>tray</th><th>pairs</th><th>mean GB/s</th><th>median GB/s</th><th>fraction of the median</th></tr>
+{% for gpu in section.low_gpus %}
+<tr><td>{{ gpu.gpu }}</td><td>{{ gpu.node }}</td><td>{{ gpu.pairs }}</td><td>{{ gpu.mean }}</td>
+<td>{{ gpu.median }}</td><td>{{ gpu.fraction }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% if section.pairs %}
+<p>Failing pairs:</p>
+<table>
+<tr><th>source GPU</th><th>destination GPU</th><th>GB/s</th><th>fraction of the median</th><th>rule</th>
+<th>trays</th></tr>
+{% for pair in section.pairs %}
+<tr><td>{{ pair.src }}</td><td>{{ pair.dst }}</td><td>{{ pair.gbps }}</td><td>{{ pair.fraction }}</td>
+<td>{{ pair.rule }}</td><td>{{ pair.nodes }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% if section.more_pairs %}
+<p>{{ section.more_pairs }}</p>
+{% endif %}
+{% if section.nccl_rows %}
+<table>
+<tr><th>size</th><th>bytes</th><th>bus bandwidth (GB/s)</th><th>wrong</th></tr>
+{% for row in section.nccl_rows %}
+<tr><td>{{ row.size }}</td><td>{{ row.bytes }}</td><td>{{ row.busbw }}</td><td>{{ row.wrong }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% if section.heatmap %}
+<p>{{ section.heatmap.caption }}</p>
+<table class="{{ section.heatmap.css }}">
+<tr><th>{{ section.heatmap.unit }}</th>{% for column in section.heatmap.columns %}<th title="{{ column.title }}">
+{{- column.label }}</th>{% endfor %}</tr>
+{% for row in section.heatmap.rows %}
+<tr><th title="{{ row.title }}">{{ row.label }}</th>
+{%- for cell in row.cells %}<td class="{{ cell.css }}"{% if cell.style %} style="{{ cell.style }}"{% endif %} \
+title="{{ cell.title }}">{{ cell.text }}</td>{% endfor %}</tr>
+{% endfor %}
+</table>
+{% endif %}
+</section>
+{% endfor %}
+</section>
+{% endfor %}
+<h2>Skipped trays</h2>
+{% if skipped %}
+<table>
+<tr><th>tray</th><th>rack</th><th>reason</th><th>skipped by</th></tr>
+{% for tray in skipped %}
+<tr><td>{{ tray.node }}</td><td>{{ tray.rack }}</td><td>{{ tray.reason }}</td><td>{{ tray.checks }}</td></tr>
+{% endfor %}
+</table>
+{% else %}
+<p>No GPU tray was skipped.</p>
+{% endif %}
+</body>
+</html>
+"""
