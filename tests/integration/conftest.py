@@ -2,9 +2,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The simulated rack for end-to-end tests.
 
-``sim_rack`` (session): brings the rack up once per test run with ``sim/rack up`` (the first run on
-a machine builds the control plane: tens of minutes), reuses a rack that is already up and leaves
-it running, and tears down a rack it started unless ``GPU_FABRIC_SIM_KEEP=1``.
+``sim_rack`` (session): brings the simulated fleet up once per test run with ``sim/rack up`` at
+``GPU_FABRIC_SIM_RACKS`` x ``GPU_FABRIC_SIM_TRAYS`` (default 2 racks x 18 trays: every verification
+test runs on more than one full NVL72 rack; the first run on a machine builds the control plane: tens
+of minutes), reuses a rack that is already up (growing it to that size), leaves it running, and tears
+down a rack it started unless ``GPU_FABRIC_SIM_KEEP=1``.
 ``clean_faults`` (function): clears every fault after the test.
 ``namespace`` (function): a fresh namespace, deleted after the test.
 """
@@ -108,8 +110,14 @@ class SimRack:
             return {}
 
 
+# The size of the simulated fleet for the integration tests.
+FLEET = {"GPU_FABRIC_SIM_RACKS": "2", "GPU_FABRIC_SIM_TRAYS": "18"}
+
+
 def _rack_env() -> dict[str, str]:
     env = dict(os.environ)
+    for key, value in FLEET.items():
+        env.setdefault(key, value)
     env["ANSIBLE_CONFIG"] = str(REPO_ROOT / "ansible.cfg")
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     return env
@@ -134,6 +142,15 @@ def sim_rack(request: pytest.FixtureRequest) -> SimRack:
     env = _rack_env()
     status = run_rack("status", "--json", env=env)
     started_here = False
+    wanted = (int(env["GPU_FABRIC_SIM_RACKS"]), int(env["GPU_FABRIC_SIM_TRAYS"]))
+    if status.returncode == 0:
+        info = json.loads(status.stdout)
+        if (info.get("racks"), info.get("trays_per_rack")) != wanted:
+            resized = run_rack("up", env=env)
+            assert resized.returncode == 0, (
+                f"sim/rack up (to {wanted[0]} x {wanted[1]}) failed:\n{resized.stdout}{resized.stderr}"
+            )
+            status = run_rack("status", "--json", env=env)
     if status.returncode != 0:
         # show the progress live, past pytest's output capture
         capture = request.config.pluginmanager.getplugin("capturemanager")

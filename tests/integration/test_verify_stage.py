@@ -1,13 +1,18 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""playbooks/verify.yml on the healthy simulated rack: every check passes, the report says so, nothing is left."""
+"""playbooks/verify.yml on the healthy simulated fleet: every check passes on every tray of every rack,
+the report says so, nothing is left.
+
+The integration run brings the simulated fleet up at 2 racks x 18 trays (tests/integration/conftest.py),
+so each rack's nvbandwidth MPIJob has 72 ranks and its matrix is 72 x 72.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import pytest
-from verify_helpers import ZERO, run_verify, verification_objects
+from verify_helpers import ZERO, gpu_trays, run_verify, verification_objects
 
 if TYPE_CHECKING:
     from conftest import SimRack
@@ -15,49 +20,70 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.sim
 
 
-def test_verify_passes_on_the_healthy_rack(cluster_stage: SimRack, tmp_path):
+def test_verify_passes_on_every_tray_of_every_rack(cluster_stage: SimRack, tmp_path):
+    racks = gpu_trays(cluster_stage)
+    assert len(racks) >= 2 and all(len(trays) >= 2 for trays in racks.values())
     run = run_verify(cluster_stage, tmp_path / "report")
 
     assert run.process.returncode == 0, run.output[-6000:]
     records = run.records()
     assert sorted(records) == ["cliques", "imex_channel", "nvbandwidth"]
-    assert {check: record["passed"] for check, record in records.items()} == {
-        "cliques": True,
-        "imex_channel": True,
-        "nvbandwidth": True,
-    }
-    cliques = records["cliques"]["details"]
-    assert cliques["gpu_nodes"] == 4
-    assert list(cliques["cliques"].values()) == [["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2", "gb200-r0-t3"]]
-    assert cliques["unlabelled_nodes"] == []
+    for check in records:
+        assert sorted(records[check]) == sorted(racks), check
+        for rack, record in records[check].items():
+            assert record["passed"] is True, record["summary"]
+            assert record["outcome"] == "passed"
+            assert record["rack"] == rack
+            assert record["nodes"] == racks[rack]
+            assert record["trays"]["skipped"] == []
+            assert record["objects_left"] == 0
+            assert record["cluster"]["server_version"].startswith("v1.34")
+            assert record["run_id"] and record["run_id"] == records["cliques"]["rack0"]["run_id"]
 
-    imex = records["imex_channel"]["details"]
-    assert imex["channel0"].startswith("crw-rw-rw-")
-    assert imex["node"].startswith("gb200-r0-t")
-    assert records["imex_channel"]["summary"].startswith("channel0 is a character device (major 501, minor 0)")
+    trays = len(racks["rack0"])
+    cliques = records["cliques"]["rack0"]
+    assert cliques["summary"] == f"rack rack0: {trays} GPU trays in one clique ({cliques['clique']}), 4 GPUs each"
 
-    bandwidth = records["nvbandwidth"]["details"]
-    # 2 trays x 4 GB200 (allocatable nvidia.com/gpu), threshold 0.85 x 900 GB/s
-    assert bandwidth["nodes"] == ["gb200-r0-t0", "gb200-r0-t1"]
+    imex = records["imex_channel"]["rack1"]
+    assert [pod["node"] for pod in imex["details"]["pods"]] == racks["rack1"]
+    assert all(pod["channel0"].startswith("crw-rw-rw-") for pod in imex["details"]["pods"])
+    assert imex["summary"].startswith(
+        f"rack rack1: channel0 is a character device (major 501, minor 0) in {trays} of {trays} pods, one per tray"
+    )
+
+    bandwidth = records["nvbandwidth"]["rack0"]["details"]
+    gpus = 4 * trays
     assert bandwidth["gpus_per_node"] == 4
     assert bandwidth["gpu_product"] == "NVIDIA-GB200"
     assert bandwidth["threshold_gbps"] == 765.0
-    assert len(bandwidth["matrix"]) == 8
-    assert all(len(row) == 8 for row in bandwidth["matrix"])
-    assert bandwidth["failing_pairs"] == []
-    # the sim serves the seed guide's real GB200 run for 2 x 4 ranks
-    assert bandwidth["sum"] == 45997.93
-    assert bandwidth["min"] == 820.35
-    for record in records.values():
-        assert record["objects_left"] == 0
-        assert record["cluster"]["server_version"].startswith("v1.34")
+    assert len(bandwidth["matrix"]) == gpus and all(len(row) == gpus for row in bandwidth["matrix"])
+    assert bandwidth["failing_pairs"] == [] and bandwidth["low_gpus"] == []
+    # the sim cycles the seed guide's real GB200 cells (820.35-822.16 GB/s) over the rack's ranks
+    assert bandwidth["min"] == 820.35 and bandwidth["max"] == 822.16
+    assert records["nvbandwidth"]["rack0"]["summary"].startswith(
+        f"rack rack0: {gpus * (gpus - 1)} of {gpus * (gpus - 1)} GPU pairs at or above 765.00 GB/s"
+    )
 
-    assert "**PASSED**: 3 of 3 checks passed" in run.markdown()
-    assert run.junit_failures() == {"cliques": "", "imex_channel": "", "nvbandwidth": ""}
-    assert 'class="cell-fail"' not in run.html()
-    assert run.html().count('class="cell-ok"') == 56
+    report = run.report()
+    assert report["passed"] is True
+    assert report["coverage"]["verified"] == [tray for trays in racks.values() for tray in trays]
+    assert report["coverage"]["counts"] == {"trays": 36, "verified": 36, "skipped": 0, "unmeasured": 0}
+    assert report["coverage"]["skipped"] == []
+    assert "| rack0 | PASS | PASS | PASS |" in run.markdown()
     assert f"Report: {run.report_dir / 'report.md'}" in run.output
-    assert verification_objects(cluster_stage, run.namespaces) == ZERO
+    assert verification_objects(cluster_stage, run.prefix) == ZERO
+
+
+def test_a_tagged_run_reports_only_its_own_checks(cluster_stage: SimRack, tmp_path):
+    first = run_verify(cluster_stage, tmp_path / "report", "--tags", "cliques")
+    assert first.process.returncode == 0, first.output[-4000:]
+    second = run_verify(cluster_stage, tmp_path / "report", "--tags", "imex_channel")
+    assert second.process.returncode == 0, second.output[-4000:]
+
+    checks = {entry["check"] for entry in second.report()["checks"]}
+    assert checks == {"imex_channel"}
+    # the clique records of the first run are still on disk, but not reported as this run's
+    assert sorted(second.records()) == ["cliques", "imex_channel"]
 
 
 def test_verify_runs_nccl_when_asked(cluster_stage: SimRack, tmp_path):
@@ -70,17 +96,17 @@ def test_verify_runs_nccl_when_asked(cluster_stage: SimRack, tmp_path):
     )
 
     assert run.process.returncode == 0, run.output[-6000:]
+    trays = len(gpu_trays(cluster_stage)["rack0"])
     record = run.record("nccl")
     assert record["passed"] is True
     details = record["details"]
-    assert details["ranks"] == 8
+    assert details["ranks"] == 4 * trays
     assert details["threshold_gbps"] == 540.0
     assert [row["size_bytes"] for row in details["rows"]] == [1 << 30, 1 << 31, 1 << 32, 1 << 33]
     assert details["avg_busbw_gbps"] > 540.0
     assert details["violations"] == []
     assert sorted(run.records()) == ["nccl"]
-    assert run.junit_failures() == {"nccl": ""}
-    assert verification_objects(cluster_stage, run.namespaces) == ZERO
+    assert verification_objects(cluster_stage, run.prefix) == ZERO
 
 
 def test_verify_nccl_without_an_image_fails_with_the_hint(cluster_stage: SimRack, tmp_path):
@@ -89,9 +115,8 @@ def test_verify_nccl_without_an_image_fails_with_the_hint(cluster_stage: SimRack
     assert run.process.returncode != 0
     record = run.record("nccl")
     assert record["passed"] is False
-    assert "verify_nccl_image is empty" in record["summary"]
-    assert "nccl (" in run.output
-    assert verification_objects(cluster_stage, run.namespaces) == ZERO
+    assert "set verify_nccl_image" in record["summary"]
+    assert verification_objects(cluster_stage, run.prefix) == ZERO
 
 
 def test_check_mode_creates_nothing(cluster_stage: SimRack, tmp_path):
@@ -99,5 +124,5 @@ def test_check_mode_creates_nothing(cluster_stage: SimRack, tmp_path):
 
     assert run.process.returncode == 0, run.output[-6000:]
     assert not (tmp_path / "report" / "records").exists()
-    assert "the IMEX channel check would create namespace" in run.output
-    assert verification_objects(cluster_stage, run.namespaces) == ZERO
+    assert "check mode: the IMEX channel check would create one ComputeDomain per rack" in run.output
+    assert verification_objects(cluster_stage, run.prefix) == ZERO

@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import uuid
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,21 +33,28 @@ ZERO = {
 
 @dataclass
 class VerifyRun:
-    """One run of playbooks/verify.yml: its exit code, output, report directory and namespaces."""
+    """One run of playbooks/verify.yml: its exit code, output, report directory and namespace prefix."""
 
     process: subprocess.CompletedProcess
     report_dir: Path
-    namespaces: dict[str, str] = field(default_factory=dict)
+    prefix: str = ""
 
     @property
     def output(self) -> str:
         return self.process.stdout + self.process.stderr
 
-    def record(self, check: str) -> dict[str, Any]:
-        return json.loads((self.report_dir / "records" / f"{check}.json").read_text())
+    def record(self, check: str, rack: str = "rack0") -> dict[str, Any]:
+        return json.loads((self.report_dir / "records" / check / f"{rack}.json").read_text())
 
-    def records(self) -> dict[str, dict[str, Any]]:
-        return {path.stem: json.loads(path.read_text()) for path in (self.report_dir / "records").glob("*.json")}
+    def records(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """check -> rack -> record."""
+        found: dict[str, dict[str, dict[str, Any]]] = {}
+        for path in sorted((self.report_dir / "records").glob("*/*.json")):
+            found.setdefault(path.parent.name, {})[path.stem] = json.loads(path.read_text())
+        return found
+
+    def report(self) -> dict[str, Any]:
+        return json.loads((self.report_dir / "report.json").read_text())
 
     def markdown(self) -> str:
         return (self.report_dir / "report.md").read_text()
@@ -54,37 +62,30 @@ class VerifyRun:
     def html(self) -> str:
         return (self.report_dir / "report.html").read_text()
 
-    def junit_failures(self) -> dict[str, str]:
-        """testcase name -> failure text ('' for a passing test case)."""
+    def junit_failures(self) -> dict[tuple[str, str], str]:
+        """(classname, test case name) -> failure text ('' for a passing test case)."""
         root = ET.parse(self.report_dir / "report.junit.xml").getroot()
         cases = {}
         for case in root.iter("testcase"):
             failure = case.find("failure")
-            cases[case.get("name")] = "" if failure is None else (failure.text or "")
+            cases[(case.get("classname"), case.get("name"))] = "" if failure is None else (failure.text or "")
         return cases
-
-
-def unique_namespaces() -> dict[str, str]:
-    suffix = uuid.uuid4().hex[:6]
-    return {check: f"verify-{check.replace('_', '-')}-{suffix}" for check in ("imex_channel", "nvbandwidth", "nccl")}
 
 
 def run_verify(
     sim_rack: SimRack, report_dir: Path, *args: str, extra_vars: dict[str, Any] | None = None, timeout: int = 900
 ) -> VerifyRun:
-    """verify.yml with namespaces of this test (the rack is shared) and a report directory of its own."""
-    namespaces = unique_namespaces()
+    """verify.yml with a namespace prefix of this test (the rack is shared) and a report directory of its own."""
+    prefix = f"verify-{uuid.uuid4().hex[:6]}"
     variables = {
         "gpu_fabric_report_dir": str(report_dir),
-        "verify_imex_channel_namespace": namespaces["imex_channel"],
-        "verify_nvbandwidth_namespace": namespaces["nvbandwidth"],
-        "verify_nccl_namespace": namespaces["nccl"],
+        "gpu_fabric_verify_namespace_prefix": prefix,
         "verify_imex_channel_timeout": 120,
         "verify_imex_channel_poll_delay": 1,
         "verify_nvbandwidth_timeout": 180,
-        "verify_nvbandwidth_poll_delay": 2,
+        "verify_nvbandwidth_poll_delay": 1,
         "verify_nccl_timeout": 180,
-        "verify_nccl_poll_delay": 2,
+        "verify_nccl_poll_delay": 1,
         **(extra_vars or {}),
     }
     process = subprocess.run(
@@ -104,28 +105,44 @@ def run_verify(
         timeout=timeout,
         check=False,
     )
-    return VerifyRun(process=process, report_dir=report_dir, namespaces=namespaces)
+    return VerifyRun(process=process, report_dir=report_dir, prefix=prefix)
 
 
-def verification_objects(sim_rack: SimRack, namespaces: dict[str, str]) -> dict[str, int]:
-    """Objects a verification creates, counted in its namespaces and cluster-wide."""
+def verification_objects(sim_rack: SimRack, prefix: str) -> dict[str, int]:
+    """Objects a verification creates, counted in the namespaces of its prefix and cluster-wide."""
 
-    def count(*args: str) -> int:
+    def items(*args: str) -> list[dict[str, Any]]:
         result = sim_rack.kubectl("get", *args, "-o", "json", check=False)
-        if result.returncode != 0:
-            return 0
-        return len(json.loads(result.stdout)["items"])
+        return json.loads(result.stdout)["items"] if result.returncode == 0 else []
 
-    ours = set(namespaces.values())
-    existing = {item["metadata"]["name"] for item in sim_rack.get_json("namespaces")["items"]}
-    counts = {"namespaces": len(ours & existing)}
-    for kind in ("pods", "jobs.batch", "resourceclaims.resource.k8s.io"):
-        counts[kind] = sum(count(kind, "-n", name) for name in ours & existing)
-    for kind in ("computedomains.resource.nvidia.com", "mpijobs.kubeflow.org"):
-        result = sim_rack.kubectl("get", kind, "-A", "-o", "json", check=False)
-        items = json.loads(result.stdout)["items"] if result.returncode == 0 else []
-        counts[kind] = sum(1 for item in items if item["metadata"]["namespace"] in ours)
+    ours = {item["metadata"]["name"] for item in items("namespaces") if item["metadata"]["name"].startswith(prefix)}
+    counts = {"namespaces": len(ours)}
+    for kind in (
+        "pods",
+        "jobs.batch",
+        "resourceclaims.resource.k8s.io",
+        "computedomains.resource.nvidia.com",
+        "mpijobs.kubeflow.org",
+    ):
+        counts[kind] = sum(1 for item in items(kind, "-A") if item["metadata"].get("namespace") in ours)
     return counts
+
+
+def gpu_trays(sim_rack: SimRack) -> dict[str, list[str]]:
+    """rack label -> tray names of the simulated rack, sorted."""
+    racks: dict[str, list[str]] = {}
+    for node in sim_rack.get_json("nodes")["items"]:
+        rack = node["metadata"].get("labels", {}).get("gpu-fabric.sim/rack")
+        if rack:
+            racks.setdefault(rack, []).append(node["metadata"]["name"])
+    return {
+        rack: sorted(names, key=natural_key) for rack, names in sorted(racks.items(), key=lambda r: natural_key(r[0]))
+    }
+
+
+def natural_key(text: str) -> tuple:
+    """gb200-r0-t2 before gb200-r0-t10, as the records list trays."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def cluster_stage_installed(sim_rack: SimRack) -> bool:

@@ -1,0 +1,867 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""One lifecycle for every verification check, run on every rack at once.
+
+Per rack: create (namespace, ComputeDomain, the check's pods or MPIJob) -> wait -> read -> judge
+-> clean up (always, every deletion tried even when one fails) -> count what is left -> record.
+A check is a class with ``measure`` (create, wait, read, judge) and its objects; the rest is here,
+written once. Racks run concurrently in a bounded thread pool, each in its own namespace.
+
+Every API call goes through :class:`Api`, which retries transient failures (connection refused
+or reset, 429, 5xx) until its deadline: an API server restart is ridden out, and a call that
+still fails ends the rack's check with one clean line naming what could not be done -- never a
+traceback, never a verdict about the fabric.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_error_text, pod_summary, to_dict
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
+    OUTCOME_FAILED,
+    OUTCOME_PASSED,
+    RackPlan,
+    dns_label,
+    incomplete_record,
+    one_line,
+    plural,
+    rack_namespace,
+    record_for,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
+    MPIJOB_API_VERSION,
+    imex_pod_manifest,
+    imex_pod_name,
+    mpijob_manifest,
+    namespace_manifest,
+)
+
+try:
+    from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
+except ImportError:  # the module reports the missing library
+
+    class DynamicApiError(Exception):  # type: ignore[no-redef]
+        status = 0
+
+    class ResourceNotFoundError(Exception):  # type: ignore[no-redef]
+        pass
+
+    NotFoundError = DynamicApiError  # type: ignore[assignment,misc]
+
+try:
+    from urllib3.exceptions import HTTPError as Urllib3Error
+except ImportError:  # pragma: no cover - urllib3 comes with the kubernetes client
+
+    class Urllib3Error(Exception):  # type: ignore[no-redef]
+        pass
+
+
+TRANSIENT_STATUS = (0, 429, 500, 502, 503, 504)
+ERROR_LINE = re.compile(r"_ERROR_|Error:|NCCL WARN|Test NCCL failure|MPI_ABORT was invoked")
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class CheckFailed(Exception):
+    """The check ran and found a problem, or a step did not happen in time (message: one line)."""
+
+    def __init__(
+        self,
+        summary: str,
+        details: Optional[Dict[str, Any]] = None,
+        failed_nodes: Sequence[str] = (),
+        node_problems: Optional[Dict[str, str]] = None,
+    ) -> None:
+        super().__init__(summary)
+        self.summary = one_line(summary)
+        self.details = details or {}
+        self.failed_nodes = list(failed_nodes)
+        self.node_problems = node_problems or {}
+
+
+class ApiUnavailable(Exception):
+    """An API call still failed after the retries (message: what and why, one line)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, Urllib3Error):
+        return True
+    if isinstance(exc, cd.ComputeDomainError) and exc.__cause__ is not None:
+        return is_transient(exc.__cause__)
+    if isinstance(exc, DynamicApiError):
+        return int(getattr(exc, "status", 0) or 0) in TRANSIENT_STATUS
+    return isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for an API failure: the server's status, or the connection error's cause."""
+    if isinstance(exc, DynamicApiError):
+        return one_line(api_error_text(exc))
+    reason = getattr(exc, "reason", None)
+    text = str(reason if reason is not None else exc)
+    text = re.sub(r"<urllib3\.[^>]*>", "", text)
+    return one_line(f"{type(exc).__name__}: {text}")[:300]
+
+
+class Api:
+    """The Kubernetes calls of a run; every call retries transient failures until ``patience`` runs out."""
+
+    def __init__(
+        self,
+        client: Any,
+        patience: float = 90.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.patience = patience
+        self.sleep = sleep
+        self.clock = clock
+        self._resources: Dict[Tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def call(self, what: str, fn: Callable[[], Any]) -> Any:
+        deadline = self.clock() + self.patience
+        delay = 1.0
+        while True:
+            try:
+                return fn()
+            except (DynamicApiError, Urllib3Error, cd.ComputeDomainError, ConnectionError, TimeoutError) as exc:
+                if not is_transient(exc) or self.clock() + delay > deadline:
+                    if isinstance(exc, cd.ComputeDomainError) and not is_transient(exc):
+                        raise
+                    raise ApiUnavailable(f"{what}: {error_text(exc)}") from exc
+                self.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def resource(self, kind: str, api_version: str) -> Any:
+        key = (kind, api_version)
+        with self._lock:  # discovery is not thread-safe; resolve each kind once
+            if key not in self._resources:
+                self._resources[key] = self.call(
+                    f"look up {kind} in {api_version}", lambda: self.client.resource(kind, api_version)
+                )
+            return self._resources[key]
+
+    def served(self, kind: str, api_version: str) -> bool:
+        """Whether the server serves the kind (a CRD that is not installed: False)."""
+        try:
+            self.resource(kind, api_version)
+            return True
+        except ResourceNotFoundError:
+            return False
+
+    def get(self, kind: str, api_version: str, name: str, namespace: Optional[str] = None) -> Optional[Dict[str, Any]]:
+        resource = self.resource(kind, api_version)
+
+        def read() -> Optional[Dict[str, Any]]:
+            try:
+                return to_dict(self.client.get(resource, name=name, namespace=namespace))
+            except NotFoundError:
+                return None
+
+        return self.call(f"read {kind} {namespace + '/' if namespace else ''}{name}", read)
+
+    def list(
+        self, kind: str, api_version: str, namespace: Optional[str] = None, label_selector: str = ""
+    ) -> List[Dict[str, Any]]:
+        resource = self.resource(kind, api_version)
+        params: Dict[str, Any] = {"namespace": namespace} if namespace else {}
+        if label_selector:
+            params["label_selector"] = label_selector
+        items: List[Dict[str, Any]] = []
+        token: Optional[str] = None
+        while True:
+            page_params = dict(params, limit=500, **({"_continue": token} if token else {}))
+            page = to_dict(
+                self.call(
+                    f"list {kind}" + (f" in {namespace}" if namespace else ""),
+                    lambda kwargs=page_params: self.client.get(resource, **kwargs),
+                )
+            )
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def create(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        kind, meta = body["kind"], body["metadata"]
+        resource = self.resource(kind, body["apiVersion"])
+        namespace = meta.get("namespace")
+
+        def create() -> Dict[str, Any]:
+            try:
+                return to_dict(self.client.create(resource, body, namespace=namespace))
+            except DynamicApiError as exc:
+                if int(getattr(exc, "status", 0) or 0) == 409:  # left by an earlier try of this call
+                    return self.get(kind, body["apiVersion"], meta["name"], namespace) or {}
+                raise
+
+        return self.call(f"create {kind} {namespace + '/' if namespace else ''}{meta['name']}", create)
+
+    def delete(
+        self, kind: str, api_version: str, name: str, namespace: Optional[str] = None, propagation: str = "Background"
+    ) -> None:
+        resource = self.resource(kind, api_version)
+
+        def delete() -> None:
+            with contextlib.suppress(NotFoundError):
+                self.client.delete(resource, name=name, namespace=namespace, body={"propagationPolicy": propagation})
+
+        self.call(f"delete {kind} {namespace + '/' if namespace else ''}{name}", delete)
+
+    def log(self, pod: str, namespace: str) -> str:
+        resource = self.resource("Pod", "v1")
+        response = self.call(
+            f"read the log of pod {namespace}/{pod}",
+            lambda: resource.log.get(name=pod, namespace=namespace, serialize=False),
+        )
+        return response.data.decode("utf-8", errors="replace")
+
+
+@dataclass
+class Settings:
+    """What every check of a run shares."""
+
+    namespace_prefix: str = "gpu-fabric-verify"
+    timeout: float = 900.0
+    poll: float = 3.0
+    driver_namespace: str = "nvidia-dra-driver-gpu"
+    run_id: str = ""
+    allow_incomplete: bool = False
+    pod_security_level: str = "baseline"
+    cluster: Dict[str, str] = field(default_factory=dict)
+
+
+class RackRun:
+    """One check on one rack, from namespace to record."""
+
+    objects: Tuple[Tuple[str, str], ...] = (
+        ("Pod", "v1"),
+        ("ComputeDomain", cd.API_VERSION),
+        ("ResourceClaim", "resource.k8s.io/v1"),
+    )
+
+    def __init__(
+        self,
+        check: Check,
+        api: Api,
+        plan: RackPlan,
+        settings: Settings,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.check = check
+        self.api = api
+        self.plan = plan
+        self.settings = settings
+        self.sleep = sleep
+        self.clock = clock
+        self.namespace = rack_namespace(settings.namespace_prefix, check.name, plan.name)
+        self.compute_domain = dns_label(check.name.replace("_", "-"), plan.name)
+        self.claim_template = dns_label(self.compute_domain, "channel")
+        self.deadline = 0.0
+        self.created_domain = False
+
+    # -- the lifecycle -----------------------------------------------------------------------------
+
+    def run(self) -> Dict[str, Any]:
+        started = now_rfc3339()
+        self.deadline = self.clock() + self.settings.timeout
+        outcome, failed_nodes, problems = OUTCOME_FAILED, [], {}
+        details: Dict[str, Any] = {"namespace": self.namespace}
+        try:
+            result = self.check.measure(self)
+            outcome = OUTCOME_PASSED if result.passed else OUTCOME_FAILED
+            summary, failed_nodes, problems = result.summary, result.failed_nodes, result.node_problems
+            details.update(result.details)
+        except CheckFailed as exc:
+            summary, failed_nodes, problems = exc.summary, exc.failed_nodes, exc.node_problems
+            details.update(exc.details)
+        except ApiUnavailable as exc:
+            summary = f"could not {exc}"
+        except cd.ComputeDomainError as exc:
+            summary = str(exc)
+        except Exception as exc:  # a bug of ours: still clean up, and say it is not the fabric
+            summary = f"the check stopped on an unexpected error ({type(exc).__name__}: {exc}); please report it"
+        summary = f"rack {self.plan.name}: {one_line(summary)}"
+        cleanup_errors = self.clean_up()
+        left, uncounted = self.count_left()
+        if left:
+            outcome = OUTCOME_FAILED
+            summary += f"; {plural(left, 'object')} left in namespace {self.namespace} after the cleanup"
+            if cleanup_errors:
+                summary += ": " + "; ".join(cleanup_errors)
+        details.setdefault("violations", [] if outcome == OUTCOME_PASSED else [summary])
+        record = record_for(
+            self.check.name,
+            self.plan,
+            outcome,
+            summary,
+            details,
+            failed_nodes,
+            problems,
+            self.settings.run_id,
+            self.settings.allow_incomplete,
+        )
+        record.update(
+            started=started,
+            finished=now_rfc3339(),
+            cluster=dict(self.settings.cluster),
+            objects_left=None if uncounted else left,
+            objects_uncounted=uncounted,
+            cleanup_error="; ".join(cleanup_errors),
+        )
+        return record
+
+    # -- steps the checks share --------------------------------------------------------------------
+
+    def remaining(self) -> float:
+        return max(self.deadline - self.clock(), 1.0)
+
+    def wait_for(self, what: str, probe: Callable[[], Any], describe: Optional[Callable[[], str]] = None) -> Any:
+        """Poll ``probe`` until it returns something truthy; past the deadline the check fails, naming ``what``."""
+        started = self.clock()
+        reads = 0
+        while True:
+            value = probe()
+            reads += 1
+            if value:
+                return value
+            if self.clock() >= self.deadline:
+                waited = self.clock() - started
+                extra = f"; {describe()}" if describe else ""
+                raise CheckFailed(f"{what}: still not done after {reads} reads ({waited:.0f} s){extra}")
+            self.sleep(min(self.settings.poll, max(self.deadline - self.clock(), 0.1)))
+
+    def create_namespace(self) -> None:
+        existing = self.api.get("Namespace", "v1", self.namespace)
+        if existing and (existing.get("metadata") or {}).get("deletionTimestamp"):
+            self.wait_for(
+                f"namespace {self.namespace} of an earlier run to go",
+                lambda: self.api.get("Namespace", "v1", self.namespace) is None,
+            )
+        self.api.create(
+            namespace_manifest(
+                self.namespace,
+                self.check.name,
+                self.plan.name,
+                self.check.pod_security_level or self.settings.pod_security_level,
+            )
+        )
+        # the API refuses pods until kube-controller-manager made the namespace's default ServiceAccount
+        self.wait_for(
+            f"the default ServiceAccount of namespace {self.namespace}",
+            lambda: self.api.get("ServiceAccount", "v1", "default", self.namespace),
+        )
+
+    def domain_request(self, state: str, wait_nodes: Sequence[str] = ()) -> cd.Request:
+        return cd.Request(
+            name=self.compute_domain,
+            namespace=self.namespace,
+            state=state,
+            spec=cd.ComputeDomainSpec(num_nodes=0, channel_template_name=self.claim_template),
+            wait=True,
+            wait_timeout=int(self.remaining()),
+            wait_sleep=self.settings.poll,
+            wait_nodes=list(wait_nodes),
+            driver_namespace=self.settings.driver_namespace,
+        )
+
+    def create_compute_domain(self) -> None:
+        """The rack's ComputeDomain, waited for until its channel template exists."""
+        self.created_domain = True
+        self.api.call(
+            f"create ComputeDomain {self.namespace}/{self.compute_domain}",
+            lambda: cd.ensure(self.api.client, self.domain_request("present"), sleep=self.sleep, clock=self.clock),
+        )
+
+    def wait_domain_nodes(self, nodes: Sequence[str]) -> None:
+        """Every node's IMEX daemon Ready in the ComputeDomain (status.nodes[])."""
+        self.api.call(
+            f"wait for ComputeDomain {self.namespace}/{self.compute_domain}",
+            lambda: cd.ensure(
+                self.api.client, self.domain_request("present", nodes), sleep=self.sleep, clock=self.clock
+            ),
+        )
+
+    def read_log(self, pod: str) -> str:
+        """A finished container's log; kubelets serve it a moment after the pod's phase says so."""
+        text = ""
+        for attempt in range(10):
+            try:
+                text = self.api.log(pod, self.namespace)
+            except ApiUnavailable as exc:
+                if attempt == 9 or ("no logs" not in str(exc).lower() and "400" not in str(exc)):
+                    raise
+                text = ""
+            if text.strip():
+                return text
+            self.sleep(1.0)
+        return text
+
+    def clean_up(self) -> List[str]:
+        """Delete the check's objects and the namespace; every step is tried, the failures are returned."""
+        errors: List[str] = []
+        steps = list(self.check.cleanup_steps(self))
+        if self.created_domain:
+            steps.append(
+                (
+                    f"delete ComputeDomain {self.compute_domain}",
+                    lambda: self.api.call(
+                        f"delete ComputeDomain {self.namespace}/{self.compute_domain}",
+                        lambda: cd.ensure(
+                            self.api.client, self.domain_request("absent"), sleep=self.sleep, clock=self.clock
+                        ),
+                    ),
+                )
+            )
+        steps.append((f"delete namespace {self.namespace}", self.delete_namespace))
+        for what, step in steps:
+            self.deadline = max(self.deadline, self.clock() + self.settings.timeout / 3)
+            try:
+                step()
+            except (ApiUnavailable, CheckFailed, cd.ComputeDomainError) as exc:
+                errors.append(f"{what}: {one_line(str(exc))}")
+        return errors
+
+    def delete_namespace(self) -> None:
+        self.api.delete("Namespace", "v1", self.namespace)
+        self.wait_for(
+            f"namespace {self.namespace} to be deleted", lambda: self.api.get("Namespace", "v1", self.namespace) is None
+        )
+
+    def count_left(self) -> Tuple[int, List[str]]:
+        """Objects of the check still there (a namespace that is gone took its objects with it)."""
+        try:
+            namespace = self.api.get("Namespace", "v1", self.namespace)
+        except ApiUnavailable:
+            return 0, ["Namespace"]
+        if namespace is None:
+            return 0, []
+        left, uncounted = 1, []
+        for kind, api_version in self.objects + self.check.objects:
+            try:
+                if self.api.served(kind, api_version):
+                    left += len(self.api.list(kind, api_version, self.namespace))
+            except ApiUnavailable:
+                uncounted.append(kind)
+        return left, uncounted
+
+
+@dataclass
+class Result:
+    passed: bool
+    summary: str
+    details: Dict[str, Any] = field(default_factory=dict)
+    failed_nodes: List[str] = field(default_factory=list)
+    node_problems: Dict[str, str] = field(default_factory=dict)
+
+
+class Check:
+    """A verification check: its name, its objects and how it measures one rack."""
+
+    name = ""
+    uses_gpus = True
+    pod_security_level = ""
+    objects: Tuple[Tuple[str, str], ...] = ()
+
+    def measure(self, run: RackRun) -> Result:
+        raise NotImplementedError
+
+    def cleanup_steps(self, run: RackRun) -> List[Tuple[str, Callable[[], None]]]:
+        return []
+
+    def plan_view(self, run: RackRun) -> Dict[str, Any]:
+        """What the check would create on the rack (check mode)."""
+        return {"namespace": run.namespace, "compute_domain": run.compute_domain, "nodes": list(run.plan.nodes)}
+
+
+# -- IMEX channel injection ---------------------------------------------------------------------------
+
+
+def channel0_line(listing: str) -> Optional[str]:
+    for line in listing.splitlines():
+        if line.rstrip().endswith(" channel0"):
+            return line.rstrip()
+    return None
+
+
+def judge_channel_listing(listing: str) -> Tuple[bool, str]:
+    """(passed, what was seen) for one pod's ``ls -la /dev/nvidia-caps-imex-channels``."""
+    line = channel0_line(listing)
+    if line is None:
+        return False, "channel0 is missing (listing: " + " / ".join(x for x in listing.splitlines() if x.strip())[
+            :200
+        ] + ")"
+    if not line.startswith("c"):
+        return False, f"channel0 is not a character device: {line}"
+    numbers = re.search(r"(\d+),\s*(\d+)", line)
+    device = f"major {numbers.group(1)}, minor {numbers.group(2)}" if numbers else "character device"
+    return True, device
+
+
+def channel_findings(bad: Mapping[str, str], limit: int = 3) -> str:
+    """'gb200-r0-t0, gb200-r0-t1 and 16 more: channel0 is missing (listing: ...)': trays with the same finding
+    named together, the finding said once."""
+    by_text: Dict[str, List[str]] = {}
+    for node, text in bad.items():
+        by_text.setdefault(text, []).append(node)
+    parts = []
+    for text, trays in by_text.items():
+        more = f" and {len(trays) - limit} more" if len(trays) > limit else ""
+        parts.append(f"{', '.join(trays[:limit])}{more}: {text}")
+    return "; ".join(parts[:limit]) + (f"; {len(parts) - limit} more findings" if len(parts) > limit else "")
+
+
+class ImexChannelCheck(Check):
+    name = "imex_channel"
+    uses_gpus = False
+    pod_security_level = "restricted"
+
+    def __init__(self, image: str, run_as_user: int = 65534) -> None:
+        self.image = image
+        self.run_as_user = run_as_user
+
+    def plan_view(self, run: RackRun) -> Dict[str, Any]:
+        view = super().plan_view(run)
+        view["pods"] = [imex_pod_name(node) for node in run.plan.nodes]
+        return view
+
+    def _pods(self, run: RackRun) -> Dict[str, Dict[str, Any]]:
+        pods = run.api.list("Pod", "v1", run.namespace)
+        return {p["metadata"]["name"]: p for p in pods}
+
+    def measure(self, run: RackRun) -> Result:
+        nodes = run.plan.nodes
+        names = {node: imex_pod_name(node) for node in nodes}
+        run.create_namespace()
+        run.create_compute_domain()
+        for node in nodes:
+            run.api.create(
+                imex_pod_manifest(node, run.namespace, run.plan.name, run.claim_template, self.image, self.run_as_user)
+            )
+
+        def unscheduled() -> List[str]:
+            pods = self._pods(run)
+            return [n for n in nodes if not ((pods.get(names[n]) or {}).get("spec") or {}).get("nodeName")]
+
+        def describe_pods() -> str:
+            pods = self._pods(run)
+            return "; ".join(
+                pod_summary(pods[names[n]])
+                for n in nodes
+                if names[n] in pods and ((pods[names[n]].get("status") or {}).get("phase") or "Pending") == "Pending"
+            )[:600]
+
+        run.wait_for(
+            "the IMEX channel pods to be scheduled",
+            lambda: not unscheduled(),
+            lambda: f"unscheduled: {', '.join(unscheduled()[:5])}; " + describe_pods(),
+        )
+        run.wait_domain_nodes(nodes)
+
+        def started() -> bool:
+            pods = self._pods(run)
+            return all(
+                ((pods.get(names[n]) or {}).get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+                for n in nodes
+            )
+
+        run.wait_for("the IMEX channel pods to run", started, describe_pods)
+        seen: Dict[str, Tuple[bool, str]] = {}
+        pods_out: List[Dict[str, Any]] = []
+        pods = self._pods(run)
+        for node in nodes:
+            listing = run.read_log(names[node])
+            seen[node] = judge_channel_listing(listing)
+            pods_out.append(
+                {
+                    "node": node,
+                    "pod": names[node],
+                    "phase": ((pods.get(names[node]) or {}).get("status") or {}).get("phase"),
+                    "channel0": channel0_line(listing),
+                    "listing": listing.splitlines(),
+                }
+            )
+        bad = {node: text for node, (ok, text) in seen.items() if not ok}
+        details = {
+            "compute_domain": run.compute_domain,
+            "pods": pods_out,
+            "violations": [f"{node}: {text}" for node, text in bad.items()],
+        }
+        if bad:
+            problems = {
+                node: f"{text}; check that containerd has CDI enabled (enable_cdi) and that the DRA kubelet "
+                f"plugin runs on {node}"
+                for node, text in bad.items()
+            }
+            return Result(
+                False,
+                f"channel0 not injected in {len(bad)} of {len(nodes)} pods: {channel_findings(bad)}; check that "
+                "containerd has CDI enabled (enable_cdi) and that the DRA kubelet plugin runs there",
+                details,
+                list(bad),
+                problems,
+            )
+        devices = sorted({text for _, text in seen.values()})
+        return Result(
+            True,
+            f"channel0 is a character device ({', '.join(devices)}) in {len(nodes)} of {len(nodes)} "
+            f"pods, one per tray ({nodes[0]} .. {nodes[-1]}){_skipped(run.plan)}",
+            details,
+        )
+
+    def cleanup_steps(self, run: RackRun) -> List[Tuple[str, Callable[[], None]]]:
+        def delete_pods() -> None:
+            for node in run.plan.nodes:
+                run.api.delete("Pod", "v1", imex_pod_name(node), run.namespace)
+            run.wait_for("the IMEX channel pods to be deleted", lambda: not run.api.list("Pod", "v1", run.namespace))
+
+        return [("delete the IMEX channel pods", delete_pods)]
+
+
+def _skipped(plan: RackPlan) -> str:
+    if not plan.skipped:
+        return ""
+    return (
+        f"; {plural(len(plan.skipped), 'tray')} skipped: "
+        + ", ".join(f"{s['node']} {s['reason']}" for s in plan.skipped[:3])
+        + (" and more" if len(plan.skipped) > 3 else "")
+    )
+
+
+# -- MPIJob checks (nvbandwidth, NCCL) ----------------------------------------------------------------
+
+
+class MpiJobCheck(Check):
+    """A benchmark in an MPIJob over every usable tray of the rack, judged from the launcher's log."""
+
+    objects = (("MPIJob", MPIJOB_API_VERSION),)
+
+    def __init__(self, image: str, mpi: Mapping[str, Any]) -> None:
+        self.image = image
+        self.mpi = dict(mpi)
+
+    def job_name(self, run: RackRun) -> str:
+        return dns_label(self.name.replace("_", "-"), run.plan.name, limit=40)
+
+    def launcher_args(self, run: RackRun) -> List[str]:
+        raise NotImplementedError
+
+    def judge(self, run: RackRun, log: str, nodes: Sequence[str]) -> Result:
+        raise NotImplementedError
+
+    def plan_view(self, run: RackRun) -> Dict[str, Any]:
+        view = super().plan_view(run)
+        view.update(mpijob=self.job_name(run), ranks=run.plan.gpus_per_tray * len(run.plan.nodes))
+        return view
+
+    def manifest(self, run: RackRun) -> Dict[str, Any]:
+        return mpijob_manifest(
+            self.job_name(run),
+            run.namespace,
+            self.name,
+            run.plan.name,
+            run.plan.nodes,
+            run.plan.gpus_per_tray,
+            run.claim_template,
+            self.image,
+            self.launcher_args(run),
+            self.mpi,
+        )
+
+    def measure(self, run: RackRun) -> Result:
+        job = self.job_name(run)
+        run.create_namespace()
+        run.create_compute_domain()
+        run.api.create(self.manifest(run))
+
+        placement: Dict[str, str] = {}  # worker pod -> tray, read while the workers run
+
+        def finished() -> Optional[Dict[str, str]]:
+            for pod in run.api.list("Pod", "v1", run.namespace, "training.kubeflow.org/job-role=worker"):
+                node = (pod.get("spec") or {}).get("nodeName")
+                if node:
+                    placement[pod["metadata"]["name"]] = node
+            obj = run.api.get("MPIJob", MPIJOB_API_VERSION, job, run.namespace) or {}
+            for condition in (obj.get("status") or {}).get("conditions") or []:
+                if condition.get("type") in ("Succeeded", "Failed") and condition.get("status") == "True":
+                    return condition
+            return None
+
+        condition = run.wait_for(f"MPIJob {job} to finish", finished, lambda: self.describe(run))
+        launcher = self.launcher(run)
+        log = run.read_log(launcher["metadata"]["name"]) if launcher else ""
+        if condition["type"] == "Failed":
+            raise CheckFailed(
+                self.failure_text(job, condition, launcher, log),
+                {"job": job, "launcher": pod_summary(launcher) if launcher else None},
+            )
+        result = self.judge(run, log, self.rank_nodes(run, job, placement))
+        result.details.setdefault("job", job)
+        return result
+
+    def rank_nodes(self, run: RackRun, job: str, placement: Mapping[str, str]) -> List[str]:
+        """The tray of each worker in rank order: ranks fill worker 0 first (``ppr:<slots>:node``), and the
+        scheduler, not the order of the trays, decides which tray worker N runs on."""
+        nodes = [placement.get(f"{job}-worker-{index}") for index in range(len(run.plan.nodes))]
+        if all(nodes) and sorted(nodes) == sorted(run.plan.nodes):
+            return [str(node) for node in nodes]
+        return list(run.plan.nodes)  # never seen running (a failed start): trays in name order
+
+    def launcher(self, run: RackRun) -> Optional[Dict[str, Any]]:
+        pods = run.api.list("Pod", "v1", run.namespace, "training.kubeflow.org/job-role=launcher")
+        return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")[-1] if pods else None
+
+    def describe(self, run: RackRun) -> str:
+        pods = run.api.list("Pod", "v1", run.namespace)
+        waiting = [pod_summary(p) for p in pods if (p.get("status") or {}).get("phase") != "Running"]
+        return (f"{len(pods)} pod(s); " + "; ".join(waiting[:3])) if pods else "no pod was created"
+
+    def failure_text(self, job: str, condition: Mapping[str, Any], launcher: Optional[Dict[str, Any]], log: str) -> str:
+        text = f"MPIJob {job} failed ({condition.get('reason', '')}: {one_line(condition.get('message', ''))})"
+        if not launcher:
+            return text + "; no launcher pod exists"
+        statuses = (launcher.get("status") or {}).get("containerStatuses") or [{}]
+        term = ((statuses[0].get("state") or {}).get("terminated")) or {}
+        node = (launcher.get("spec") or {}).get("nodeName") or "(unscheduled)"
+        text += (
+            f"; launcher pod {launcher['metadata']['name']} on {node}"
+            f" is {(launcher.get('status') or {}).get('phase')} (exit code {term.get('exitCode', 'none')}, "
+            f"reason {term.get('reason', 'none')})"
+        )
+        lines = [line.strip() for line in log.splitlines() if line.strip()]
+        errors = [line for line in lines if ERROR_LINE.search(line)]
+        if errors:
+            return text + "; error lines: " + " / ".join(errors[:3])
+        return text + ("; last log lines: " + " / ".join(lines[-5:]) if lines else "")
+
+    def cleanup_steps(self, run: RackRun) -> List[Tuple[str, Callable[[], None]]]:
+        job = self.job_name(run)
+
+        def delete_job() -> None:
+            if not run.api.served("MPIJob", MPIJOB_API_VERSION):
+                return
+            run.api.delete("MPIJob", MPIJOB_API_VERSION, job, run.namespace, propagation="Foreground")
+            run.wait_for(
+                f"MPIJob {job} and its pods to be deleted",
+                lambda: run.api.get("MPIJob", MPIJOB_API_VERSION, job, run.namespace) is None,
+            )
+
+        return [(f"delete MPIJob {job}", delete_job)]
+
+
+class NvbandwidthCheck(MpiJobCheck):
+    name = "nvbandwidth"
+
+    def __init__(
+        self,
+        image: str,
+        mpi: Mapping[str, Any],
+        testcase: str,
+        extra_args: Sequence[str],
+        judge: Callable[..., Dict[str, Any]],
+    ) -> None:
+        super().__init__(image, mpi)
+        self.testcase = testcase
+        self.extra_args = list(extra_args)
+        self._judge = judge
+
+    def launcher_args(self, run: RackRun) -> List[str]:
+        return ["--report-bindings", "-q", "nvbandwidth", "-t", self.testcase, *self.extra_args]
+
+    def judge(self, run: RackRun, log: str, nodes: Sequence[str]) -> Result:
+        verdict = self._judge(log, run.plan, nodes)
+        return Result(
+            bool(verdict["passed"]),
+            verdict["summary"] + _skipped(run.plan),
+            verdict.get("details", {}),
+            verdict.get("failed_nodes", []),
+            verdict.get("node_problems", {}),
+        )
+
+
+class NcclCheck(MpiJobCheck):
+    name = "nccl"
+
+    def __init__(
+        self,
+        image: str,
+        mpi: Mapping[str, Any],
+        binary: str,
+        args: Sequence[str],
+        mpirun_args: Sequence[str],
+        judge: Callable[..., Dict[str, Any]],
+    ) -> None:
+        super().__init__(image, mpi)
+        self.binary = binary
+        self.args = list(args)
+        self.mpirun_args = list(mpirun_args)
+        self._judge = judge
+
+    def launcher_args(self, run: RackRun) -> List[str]:
+        return ["-q", *self.mpirun_args, self.binary, *self.args]
+
+    def judge(self, run: RackRun, log: str, nodes: Sequence[str]) -> Result:
+        verdict = self._judge(log, run.plan, nodes)
+        return Result(
+            bool(verdict["passed"]),
+            verdict["summary"] + _skipped(run.plan),
+            verdict.get("details", {}),
+            verdict.get("failed_nodes", []),
+            verdict.get("node_problems", {}),
+        )
+
+
+# -- the run ------------------------------------------------------------------------------------------
+
+
+def run_racks(
+    check: Check,
+    api: Api,
+    plans: Sequence[RackPlan],
+    settings: Settings,
+    parallel: int,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> List[Dict[str, Any]]:
+    """Every rack's record, racks measured ``parallel`` at a time; incomplete racks are recorded, not run."""
+    records: Dict[str, Dict[str, Any]] = {}
+    runnable = []
+    for plan in plans:
+        if plan.incomplete:
+            record = incomplete_record(check.name, plan, settings.run_id, settings.allow_incomplete)
+            record.update(
+                started=now_rfc3339(),
+                finished=now_rfc3339(),
+                cluster=dict(settings.cluster),
+                objects_left=0,
+                objects_uncounted=[],
+                cleanup_error="",
+            )
+            records[plan.name] = record
+        else:
+            runnable.append(plan)
+    if runnable:
+        for kind, api_version in (("Namespace", "v1"), ("ServiceAccount", "v1"), ("Pod", "v1")):
+            api.resource(kind, api_version)  # resolve before the threads start
+        with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(runnable)))) as pool:
+            futures = {
+                plan.name: pool.submit(RackRun(check, api, plan, settings, sleep, clock).run) for plan in runnable
+            }
+            for name, future in futures.items():
+                records[name] = future.result()
+    return [records[plan.name] for plan in plans]

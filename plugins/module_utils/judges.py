@@ -1,0 +1,158 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The judges of the MPIJob checks: one rack's launcher log -> verdict, summary, blamed trays.
+
+A judge reads the tool's output with the tool's parser and applies the one rule of that tool
+(``bandwidth_rule`` for nvbandwidth, ``nccl`` for nccl-tests); the fleet lifecycle prefixes the
+rack's name and writes the record.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_rule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import nccl_tests_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan, one_line
+
+
+def _positive(value: Any) -> Any:
+    return float(value) if value is not None and float(value) > 0 else None
+
+
+def nvbandwidth_thresholds(options: Mapping[str, Any]) -> bandwidth_rule.Thresholds:
+    median = options.get("min_fraction_of_median")
+    return bandwidth_rule.Thresholds(
+        min_gbps=_positive(options.get("min_gbps")),
+        min_fraction_of_peak=_positive(options.get("min_fraction_of_peak")),
+        peak_gbps=_positive(options.get("peak_gbps")),
+        min_fraction_of_median=bandwidth_rule.DEFAULT_MIN_FRACTION_OF_MEDIAN if median is None else _positive(median),
+    )
+
+
+def peak_table(options: Mapping[str, Any]) -> Any:
+    """The site's product table tried before the built-in one (None: the built-in one alone)."""
+    extra = list(options.get("peak_gbps_by_product") or [])
+    return extra + list(bandwidth_rule.PEAK_GBPS_BY_PRODUCT) if extra else None
+
+
+def judge_nvbandwidth_log(
+    log: str, plan: RackPlan, options: Mapping[str, Any], nodes: Optional[Sequence[str]] = None
+) -> Dict[str, Any]:
+    """The verdict on one rack's nvbandwidth run over ``plan.nodes`` x ``plan.gpus_per_tray`` GPUs.
+
+    ``nodes``: the tray of each worker in rank order (GPU i on ``nodes[i // gpus_per_tray]``); default the
+    rack's trays in name order.
+    """
+    nodes = list(nodes or plan.nodes)
+    verdict = check_nvbandwidth(
+        log,
+        testcase=options.get("testcase"),
+        thresholds=nvbandwidth_thresholds(options),
+        gpu_product=plan.gpu_product,
+        nodes=nodes,
+        gpus_per_node=plan.gpus_per_tray,
+        peak_table=peak_table(options),
+    )
+    result = verdict.to_result()
+    expected = len(plan.nodes) * plan.gpus_per_tray
+    errors = list(result["errors"])
+    if not errors and result["gpus"] and result["gpus"] != expected:
+        errors.append(
+            f"the matrix has {result['gpus']} GPUs, the job ran {expected} ranks ({len(plan.nodes)} trays x "
+            f"{plan.gpus_per_tray}): check slotsPerWorker and the GPUs each worker requests"
+        )
+    details = {
+        "testcase": result["testcase"],
+        "rank_nodes": nodes,
+        "gpus_per_node": plan.gpus_per_tray,
+        "gpu_product": plan.gpu_product,
+        "peak_gbps": result["peak_gbps"],
+        "min_fraction_of_peak": result["min_fraction_of_peak"],
+        "min_fraction_of_median": result["min_fraction_of_median"],
+        "median_gbps": result["median_gbps"],
+        "median_threshold_gbps": result["median_threshold_gbps"],
+        "threshold_gbps": result["threshold_gbps"],
+        "threshold_explanation": result["threshold_explanation"],
+        "unit": result["unit"] or "GB/s",
+        "matrix": result["matrix"],
+        "sum": result["sum"],
+        "min": result["min"],
+        "max": result["max"],
+        "mean": result["mean"],
+        "failing_pairs": result["failing_pairs"],
+        "low_gpus": result["low_gpus"],
+        "violations": errors + list(result["violations"]),
+        "warnings": result["warnings"],
+    }
+    if errors:
+        return {
+            "passed": False,
+            "summary": "the nvbandwidth output does not show a completed run: "
+            + "; ".join(one_line(e) for e in errors[:3]),
+            "details": details,
+            "failed_nodes": [],
+        }
+    judgement = verdict.judgement
+    return {
+        "passed": bool(result["passed"]),
+        "summary": one_line(result["summary"]),
+        "details": details,
+        "failed_nodes": list(result["failed_nodes"]),
+        "node_problems": dict(judgement.node_problems)
+        if judgement is not None and hasattr(judgement, "node_problems")
+        else {},
+    }
+
+
+def nccl_threshold(options: Mapping[str, Any], product: str) -> Any:
+    """The average bus bandwidth a run must reach: the absolute value, else the fraction of the peak."""
+    absolute = _positive(options.get("min_busbw_gbps"))
+    if absolute:
+        return absolute, f"{absolute:.2f} GB/s"
+    peak = _positive(options.get("peak_gbps")) or bandwidth_rule.nvlink_peak_gbps(product, peak_table(options))
+    fraction = _positive(options.get("min_fraction_of_peak"))
+    if peak and fraction:
+        return round(peak * fraction, 2), f"{fraction:g} x {peak:.2f} GB/s NVLink peak of {product}"
+    return None, "no threshold (unknown GPU product: set verify_nccl_min_busbw_gbps)"
+
+
+def judge_nccl_log(
+    log: str, plan: RackPlan, options: Mapping[str, Any], nodes: Optional[Sequence[str]] = None
+) -> Dict[str, Any]:
+    """The verdict on one rack's nccl-tests run."""
+    threshold, explanation = nccl_threshold(options, plan.gpu_product)
+    ranks = len(plan.nodes) * plan.gpus_per_tray
+    result = nccl_tests_summary(log, min_busbw_gbps=threshold, expected_ranks=ranks)
+    binary = options.get("binary", "all_reduce_perf")
+    violations = list(result["violations"])
+    if threshold is None:
+        violations.append(f"no threshold: {explanation}")
+    details = {
+        "benchmark": binary,
+        "args": list(options.get("args") or []),
+        "gpus_per_node": plan.gpus_per_tray,
+        "gpu_product": plan.gpu_product,
+        "threshold_gbps": threshold,
+        "threshold_explanation": explanation,
+        "ranks": result["ranks"],
+        "avg_busbw_gbps": result["avg_busbw_gbps"],
+        "max_busbw_gbps": result["max_busbw_gbps"],
+        "rows": result["rows"],
+        "warnings": result["warnings"],
+        "violations": violations,
+    }
+    if violations:
+        return {
+            "passed": False,
+            "summary": f"{binary} over {ranks} GPUs: " + "; ".join(violations[:3]),
+            "details": details,
+        }
+    return {
+        "passed": True,
+        "summary": f"{binary} over {ranks} GPUs: average bus bandwidth {result['avg_busbw_gbps']:.2f} GB/s at or above "
+        f"{threshold:.2f} GB/s ({explanation}; best size {result['max_busbw_gbps']:.2f} GB/s)",
+        "details": details,
+    }

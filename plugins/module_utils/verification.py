@@ -1,0 +1,554 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The verification core: which racks and trays a check covers, and the record it writes.
+
+The unit of verification is the rack: one NVLink clique (``nvidia.com/gpu.clique =
+<clusterUUID>.<cliqueId>``), one namespace and one set of test objects per check. This module
+holds everything about a verification run that is not Kubernetes I/O:
+
+* the rack of a GPU node (inventory map, then a rack label, then the clique itself);
+* the plan of a run: per rack, the trays found, the trays used and every tray skipped with its
+  reason (cordoned, NotReady, tainted, GPUs held by other pods, fewer GPUs than the rack's,
+  not selected), and whether the rack is left ``incomplete``;
+* the clique judge (labels, one clique per rack, trays per rack, GPUs per tray);
+* object names per rack that never collide and stay valid DNS labels;
+* the record of one (check, rack) and its one-line summary.
+
+Nodes and pods are plain dicts shaped like the Kubernetes objects. Pure functions, standard
+library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+GPU_RESOURCE = "nvidia.com/gpu"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+UNASSIGNED_RACK = "unassigned"
+# The taint that gpu_fabric_verify_taint_failed puts on failed trays: the checks tolerate it, so a
+# failed tray is measured again (and untainted when it passes).
+UNVERIFIED_TAINT = "gpu-fabric.nvidia.com/unverified"
+MIN_TRAYS = 2  # a multi-node check needs two trays; a rack with fewer is incomplete
+
+OUTCOME_PASSED = "passed"
+OUTCOME_FAILED = "failed"
+OUTCOME_INCOMPLETE = "incomplete"
+
+_DNS_LABEL_MAX = 63
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def node_name(node: Mapping[str, Any]) -> str:
+    return str(_get(node, "metadata", "name") or "")
+
+
+def natural_key(text: str) -> Tuple[Any, ...]:
+    """Sort key that puts gb200-r0-t2 before gb200-r0-t10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def by_name(names: Iterable[str]) -> List[str]:
+    return sorted(set(names), key=natural_key)
+
+
+def labels_of(obj: Mapping[str, Any]) -> Dict[str, str]:
+    return dict(_get(obj, "metadata", "labels") or {})
+
+
+def quantity(value: Any) -> int:
+    """An integer resource quantity (``"4"``, ``4``); anything else counts as 0."""
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        return 0
+
+
+def allocatable_gpus(node: Mapping[str, Any]) -> int:
+    return quantity((_get(node, "status", "allocatable") or {}).get(GPU_RESOURCE))
+
+
+def is_gpu_node(node: Mapping[str, Any]) -> bool:
+    """A node with GPUs: the GPU Feature Discovery label, GPU capacity, or a clique label."""
+    labels = labels_of(node)
+    if labels.get(GPU_PRESENT_LABEL) == "true" or CLIQUE_LABEL in labels:
+        return True
+    return quantity((_get(node, "status", "capacity") or {}).get(GPU_RESOURCE)) > 0
+
+
+def clique_short_name(clique: str) -> str:
+    """``clique-<first 8 of the cluster UUID>-<clique id>``: a rack name when nothing else names it."""
+    uuid, _, clique_id = clique.partition(".")
+    return f"clique-{uuid[:8].lower()}-{clique_id or '0'}"
+
+
+def rack_of(
+    node: Mapping[str, Any],
+    racks: Optional[Mapping[str, Sequence[str]]] = None,
+    rack_label: str = "",
+) -> str:
+    """The rack a GPU node belongs to: the inventory map, then the rack label, then its clique."""
+    name = node_name(node)
+    for rack, members in (racks or {}).items():
+        if name in members:
+            return str(rack)
+    labels = labels_of(node)
+    if rack_label and labels.get(rack_label):
+        return labels[rack_label]
+    if labels.get(CLIQUE_LABEL):
+        return clique_short_name(labels[CLIQUE_LABEL])
+    return UNASSIGNED_RACK
+
+
+# -- the GPUs other pods hold -------------------------------------------------------------------------
+
+
+def pod_gpu_request(pod: Mapping[str, Any]) -> int:
+    """``nvidia.com/gpu`` a pod holds while it lives: its containers' requests (limits when unset).
+
+    Init containers run one at a time before the others, so the pod holds the larger of the
+    largest init container and the sum of the regular ones (the scheduler's rule).
+    """
+
+    def of(container: Mapping[str, Any]) -> int:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        return quantity(requests.get(GPU_RESOURCE, limits.get(GPU_RESOURCE)))
+
+    spec = pod.get("spec") or {}
+    regular = sum(of(c) for c in spec.get("containers") or [])
+    init = max([of(c) for c in spec.get("initContainers") or []] or [0])
+    return max(regular, init)
+
+
+def gpus_in_use(
+    pods: Iterable[Mapping[str, Any]], ignore_namespaces: Sequence[str] = ()
+) -> Dict[str, List[Tuple[str, int]]]:
+    """node -> [(``namespace/pod``, GPUs)] of the pods that hold GPUs there (not Succeeded/Failed)."""
+    held: Dict[str, List[Tuple[str, int]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        node = _get(pod, "spec", "nodeName")
+        phase = _get(pod, "status", "phase")
+        if not node or phase in ("Succeeded", "Failed") or meta.get("namespace") in ignore_namespaces:
+            continue
+        gpus = pod_gpu_request(pod)
+        if gpus > 0:
+            held.setdefault(str(node), []).append((f"{meta.get('namespace')}/{meta.get('name')}", gpus))
+    return held
+
+
+# -- why a tray cannot be used ------------------------------------------------------------------------
+
+
+def _ready_problem(node: Mapping[str, Any]) -> Optional[str]:
+    for condition in _get(node, "status", "conditions") or []:
+        if condition.get("type") == "Ready":
+            if condition.get("status") == "True":
+                return None
+            reason = condition.get("reason") or condition.get("status") or "Unknown"
+            return f"NotReady ({reason})"
+    return "NotReady (no Ready condition)"
+
+
+def _taint_problem(node: Mapping[str, Any], tolerated: Sequence[str]) -> Optional[str]:
+    for taint in _get(node, "spec", "taints") or []:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute") or taint.get("key") in tolerated:
+            continue
+        value = f"={taint['value']}" if taint.get("value") else ""
+        return f"tainted {taint.get('key')}{value}:{taint.get('effect')}"
+    return None
+
+
+def unusable_reason(
+    node: Mapping[str, Any],
+    gpus_needed: int,
+    held: Sequence[Tuple[str, int]] = (),
+    tolerated_taints: Sequence[str] = (UNVERIFIED_TAINT,),
+) -> Optional[str]:
+    """Why a tray cannot take a verification pod that needs ``gpus_needed`` GPUs, or None."""
+    if _get(node, "spec", "unschedulable"):
+        return "cordoned"
+    problem = _ready_problem(node) or _taint_problem(node, tolerated_taints)
+    if problem:
+        return problem
+    allocatable = allocatable_gpus(node)
+    if gpus_needed and allocatable < gpus_needed:
+        return f"{allocatable} of {gpus_needed} {GPU_RESOURCE} allocatable"
+    in_use = sum(gpus for _, gpus in held)
+    if gpus_needed and allocatable - in_use < gpus_needed:
+        holders = ", ".join(f"{pod} ({gpus})" for pod, gpus in held[:3]) + (" and more" if len(held) > 3 else "")
+        return f"GPUs in use: {in_use} of {allocatable} {GPU_RESOURCE} held by {holders}"
+    return None
+
+
+# -- the plan of a run --------------------------------------------------------------------------------
+
+
+@dataclass
+class Scope:
+    """What a run covers; the defaults are the whole fleet."""
+
+    racks: Dict[str, List[str]] = field(default_factory=dict)  # inventory: rack -> nodes
+    rack_label: str = ""
+    cliques: List[str] = field(default_factory=list)  # clique values or rack names; empty: all
+    nodes_per_clique: Optional[int] = None  # None: every usable tray
+    node_names: List[str] = field(default_factory=list)  # only these trays
+    gpus_per_tray: int = 0  # 0: the most GPUs a tray of the rack has allocatable
+    trays_per_clique: int = 0  # 0: not checked
+    allow_incomplete: bool = False
+    tolerated_taints: List[str] = field(default_factory=lambda: [UNVERIFIED_TAINT])
+
+
+@dataclass
+class RackPlan:
+    """One rack of a run: its trays, the ones used and the ones skipped with their reason."""
+
+    name: str
+    cliques: List[str]  # clique values of its trays (more than one: the rack is split)
+    found: List[str]  # every GPU tray of the rack
+    nodes: List[str]  # the trays the check uses, sorted
+    skipped: List[Dict[str, str]]  # [{node, reason}]
+    gpus_per_tray: int
+    gpu_product: str
+    expected_trays: int = 0
+
+    @property
+    def clique(self) -> Optional[str]:
+        return self.cliques[0] if len(self.cliques) == 1 else None
+
+    @property
+    def incomplete(self) -> bool:
+        return len(self.nodes) < MIN_TRAYS
+
+    def trays(self) -> Dict[str, Any]:
+        return {"expected": self.expected_trays, "found": list(self.found), "skipped": [dict(s) for s in self.skipped]}
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "rack": self.name,
+            "clique": self.clique,
+            "cliques": list(self.cliques),
+            "nodes": list(self.nodes),
+            "gpus_per_tray": self.gpus_per_tray,
+            "gpu_product": self.gpu_product,
+            "incomplete": self.incomplete,
+            "trays": self.trays(),
+        }
+
+
+@dataclass
+class FleetPlan:
+    racks: List[RackPlan]
+    gpu_nodes: int
+    unknown_selections: List[str]  # asked for by name (clique, rack or node) and not found
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "racks": [rack.to_dict() for rack in self.racks],
+            "gpu_nodes": self.gpu_nodes,
+            "unknown_selections": list(self.unknown_selections),
+        }
+
+
+def _most_common(values: Iterable[str]) -> str:
+    counts: Dict[str, int] = {}
+    for value in values:
+        if value:
+            counts[value] = counts.get(value, 0) + 1
+    return max(sorted(counts), key=lambda v: counts[v]) if counts else ""
+
+
+def group_racks(nodes: Sequence[Mapping[str, Any]], scope: Scope) -> Dict[str, List[Mapping[str, Any]]]:
+    """rack name -> its GPU nodes sorted by name (inventory racks listed even when a node is missing)."""
+    racks: Dict[str, List[Mapping[str, Any]]] = {}
+    for node in sorted((n for n in nodes if is_gpu_node(n)), key=lambda n: natural_key(node_name(n))):
+        racks.setdefault(rack_of(node, scope.racks, scope.rack_label), []).append(node)
+    return racks
+
+
+def plan_fleet(
+    nodes: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    scope: Scope,
+    uses_gpus: bool = True,
+) -> FleetPlan:
+    """The racks and trays a check covers. ``uses_gpus``: its pods request every GPU of a tray."""
+    grouped = group_racks(nodes, scope)
+    held = gpus_in_use(pods)
+    wanted = set(scope.cliques)
+    asked_nodes = set(scope.node_names)
+    unknown: List[str] = []
+    matched: set = set()
+    plans: List[RackPlan] = []
+    for rack in sorted(grouped, key=natural_key):
+        members = grouped[rack]
+        cliques = sorted({labels_of(n).get(CLIQUE_LABEL, "") for n in members} - {""})
+        if wanted:
+            hits = wanted & ({rack} | set(cliques))
+            if not hits:
+                continue
+            matched |= hits
+        names = [node_name(n) for n in members]
+        if asked_nodes and not asked_nodes & set(names):
+            continue
+        gpus = scope.gpus_per_tray or max(allocatable_gpus(n) for n in members)
+        product = _most_common(labels_of(n).get(PRODUCT_LABEL, "") for n in members)
+        usable: List[str] = []
+        skipped: List[Dict[str, str]] = []
+        for node in members:
+            name = node_name(node)
+            if asked_nodes and name not in asked_nodes:
+                skipped.append({"node": name, "reason": "not selected (not in the node list)"})
+                continue
+            if not labels_of(node).get(CLIQUE_LABEL):
+                skipped.append({"node": name, "reason": f"no {CLIQUE_LABEL} label"})
+                continue
+            reason = unusable_reason(node, gpus if uses_gpus else 0, held.get(name, ()), scope.tolerated_taints)
+            if reason:
+                skipped.append({"node": name, "reason": reason})
+            else:
+                usable.append(name)
+        if len(cliques) > 1:
+            # a split rack runs in its largest clique: a job cannot span two NVLink partitions
+            by_clique = {c: [n for n in usable if labels_of(_find(members, n)).get(CLIQUE_LABEL) == c] for c in cliques}
+            keep = max(cliques, key=lambda c: (len(by_clique[c]), c))
+            for name in [n for n in usable if n not in by_clique[keep]]:
+                skipped.append({"node": name, "reason": f"in another clique of the rack than {keep}"})
+            usable = by_clique[keep]
+        if scope.nodes_per_clique is not None and len(usable) > scope.nodes_per_clique:
+            for name in usable[scope.nodes_per_clique :]:
+                skipped.append(
+                    {
+                        "node": name,
+                        "reason": f"not selected (gpu_fabric_verify_nodes_per_clique is {scope.nodes_per_clique})",
+                    }
+                )
+            usable = usable[: scope.nodes_per_clique]
+        skipped.sort(key=lambda s: natural_key(s["node"]))
+        plans.append(
+            RackPlan(
+                name=rack,
+                cliques=cliques,
+                found=names,
+                nodes=usable,
+                skipped=skipped,
+                gpus_per_tray=gpus,
+                gpu_product=product,
+                expected_trays=scope.trays_per_clique,
+            )
+        )
+    unknown.extend(sorted(wanted - matched))
+    all_names = {node_name(n) for members in grouped.values() for n in members}
+    unknown.extend(sorted(asked_nodes - all_names))
+    gpu_nodes = sum(len(members) for members in grouped.values())
+    return FleetPlan(racks=plans, gpu_nodes=gpu_nodes, unknown_selections=unknown)
+
+
+def _find(members: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
+    return next(n for n in members if node_name(n) == name)
+
+
+def parse_nodes_per_clique(value: Any) -> Optional[int]:
+    """``all`` (or empty) -> None; a positive integer -> that number."""
+    text = str(value).strip().lower() if value is not None else "all"
+    if text in ("", "all"):
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        raise ValueError(  # noqa: B904 - the user's value, not the int() error, is the message
+            f"gpu_fabric_verify_nodes_per_clique is {value!r}: give 'all' or a number of trays (2 or more)"
+        )
+    if number < MIN_TRAYS:
+        raise ValueError(
+            f"gpu_fabric_verify_nodes_per_clique is {number}: a multi-node check needs at least {MIN_TRAYS} trays"
+        )
+    return number
+
+
+# -- names of the objects of one rack -----------------------------------------------------------------
+
+
+def dns_label(*parts: str, limit: int = _DNS_LABEL_MAX) -> str:
+    """``parts`` joined into a valid DNS-1123 label; a hash keeps cut names apart."""
+    text = "-".join(_NOT_DNS.sub("-", part.lower()).strip("-") for part in parts if part)
+    text = re.sub(r"-{2,}", "-", text).strip("-") or "x"
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{text[: limit - 9].rstrip('-')}-{digest}"
+
+
+def rack_namespace(prefix: str, check: str, rack: str) -> str:
+    """The namespace of one check on one rack, e.g. ``gpu-fabric-verify-nvbandwidth-rack1``."""
+    return dns_label(prefix, check.replace("_", "-"), rack)
+
+
+# -- records ------------------------------------------------------------------------------------------
+
+
+def record_for(
+    check: str,
+    plan: RackPlan,
+    outcome: str,
+    summary: str,
+    details: Mapping[str, Any],
+    failed_nodes: Sequence[str] = (),
+    node_problems: Optional[Mapping[str, str]] = None,
+    run_id: str = "",
+    allow_incomplete: bool = False,
+) -> Dict[str, Any]:
+    """The record of one (check, rack); ``passed`` follows the outcome (and allow_incomplete)."""
+    return {
+        "check": check,
+        "rack": plan.name,
+        "clique": plan.clique,
+        "run_id": run_id,
+        "outcome": outcome,
+        "passed": outcome == OUTCOME_PASSED or (outcome == OUTCOME_INCOMPLETE and allow_incomplete),
+        "summary": one_line(summary),
+        "nodes": list(plan.nodes),
+        "failed_nodes": by_name(failed_nodes),
+        "node_problems": {k: one_line((node_problems or {})[k]) for k in by_name(node_problems or {})},
+        "trays": plan.trays(),
+        "details": dict(details),
+    }
+
+
+def one_line(text: Any) -> str:
+    """Whitespace (line breaks of folded messages included) collapsed to single spaces."""
+    return " ".join(str(text).split())
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def incomplete_summary(check: str, plan: RackPlan) -> str:
+    skipped = "; ".join(f"{s['node']}: {s['reason']}" for s in plan.skipped[:4])
+    more = f" and {len(plan.skipped) - 4} more" if len(plan.skipped) > 4 else ""
+    return (
+        f"rack {plan.name}: {plural(len(plan.nodes), 'usable tray')} of {len(plan.found)}; the {check} check needs at "
+        f"least {MIN_TRAYS}"
+        + (f" (skipped {skipped}{more})" if skipped else "")
+        + "; free or uncordon trays, or set gpu_fabric_verify_allow_incomplete: true"
+    )
+
+
+def incomplete_record(check: str, plan: RackPlan, run_id: str, allow_incomplete: bool) -> Dict[str, Any]:
+    """The record of a rack the check did not run on: it measured no tray."""
+    record = record_for(
+        check,
+        plan,
+        OUTCOME_INCOMPLETE,
+        incomplete_summary(check, plan),
+        {"violations": [incomplete_summary(check, plan)]},
+        run_id=run_id,
+        allow_incomplete=allow_incomplete,
+    )
+    # the usable trays were not measured either: the run did not cover them
+    reason = f"rack incomplete: the {check} check needs {MIN_TRAYS} usable trays"
+    record["trays"]["skipped"] = sorted(
+        record["trays"]["skipped"] + [{"node": node, "reason": reason} for node in plan.nodes],
+        key=lambda s: natural_key(s["node"]),
+    )
+    record["nodes"] = []
+    return record
+
+
+def coverage_note(plan: RackPlan) -> str:
+    """`` (16 of 18 trays; 2 skipped: t3 cordoned, ...)`` when not every tray was measured, else ''."""
+    if not plan.skipped:
+        return ""
+    reasons = ", ".join(f"{s['node']} {s['reason']}" for s in plan.skipped[:3])
+    more = f" and {len(plan.skipped) - 3} more" if len(plan.skipped) > 3 else ""
+    return f" ({len(plan.nodes)} of {len(plan.found)} trays; skipped {reasons}{more})"
+
+
+# -- the clique judge ---------------------------------------------------------------------------------
+
+
+def judge_cliques(
+    members: Sequence[Mapping[str, Any]],
+    plan: RackPlan,
+    gpus_per_tray: int,
+    trays_per_clique: int,
+) -> Tuple[bool, str, Dict[str, str], Dict[str, Any]]:
+    """Labels, one clique, trays and GPUs of one rack: (passed, summary, node problems, details)."""
+    problems: Dict[str, str] = {}
+    violations: List[str] = []
+    cliques: Dict[str, List[str]] = {}
+    gpus: Dict[str, int] = {}
+    for node in members:
+        name = node_name(node)
+        gpus[name] = allocatable_gpus(node)
+        value = labels_of(node).get(CLIQUE_LABEL)
+        if not value:
+            problems[name] = (
+                f"GPU node {name} has no {CLIQUE_LABEL} label: its GPUs are not fabric-attached or GPU Feature "
+                "Discovery has not labelled it; check 'nvidia-smi -q' Fabric State/Status (Completed/Success) and "
+                "the GFD pod"
+            )
+        else:
+            cliques.setdefault(value, []).append(name)
+    violations.extend(problems.values())
+    if len(cliques) > 1:
+        split = "; ".join(f"{value}: {', '.join(by_name(names))}" for value, names in sorted(cliques.items()))
+        violations.append(
+            f"rack {plan.name} spans {len(cliques)} cliques ({split}); the trays of one rack must share one NVLink "
+            "clique: check the NVLink switch trays and each tray's fabric state"
+        )
+        minority = sorted(cliques, key=lambda v: (len(cliques[v]), v))[:-1]
+        for value in minority:
+            for name in cliques[value]:
+                problems.setdefault(name, f"{name} is in clique {value}, apart from the rest of rack {plan.name}")
+    if trays_per_clique and len(members) != trays_per_clique:
+        violations.append(
+            f"rack {plan.name} has {plural(len(members), 'GPU tray')}, expected {trays_per_clique} "
+            "(gpu_fabric_trays_per_clique): a tray is down, unlabelled by GPU Feature Discovery or not joined"
+        )
+    if gpus_per_tray:
+        for name, count in sorted(gpus.items(), key=lambda item: natural_key(item[0])):
+            if count != gpus_per_tray:
+                text = (
+                    f"{name} has {count} allocatable {GPU_RESOURCE}, expected {gpus_per_tray} "
+                    "(gpu_fabric_gpus_per_tray):"
+                    " a GPU fell off the bus or the device plugin does not see it; check 'nvidia-smi -L' on the tray"
+                )
+                problems.setdefault(name, text)
+                violations.append(text)
+    details = {
+        "gpu_nodes": len(members),
+        "cliques": {value: by_name(names) for value, names in sorted(cliques.items())},
+        "unlabelled_nodes": by_name(n for n in gpus if not any(n in v for v in cliques.values())),
+        "gpus": gpus,
+        "expected_trays": trays_per_clique,
+        "expected_gpus_per_tray": gpus_per_tray,
+        "violations": violations,
+    }
+    if violations:
+        head = f"rack {plan.name}: {plural(len(violations), 'problem')}: "
+        return False, head + "; ".join(violations), problems, details
+    value = next(iter(cliques))
+    gpu_text = f", {gpus_per_tray} GPUs each" if gpus_per_tray else ""
+    return (
+        True,
+        f"rack {plan.name}: {plural(len(members), 'GPU tray')} in one clique ({value}){gpu_text}",
+        {},
+        details,
+    )

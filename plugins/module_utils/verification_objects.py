@@ -1,0 +1,217 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The Kubernetes objects a check creates on one rack: namespace, IMEX channel pods, MPIJobs.
+
+Pure functions from a rack's trays and the check's settings to manifests (dicts), so what the
+collection creates is unit-tested and written once for every check.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Sequence
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
+    UNVERIFIED_TAINT,
+    dns_label,
+)
+
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+PART_OF = "gpu-fabric-verify"
+CHECK_LABEL = "gpu-fabric.nvidia.com/check"
+RACK_LABEL = "gpu-fabric.nvidia.com/rack"
+MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
+
+# The checks' pods tolerate the taint this collection puts on failed trays, so a failed tray is
+# measured again and can pass.
+TOLERATIONS: List[Dict[str, str]] = [{"key": UNVERIFIED_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+# The launcher prefers the control plane, as in NVIDIA's nvbandwidth demo; clusters without one still run it.
+DEFAULT_LAUNCHER_AFFINITY: Dict[str, Any] = {
+    "nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {
+                "weight": 100,
+                "preference": {
+                    "matchExpressions": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]
+                },
+            }
+        ]
+    }
+}
+
+
+def common_labels(check: str, rack: str) -> Dict[str, str]:
+    return {PART_OF_LABEL: PART_OF, CHECK_LABEL: check, RACK_LABEL: dns_label(rack)}
+
+
+def namespace_manifest(name: str, check: str, rack: str, pod_security_level: str) -> Dict[str, Any]:
+    labels = common_labels(check, rack)
+    labels["pod-security.kubernetes.io/enforce"] = pod_security_level
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+def _pin_to(node: str) -> Dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}
+                ]
+            }
+        }
+    }
+
+
+def imex_pod_name(node: str) -> str:
+    return dns_label("imex-channel", node)
+
+
+def imex_pod_manifest(
+    node: str, namespace: str, rack: str, claim_template: str, image: str, run_as_user: int
+) -> Dict[str, Any]:
+    """A pod on ``node`` that claims the rack's IMEX channel and lists the channel directory."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": imex_pod_name(node),
+            "namespace": namespace,
+            "labels": dict(common_labels("imex_channel", rack), **{"app.kubernetes.io/name": "imex-channel-injection"}),
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": run_as_user,
+                "runAsGroup": run_as_user,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "affinity": _pin_to(node),
+            "tolerations": [dict(t) for t in TOLERATIONS],
+            "containers": [
+                {
+                    "name": "ctr",
+                    "image": image,
+                    "command": ["ls", "-la", "/dev/nvidia-caps-imex-channels"],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "privileged": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                    "resources": {"claims": [{"name": "imex-channel"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "imex-channel", "resourceClaimTemplateName": claim_template}],
+        },
+    }
+
+
+def mpijob_manifest(
+    name: str,
+    namespace: str,
+    check: str,
+    rack: str,
+    nodes: Sequence[str],
+    slots: int,
+    claim_template: str,
+    image: str,
+    launcher_args: Sequence[str],
+    mpi: Mapping[str, Any],
+) -> Dict[str, Any]:
+    """An MPIJob with one worker per tray (every GPU of it) and a launcher running ``launcher_args``.
+
+    ``mpi``: run_as_user, ssh_auth_mount_path, worker_command, launcher_affinity, backoff_limit.
+    ``launcher_args`` come after ``mpirun --bind-to core --map-by ppr:<slots>:node -np <ranks>``.
+    """
+    replica = f"{dns_label(check)}-replica"
+    security = {"runAsUser": int(mpi["run_as_user"]), "allowPrivilegeEscalation": False}
+    mpirun = ["--bind-to", "core", "--map-by", f"ppr:{slots}:node", "-np", str(slots * len(nodes))]
+    worker_command = list(mpi["worker_command"])
+    return {
+        "apiVersion": MPIJOB_API_VERSION,
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": common_labels(check, rack)},
+        "spec": {
+            "slotsPerWorker": slots,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": int(mpi["backoff_limit"])},
+            "sshAuthMountPath": mpi["ssh_auth_mount_path"],
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"labels": {replica: "mpi-launcher"}},
+                        "spec": {
+                            "affinity": dict(mpi.get("launcher_affinity") or DEFAULT_LAUNCHER_AFFINITY),
+                            "tolerations": [dict(t) for t in TOLERATIONS],
+                            "containers": [
+                                {
+                                    "name": "mpi-launcher",
+                                    "image": image,
+                                    "securityContext": dict(security),
+                                    "command": ["mpirun"],
+                                    "args": mpirun + list(launcher_args),
+                                }
+                            ],
+                        },
+                    },
+                },
+                "Worker": {
+                    "replicas": len(nodes),
+                    "template": {
+                        "metadata": {"labels": {replica: "mpi-worker"}},
+                        "spec": {
+                            "affinity": {
+                                "nodeAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                                        "nodeSelectorTerms": [
+                                            {
+                                                "matchExpressions": [
+                                                    {
+                                                        "key": "kubernetes.io/hostname",
+                                                        "operator": "In",
+                                                        "values": list(nodes),
+                                                    }
+                                                ]
+                                            }
+                                        ]
+                                    }
+                                },
+                                "podAntiAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                                        {
+                                            "labelSelector": {
+                                                "matchExpressions": [
+                                                    {"key": replica, "operator": "In", "values": ["mpi-worker"]}
+                                                ]
+                                            },
+                                            "topologyKey": "kubernetes.io/hostname",
+                                        }
+                                    ]
+                                },
+                            },
+                            "tolerations": [dict(t) for t in TOLERATIONS],
+                            "containers": [
+                                {
+                                    "name": "mpi-worker",
+                                    "image": image,
+                                    "securityContext": dict(security),
+                                    "command": worker_command[:1],
+                                    "args": worker_command[1:],
+                                    "resources": {
+                                        "limits": {"nvidia.com/gpu": slots},
+                                        "claims": [{"name": "compute-domain-channel"}],
+                                    },
+                                }
+                            ],
+                            "resourceClaims": [
+                                {"name": "compute-domain-channel", "resourceClaimTemplateName": claim_template}
+                            ],
+                        },
+                    },
+                },
+            },
+        },
+    }

@@ -1,0 +1,592 @@
+#!/usr/bin/python
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: fabric_verify
+short_description: Run one verification check on every tray of every NVLink rack, racks in parallel
+version_added: 0.2.0
+description:
+  - Reads the nodes and the pods once, groups the GPU trays into racks (one rack = one C(nvidia.com/gpu.clique)),
+    and decides per rack which trays the check uses and which it skips, with the reason (cordoned, NotReady,
+    tainted, GPUs held by other pods, fewer allocatable GPUs than the rack's trays, not selected).
+  - Runs the check on every rack concurrently (at most O(parallel_racks) at a time), each rack in its own
+    namespace with its own object names. V(cliques) reads labels only; V(imex_channel) creates one
+    ComputeDomain per rack and one pod per tray that claims its IMEX channel; V(nvbandwidth) and V(nccl) run one
+    MPIJob per rack over all its usable trays (18 trays x 4 GPUs = 72 ranks on a full GB200 NVL72).
+  - Every rack's objects are deleted afterwards, also when the check failed, and what is left is counted.
+    Transient API errors (connection refused, 429, 5xx) are retried; a call that still fails ends that rack's
+    check with a one-line message, never a verdict about the fabric.
+  - Writes one record per rack, C(<records_dir>/<check>/<rack>.json), after removing the records of that check
+    from an earlier run. A rack with fewer than 2 usable trays is recorded as C(incomplete).
+  - In check mode nothing is created or written; RV(racks) shows what would run where.
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - gpu_fabric.mnnvl.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+options:
+  check:
+    description: The check to run.
+    type: str
+    required: true
+    choices: [cliques, imex_channel, nvbandwidth, nccl]
+  racks:
+    description:
+      - Rack name -> node names, for sites whose inventory names the racks. Nodes not listed are named by
+        O(rack_label) or by their clique.
+    type: dict
+    default: {}
+  rack_label:
+    description: Node label whose value names a tray's rack (empty - racks are named after their clique).
+    type: str
+    default: ""
+  cliques:
+    description: Only these racks (clique values or rack names); empty - every rack.
+    type: list
+    elements: str
+    default: []
+  nodes_per_clique:
+    description: V(all), or how many usable trays of each rack take part (the first ones by name).
+    type: str
+    default: all
+  node_names:
+    description: Only these trays (and only the racks they are in).
+    type: list
+    elements: str
+    default: []
+  trays_per_clique:
+    description: Trays every rack must have (V(cliques) check; 18 on a GB200 NVL72; 0 - not checked).
+    type: int
+    default: 0
+  gpus_per_tray:
+    description:
+      - Allocatable C(nvidia.com/gpu) every tray must have (4 on GB200). V(cliques) fails a tray with fewer;
+        the other checks skip it. 0 - the most any tray of the rack has.
+    type: int
+    default: 0
+  allow_incomplete:
+    description: A rack with fewer than 2 usable trays passes as C(incomplete) instead of failing.
+    type: bool
+    default: false
+  parallel_racks:
+    description: Racks measured at the same time.
+    type: int
+    default: 8
+  namespace_prefix:
+    description: Prefix of the namespaces, C(<prefix>-<check>-<rack>).
+    type: str
+    default: gpu-fabric-verify
+  pod_security_level:
+    description:
+      - Pod Security Admission level enforced on the MPIJob namespaces.
+      - The IMEX pods' namespaces are always C(restricted).
+    type: str
+    default: baseline
+  timeout:
+    description:
+      - Seconds a rack's check may take from namespace to verdict.
+      - Each cleanup step has a third of it again.
+    type: int
+    default: 900
+  poll_delay:
+    description: Seconds between two reads while waiting.
+    type: float
+    default: 3
+  api_patience:
+    description: Seconds an API call is retried while the API server is unreachable or overloaded.
+    type: int
+    default: 90
+  driver_namespace:
+    description: Namespace of the NVIDIA DRA driver (its state is quoted when a ComputeDomain does not become ready).
+    type: str
+    default: nvidia-dra-driver-gpu
+  records_dir:
+    description: Directory of the records (C(<records_dir>/<check>/<rack>.json)); empty - no records are written.
+    type: path
+    default: ""
+  run_id:
+    description: Identifier of the verification run, written into every record (the report keeps only this run's).
+    type: str
+    default: ""
+  imex_channel:
+    description: Settings of the V(imex_channel) check.
+    type: dict
+    default: {}
+    suboptions:
+      image:
+        description: Any image with C(ls).
+        type: str
+        default: ubuntu:22.04
+      run_as_user:
+        description: Unprivileged user (and group) of the pod.
+        type: int
+        default: 65534
+  mpi:
+    description: The MPIJob of the V(nvbandwidth) and V(nccl) checks.
+    type: dict
+    default: {}
+    suboptions:
+      run_as_user:
+        description: User of the launcher and the workers (the image's MPI user).
+        type: int
+        default: 1000
+      ssh_auth_mount_path:
+        description: Where the MPI operator mounts the SSH keys.
+        type: str
+        default: /home/mpiuser/.ssh
+      worker_command:
+        description: Command of the workers (an SSH daemon in the foreground).
+        type: list
+        elements: str
+        default: [/usr/sbin/sshd, -De, -f, /home/mpiuser/.sshd_config]
+      launcher_affinity:
+        description: Affinity of the launcher pod (empty - preferably on a control-plane node).
+        type: dict
+        default: {}
+      backoff_limit:
+        description: Launcher retries before the MPIJob fails (0 - the first failed run fails the check).
+        type: int
+        default: 0
+  nvbandwidth:
+    description: Settings and thresholds of the V(nvbandwidth) check (see M(gpu_fabric.mnnvl.nvbandwidth_check)).
+    type: dict
+    default: {}
+    suboptions:
+      image:
+        description: Image with nvbandwidth built with C(-DMULTINODE), Open MPI and sshd.
+        type: str
+        default: ghcr.io/nvidia/k8s-samples:nvbandwidth-v0.7-8d103163
+      testcase:
+        description: The nvbandwidth test case.
+        type: str
+        default: multinode_device_to_device_memcpy_read_ce
+      extra_args:
+        description: More nvbandwidth arguments.
+        type: list
+        elements: str
+        default: []
+      min_gbps:
+        description: Absolute per-pair floor in GB/s (> 0 replaces the fraction of the peak).
+        type: float
+        default: 0
+      min_fraction_of_peak:
+        description: Per-pair floor as a fraction of the GPU product's NVLink peak per direction.
+        type: float
+        default: 0.85
+      peak_gbps:
+        description: NVLink peak per direction in GB/s (> 0 replaces the one known for the GPU product).
+        type: float
+        default: 0
+      peak_gbps_by_product:
+        description:
+          - C(nvidia.com/gpu.product) regular expressions (C(match)) -> C(peak_gbps), tried before the built-in table.
+        type: list
+        elements: dict
+        default: []
+      min_fraction_of_median:
+        description: Every pair must also reach this fraction of the median pair of its own rack's run.
+        type: float
+  nccl:
+    description: Settings and threshold of the V(nccl) check.
+    type: dict
+    default: {}
+    suboptions:
+      image:
+        description: Image with nccl-tests built with C(MPI=1), Open MPI and sshd.
+        type: str
+        default: ""
+      binary:
+        description: The nccl-tests benchmark.
+        type: str
+        default: all_reduce_perf
+      args:
+        description: Its arguments.
+        type: list
+        elements: str
+        default: [-b, 1G, -e, 8G, -f, "2", -g, "1"]
+      mpirun_args:
+        description: More mpirun arguments.
+        type: list
+        elements: str
+        default: [-x, NCCL_DEBUG=WARN]
+      min_busbw_gbps:
+        description: Absolute minimum average bus bandwidth in GB/s (> 0 replaces the fraction of the peak).
+        type: float
+        default: 0
+      min_fraction_of_peak:
+        description: Minimum average bus bandwidth as a fraction of the GPU product's NVLink peak.
+        type: float
+        default: 0.6
+      peak_gbps:
+        description: NVLink peak per direction in GB/s (> 0 replaces the one known for the GPU product).
+        type: float
+        default: 0
+      peak_gbps_by_product:
+        description:
+          - C(nvidia.com/gpu.product) regular expressions (C(match)) -> C(peak_gbps), tried before the built-in table.
+        type: list
+        elements: dict
+        default: []
+author:
+  - gpu_fabric.mnnvl contributors
+"""
+
+EXAMPLES = r"""
+- name: Measure NVLink bandwidth on every tray of every rack
+  gpu_fabric.mnnvl.fabric_verify:
+    check: nvbandwidth
+    records_dir: /var/lib/gpu-fabric/report/records
+    parallel_racks: 8
+  register: nvbandwidth
+
+- name: Inject an IMEX channel on every tray of two racks
+  gpu_fabric.mnnvl.fabric_verify:
+    check: imex_channel
+    cliques: [rack0, rack1]
+    rack_label: topology.example.com/rack
+
+- name: Check the clique labels of a fleet of NVL72 racks
+  gpu_fabric.mnnvl.fabric_verify:
+    check: cliques
+    trays_per_clique: 18
+    gpus_per_tray: 4
+"""
+
+RETURN = r"""
+passed:
+  description: Whether every rack's record passed.
+  returned: always
+  type: bool
+summary:
+  description: One line for the whole run (the failing racks' summaries when any failed).
+  returned: always
+  type: str
+  sample: "nvbandwidth: 3 of 3 racks passed (rack0, rack1, rack2)"
+records:
+  description: One record per rack, as written to O(records_dir) (check, rack, clique, outcome, passed, summary, nodes,
+    failed_nodes, node_problems, trays, details, started, finished, objects_left).
+  returned: always
+  type: list
+  elements: dict
+racks:
+  description: The plan, per rack - clique, trays used, trays skipped with their reason, incomplete; in check mode also
+    the objects that would be created.
+  returned: always
+  type: list
+  elements: dict
+failed_racks:
+  description: Names of the racks whose record did not pass.
+  returned: always
+  type: list
+  elements: str
+files:
+  description: Paths of the records written.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import os
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nccl_log, judge_nvbandwidth_log
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
+    OUTCOME_FAILED,
+    OUTCOME_PASSED,
+    RackPlan,
+    Scope,
+    group_racks,
+    judge_cliques,
+    parse_nodes_per_clique,
+    plan_fleet,
+    record_for,
+)
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+ARGUMENT_SPEC = dict(
+    check=dict(type="str", required=True, choices=["cliques", "imex_channel", "nvbandwidth", "nccl"]),
+    racks=dict(type="dict", default={}),
+    rack_label=dict(type="str", default=""),
+    cliques=dict(type="list", elements="str", default=[]),
+    nodes_per_clique=dict(type="str", default="all"),
+    node_names=dict(type="list", elements="str", default=[]),
+    trays_per_clique=dict(type="int", default=0),
+    gpus_per_tray=dict(type="int", default=0),
+    allow_incomplete=dict(type="bool", default=False),
+    parallel_racks=dict(type="int", default=8),
+    namespace_prefix=dict(type="str", default="gpu-fabric-verify"),
+    pod_security_level=dict(type="str", default="baseline"),
+    timeout=dict(type="int", default=900),
+    poll_delay=dict(type="float", default=3),
+    api_patience=dict(type="int", default=90),
+    driver_namespace=dict(type="str", default="nvidia-dra-driver-gpu"),
+    records_dir=dict(type="path", default=""),
+    run_id=dict(type="str", default=""),
+    imex_channel=dict(
+        type="dict",
+        default={},
+        options=dict(
+            image=dict(type="str", default="ubuntu:22.04"),
+            run_as_user=dict(type="int", default=65534),
+        ),
+    ),
+    mpi=dict(
+        type="dict",
+        default={},
+        options=dict(
+            run_as_user=dict(type="int", default=1000),
+            ssh_auth_mount_path=dict(type="str", default="/home/mpiuser/.ssh"),
+            worker_command=dict(
+                type="list", elements="str", default=["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
+            ),
+            launcher_affinity=dict(type="dict", default={}),
+            backoff_limit=dict(type="int", default=0),
+        ),
+    ),
+    nvbandwidth=dict(
+        type="dict",
+        default={},
+        options=dict(
+            image=dict(type="str", default="ghcr.io/nvidia/k8s-samples:nvbandwidth-v0.7-8d103163"),
+            testcase=dict(type="str", default="multinode_device_to_device_memcpy_read_ce"),
+            extra_args=dict(type="list", elements="str", default=[]),
+            min_gbps=dict(type="float", default=0),
+            min_fraction_of_peak=dict(type="float", default=0.85),
+            peak_gbps=dict(type="float", default=0),
+            peak_gbps_by_product=dict(type="list", elements="dict", default=[]),
+            min_fraction_of_median=dict(type="float"),
+        ),
+    ),
+    nccl=dict(
+        type="dict",
+        default={},
+        options=dict(
+            image=dict(type="str", default=""),
+            binary=dict(type="str", default="all_reduce_perf"),
+            args=dict(type="list", elements="str", default=["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]),
+            mpirun_args=dict(type="list", elements="str", default=["-x", "NCCL_DEBUG=WARN"]),
+            min_busbw_gbps=dict(type="float", default=0),
+            min_fraction_of_peak=dict(type="float", default=0.6),
+            peak_gbps=dict(type="float", default=0),
+            peak_gbps_by_product=dict(type="list", elements="dict", default=[]),
+        ),
+    ),
+)
+
+
+def build_module() -> AnsibleK8SModule:
+    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec.update(ARGUMENT_SPEC)
+    return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
+
+
+def scope_of(params: dict) -> Scope:
+    return Scope(
+        racks={str(rack): [str(n) for n in nodes or []] for rack, nodes in (params["racks"] or {}).items()},
+        rack_label=params["rack_label"],
+        cliques=[str(c) for c in params["cliques"]],
+        nodes_per_clique=parse_nodes_per_clique(params["nodes_per_clique"]),
+        node_names=[str(n) for n in params["node_names"]],
+        gpus_per_tray=params["gpus_per_tray"],
+        trays_per_clique=params["trays_per_clique"],
+        allow_incomplete=params["allow_incomplete"],
+    )
+
+
+def make_check(params: dict) -> fleet.Check:
+    name = params["check"]
+    if name == "imex_channel":
+        return fleet.ImexChannelCheck(params["imex_channel"]["image"], params["imex_channel"]["run_as_user"])
+    if name == "nvbandwidth":
+        nvb = params["nvbandwidth"]
+        return fleet.NvbandwidthCheck(
+            nvb["image"],
+            params["mpi"],
+            nvb["testcase"],
+            nvb["extra_args"],
+            lambda log, plan, nodes: judge_nvbandwidth_log(log, plan, nvb, nodes),
+        )
+    nccl = params["nccl"]
+    if not nccl["image"]:
+        raise ValueError(
+            "nccl.image is empty: there is no official NVIDIA nccl-tests image; build one with nccl-tests (MPI=1), "
+            "Open MPI and sshd and set verify_nccl_image"
+        )
+    return fleet.NcclCheck(
+        nccl["image"],
+        params["mpi"],
+        nccl["binary"],
+        nccl["args"],
+        nccl["mpirun_args"],
+        lambda log, plan, nodes: judge_nccl_log(log, plan, nccl, nodes),
+    )
+
+
+def cliques_records(nodes: list, plans: list, scope: Scope, params: dict) -> list:
+    grouped = group_racks(nodes, scope)
+    records = []
+    for plan in plans:
+        passed, summary, problems, details = judge_cliques(
+            grouped.get(plan.name, []), plan, params["gpus_per_tray"], params["trays_per_clique"]
+        )
+        record = record_for(
+            "cliques",
+            plan,
+            OUTCOME_PASSED if passed else OUTCOME_FAILED,
+            summary,
+            details,
+            failed_nodes=list(problems),
+            node_problems=problems,
+            run_id=params["run_id"],
+        )
+        # the labels of every tray were read: cordoned, busy or NotReady trays are not skipped here
+        record["nodes"] = list(plan.found)
+        record["trays"]["skipped"] = []
+        records.append(record)
+    return records
+
+
+def write_records(check: str, records_dir: str, records: list) -> list:
+    """Replace this check's records of an earlier run with this run's; returns the paths written."""
+    directory = os.path.join(records_dir, check)
+    os.makedirs(directory, exist_ok=True)
+    for name in os.listdir(directory):
+        if name.endswith(".json"):
+            os.unlink(os.path.join(directory, name))
+    flat = os.path.join(records_dir, f"{check}.json")  # the layout of 0.1.0
+    if os.path.exists(flat):
+        os.unlink(flat)
+    paths = []
+    for record in records:
+        path = os.path.join(directory, f"{record['rack']}.json")
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def fleet_summary(check: str, records: list) -> str:
+    failed = [r for r in records if not r["passed"]]
+    if not records:
+        return f"{check}: no rack to verify"
+    if not failed:
+        return f"{check}: {len(records)} of {len(records)} racks passed ({', '.join(r['rack'] for r in records)})"
+    return f"{check}: {len(failed)} of {len(records)} racks failed: " + " | ".join(r["summary"] for r in failed)
+
+
+def cluster_facts(client) -> dict:
+    try:
+        version = client.client.version.get("kubernetes", {}).get("gitVersion", "unknown")
+    except Exception:  # version discovery failing must not stop the check; the record says unknown
+        version = "unknown"
+    return {"server_version": version, "host": str(getattr(client.configuration, "host", "unknown"))}
+
+
+def main() -> None:
+    module = build_module()
+    params = module.params
+    try:
+        scope = scope_of(params)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    try:
+        check = None if params["check"] == "cliques" else make_check(params)
+        unusable = ""
+    except ValueError as exc:  # the check cannot run as configured: every rack's record says why
+        check, unusable = None, str(exc)
+    try:
+        client = get_api_client(module=module)
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+    api = fleet.Api(client, patience=params["api_patience"])
+    try:
+        nodes = api.list("Node", "v1")
+        pods = api.list("Pod", "v1") if check is not None and check.uses_gpus else []
+    except fleet.ApiUnavailable as exc:
+        module.fail_json(msg=f"could not {exc}; check the kubeconfig/host options or K8S_AUTH_KUBECONFIG")
+    plan = plan_fleet(nodes, pods, scope, uses_gpus=check.uses_gpus if check else False)
+    if plan.unknown_selections:
+        known = ", ".join(r.name for r in plan.racks) or "none"
+        module.fail_json(
+            msg=f"{', '.join(plan.unknown_selections)} matches no rack, clique or GPU tray of the cluster "
+            f"(racks selected: {known}); check gpu_fabric_verify_cliques and the node lists",
+            racks=[r.to_dict() for r in plan.racks],
+        )
+    settings = fleet.Settings(
+        namespace_prefix=params["namespace_prefix"],
+        timeout=float(params["timeout"]),
+        poll=float(params["poll_delay"]),
+        driver_namespace=params["driver_namespace"],
+        run_id=params["run_id"],
+        allow_incomplete=params["allow_incomplete"],
+        pod_security_level=params["pod_security_level"],
+        cluster=cluster_facts(client),
+    )
+    racks = [r.to_dict() for r in plan.racks]
+    if not plan.racks:
+        empty = RackPlan(name="fleet", cliques=[], found=[], nodes=[], skipped=[], gpus_per_tray=0, gpu_product="")
+        message = "no GPU node found: check that GPU Feature Discovery labels the nodes (nvidia.com/gpu.present=true)"
+        records = [
+            record_for(
+                params["check"], empty, OUTCOME_FAILED, message, {"violations": [message]}, run_id=params["run_id"]
+            )
+        ]
+    elif unusable:
+        records = [
+            record_for(
+                params["check"],
+                rack,
+                OUTCOME_FAILED,
+                f"rack {rack.name}: {unusable}",
+                {"violations": [unusable]},
+                run_id=params["run_id"],
+            )
+            for rack in plan.racks
+        ]
+    elif module.check_mode and check is not None:
+        for view, rack in zip(racks, plan.racks):
+            view["would_create"] = check.plan_view(fleet.RackRun(check, api, rack, settings))
+        module.exit_json(
+            changed=False,
+            passed=True,
+            records=[],
+            racks=racks,
+            failed_racks=[],
+            files=[],
+            summary=f"check mode: {params['check']} would run on {len(racks)} rack(s); nothing created",
+        )
+    elif check is None:
+        records = cliques_records(nodes, plan.racks, scope, params)
+    else:
+        records = fleet.run_racks(check, api, plan.racks, settings, params["parallel_racks"])
+    for record in records:
+        record.setdefault("cluster", settings.cluster)
+        record.setdefault("objects_left", 0)
+    files = []
+    if params["records_dir"] and not module.check_mode:
+        files = write_records(params["check"], params["records_dir"], records)
+    module.exit_json(
+        changed=bool(files),
+        passed=all(r["passed"] for r in records),
+        summary=fleet_summary(params["check"], records),
+        records=records,
+        racks=racks,
+        failed_racks=[r["rack"] for r in records if not r["passed"]],
+        files=files,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet: a fault on one rack fails that rack only, trays that cannot be used are skipped with their reason,
+a rack left with one tray is incomplete, the verdict can be written back to the trays.
+
+The simulated fleet has 2 racks x 18 trays in the integration run (tests/integration/conftest.py). The rack is
+shared: each test switches its faults on, runs, and clears them at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+from verify_helpers import ZERO, gpu_trays, run_verify, verification_objects
+
+if TYPE_CHECKING:
+    from conftest import SimRack
+
+pytestmark = pytest.mark.sim
+
+FAST = {"verify_imex_channel_timeout": 60, "verify_nvbandwidth_timeout": 90}
+VERIFIED = "gpu-fabric.nvidia.com/verified"
+TAINT = "gpu-fabric.nvidia.com/unverified"
+
+
+@contextlib.contextmanager
+def faults(sim_rack: SimRack, *specs: tuple[str, dict]):
+    try:
+        for name, params in specs:
+            sim_rack.fault(name, **params)
+        yield
+    finally:
+        for name, _ in specs:
+            sim_rack.rack("fault", "--clear", name, check=False)
+
+
+@contextlib.contextmanager
+def cordoned(sim_rack: SimRack, *nodes: str):
+    try:
+        for node in nodes:
+            sim_rack.kubectl("cordon", node)
+        yield
+    finally:
+        for node in nodes:
+            sim_rack.kubectl("uncordon", node, check=False)
+
+
+def test_a_lost_link_on_rack1_fails_rack1_only_naming_the_pair_and_its_trays(cluster_stage: SimRack, tmp_path):
+    with faults(cluster_stage, ("degraded-link", {"rack": 1, "src": 0, "dst": 5, "gbps": 775})):
+        run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=FAST)
+
+    assert run.process.returncode != 0
+    records = run.records()["nvbandwidth"]
+    assert records["rack0"]["passed"] is True
+    rack1 = records["rack1"]
+    assert rack1["passed"] is False
+    # one NVLink of 18 lost: above the 765 GB/s floor, below 0.97 of the rack's median
+    assert rack1["summary"].startswith("rack rack1: 1 of ")
+    first, second = rack1["details"]["rank_nodes"][:2]  # the trays of workers 0 and 1
+    assert sorted(rack1["details"]["rank_nodes"]) == sorted(rack1["nodes"])
+    assert f"0->5 775.00 GB/s ({first} -> {second})" in rack1["summary"]
+    (pair,) = rack1["details"]["failing_pairs"]
+    assert (pair["rule"], pair["src_node"], pair["dst_node"]) == ("median", first, second)
+    assert sorted(rack1["failed_nodes"]) == sorted([first, second])
+    assert "rack1" in run.output and "775.00" in run.output
+    report = run.report()
+    assert report["passed"] is False
+    assert report["racks"]["rack0"]["checks"]["nvbandwidth"] == "passed"
+    assert report["racks"]["rack1"]["checks"]["nvbandwidth"] == "failed"
+    assert verification_objects(cluster_stage, run.prefix) == ZERO
+
+
+def test_a_gpu_with_lost_links_is_named(cluster_stage: SimRack, tmp_path):
+    with faults(cluster_stage, ("degraded-gpu", {"rack": 0, "gpu": 5, "factor": 0.944})):
+        run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=FAST)
+
+    assert run.process.returncode != 0
+    rack0 = run.record("nvbandwidth", "rack0")
+    assert rack0["passed"] is False
+    worker1 = rack0["details"]["rank_nodes"][1]  # GPU 5 is worker 1's second GPU
+    assert f"GPU 5 on {worker1}" in rack0["summary"]
+    assert rack0["failed_nodes"] == [worker1]
+    assert [gpu["gpu"] for gpu in rack0["details"]["low_gpus"]] == [5]
+    assert run.record("nvbandwidth", "rack1")["passed"] is True
+
+
+def test_unusable_trays_are_skipped_with_their_reason_and_a_missing_gpu_fails_the_cliques(cluster_stage, tmp_path):
+    with (
+        faults(
+            cluster_stage,
+            ("missing-gpu", {"node": "gb200-r1-t3"}),
+            ("busy-node", {"node": "gb200-r0-t2"}),
+        ),
+        cordoned(cluster_stage, "gb200-r0-t7"),
+    ):
+        run = run_verify(cluster_stage, tmp_path / "report", extra_vars=FAST)
+
+    assert run.process.returncode != 0
+    records = run.records()
+    cliques = records["cliques"]["rack1"]
+    assert cliques["passed"] is False
+    assert cliques["failed_nodes"] == ["gb200-r1-t3"]
+    assert "gb200-r1-t3 has 3 allocatable nvidia.com/gpu, expected 4" in cliques["summary"]
+    assert records["cliques"]["rack0"]["passed"] is True
+
+    rack0 = records["nvbandwidth"]["rack0"]
+    assert rack0["passed"] is True
+    skipped = {s["node"]: s["reason"] for s in rack0["trays"]["skipped"]}
+    assert skipped == {
+        "gb200-r0-t2": "GPUs in use: 4 of 4 nvidia.com/gpu held by gpu-fabric-sim-busy/busy-gb200-r0-t2 (4)",
+        "gb200-r0-t7": "cordoned",
+    }
+    assert "gb200-r0-t2" not in rack0["nodes"] and len(rack0["nodes"]) == len(gpu_trays(cluster_stage)["rack0"]) - 2
+    rack1 = records["nvbandwidth"]["rack1"]
+    assert {s["node"]: s["reason"] for s in rack1["trays"]["skipped"]} == {
+        "gb200-r1-t3": "3 of 4 nvidia.com/gpu allocatable"
+    }
+    # the IMEX pods need no GPU: the busy tray still gets its channel checked, the cordoned one does not
+    imex0 = records["imex_channel"]["rack0"]
+    assert "gb200-r0-t2" in imex0["nodes"] and "gb200-r0-t7" not in imex0["nodes"]
+
+    coverage = run.report()["coverage"]
+    reasons = {entry["node"]: entry["reason"] for entry in coverage["skipped"]}
+    assert "cordoned" in reasons["gb200-r0-t7"]
+    assert "3 of 4 nvidia.com/gpu allocatable" in reasons["gb200-r1-t3"]
+    assert verification_objects(cluster_stage, run.prefix) == ZERO
+
+
+def test_a_rack_left_with_one_tray_is_incomplete(cluster_stage: SimRack, tmp_path):
+    rack1 = gpu_trays(cluster_stage)["rack1"]
+    with cordoned(cluster_stage, *rack1[1:]):
+        failed = run_verify(cluster_stage, tmp_path / "a", "--tags", "nvbandwidth", extra_vars=FAST)
+        allowed = run_verify(
+            cluster_stage,
+            tmp_path / "b",
+            "--tags",
+            "nvbandwidth",
+            extra_vars={**FAST, "gpu_fabric_verify_allow_incomplete": True},
+        )
+
+    assert failed.process.returncode != 0
+    record = failed.record("nvbandwidth", "rack1")
+    assert record["outcome"] == "incomplete" and record["passed"] is False
+    assert record["summary"].startswith(
+        f"rack rack1: 1 usable tray of {len(rack1)}; the nvbandwidth check needs at least 2"
+    )
+    assert failed.record("nvbandwidth", "rack0")["passed"] is True
+    assert allowed.process.returncode == 0, allowed.output[-3000:]
+    assert allowed.record("nvbandwidth", "rack1")["outcome"] == "incomplete"
+    assert allowed.record("nvbandwidth", "rack1")["passed"] is True
+
+
+def test_the_scope_narrows_to_racks_and_trays(cluster_stage: SimRack, tmp_path):
+    run = run_verify(
+        cluster_stage,
+        tmp_path / "report",
+        "--tags",
+        "nvbandwidth",
+        extra_vars={**FAST, "gpu_fabric_verify_cliques": ["rack1"], "gpu_fabric_verify_nodes_per_clique": 2},
+    )
+
+    assert run.process.returncode == 0, run.output[-3000:]
+    records = run.records()["nvbandwidth"]
+    assert sorted(records) == ["rack1"]
+    assert records["rack1"]["nodes"] == ["gb200-r1-t0", "gb200-r1-t1"]
+    assert len(records["rack1"]["details"]["matrix"]) == 8
+
+
+def test_an_unknown_rack_is_refused_before_anything_runs(cluster_stage: SimRack, tmp_path):
+    run = run_verify(
+        cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars={"gpu_fabric_verify_cliques": ["rack9"]}
+    )
+    assert run.process.returncode != 0
+    assert "rack9 matches no rack, clique or GPU tray of the cluster" in run.output
+
+
+def node_state(sim_rack: SimRack, name: str) -> tuple[str | None, list[str]]:
+    node = sim_rack.get_json("node", name)
+    taints = [t["key"] for t in node["spec"].get("taints") or []]
+    return node["metadata"].get("labels", {}).get(VERIFIED), taints
+
+
+def test_the_verdict_is_written_to_the_trays_and_a_fixed_tray_is_untainted(cluster_stage: SimRack, tmp_path):
+    label = {"gpu_fabric_verify_label_nodes": True, "gpu_fabric_verify_taint_failed": True, **FAST}
+    try:
+        with faults(cluster_stage, ("degraded-link", {"rack": 1, "src": 4, "dst": 9, "gbps": 400})):
+            broken = run_verify(cluster_stage, tmp_path / "a", "--tags", "nvbandwidth", extra_vars=label)
+        assert broken.process.returncode != 0
+        # GPU 4 is worker 1's, GPU 9 worker 2's: the trays the scheduler put them on are blamed
+        record = broken.record("nvbandwidth", "rack1")
+        blamed = record["details"]["rank_nodes"][1:3]
+        assert sorted(record["failed_nodes"]) == sorted(blamed)
+        for node in blamed:
+            assert node_state(cluster_stage, node) == ("failed", [TAINT])
+        healthy = next(node for node in record["nodes"] if node not in blamed)
+        assert node_state(cluster_stage, healthy) == ("passed", [])
+        assert node_state(cluster_stage, "gb200-r0-t1") == ("passed", [])
+        annotation = json.loads(
+            cluster_stage.get_json("node", blamed[0])["metadata"]["annotations"]["gpu-fabric.nvidia.com/verification"]
+        )
+        assert annotation["verdict"] == "failed" and "4->9 400.00 GB/s" in annotation["summary"]
+
+        # the checks tolerate the taint, so the fixed trays are measured again, pass and lose it
+        fixed = run_verify(cluster_stage, tmp_path / "b", "--tags", "nvbandwidth", extra_vars=label)
+        assert fixed.process.returncode == 0, fixed.output[-3000:]
+        assert sorted(fixed.record("nvbandwidth", "rack1")["nodes"]) == sorted(record["nodes"])
+        for node in blamed:
+            assert node_state(cluster_stage, node) == ("passed", [])
+    finally:
+        for node in gpu_trays(cluster_stage)["rack1"] + gpu_trays(cluster_stage)["rack0"]:
+            cluster_stage.kubectl("label", "node", node, f"{VERIFIED}-", check=False)
+            cluster_stage.kubectl("annotate", "node", node, "gpu-fabric.nvidia.com/verification-", check=False)
+            cluster_stage.kubectl("taint", "node", node, f"{TAINT}-", check=False)

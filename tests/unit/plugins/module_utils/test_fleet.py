@@ -1,0 +1,193 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The shared lifecycle's pure parts: the channel listing judge, failure lines, transient errors, manifests.
+
+The lifecycle itself (create, wait, read, judge, clean up) runs against a real API server in the
+integration tests (tests/integration/test_verify_stage.py, test_faults.py, test_fleet.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
+    DEFAULT_LAUNCHER_AFFINITY,
+    imex_pod_manifest,
+    mpijob_manifest,
+    namespace_manifest,
+)
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import api_exception
+from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+LISTING = (Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "imex-channel-injection-pod.log").read_text()
+MISSING = "ls: cannot access '/dev/nvidia-caps-imex-channels': No such file or directory\n"
+MPI = {
+    "run_as_user": 1000,
+    "ssh_auth_mount_path": "/home/mpiuser/.ssh",
+    "worker_command": ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"],
+    "launcher_affinity": {},
+    "backoff_limit": 0,
+}
+
+
+def test_the_real_listing_shows_a_character_device():
+    assert fleet.judge_channel_listing(LISTING) == (True, "major 501, minor 0")
+    assert fleet.channel0_line(LISTING) == "crw-rw-rw- 1 root root 501, 0 Jan  5 08:31 channel0"
+
+
+def test_a_missing_channel_quotes_the_listing():
+    assert fleet.judge_channel_listing(MISSING) == (
+        False,
+        "channel0 is missing (listing: ls: cannot access '/dev/nvidia-caps-imex-channels': No such file or directory)",
+    )
+
+
+def test_a_channel_that_is_a_file_is_refused():
+    listing = LISTING.replace("crw-rw-rw- 1 root root 501, 0", "-rw-r--r-- 1 root root 0")
+    ok, text = fleet.judge_channel_listing(listing)
+    assert not ok and text.startswith("channel0 is not a character device: -rw-r--r--")
+
+
+def _Status(status: int):
+    """The dynamic client's error for an HTTP status, as it raises it."""
+    return api_exception(ApiException(status=status, reason=f"reason {status}"))
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (_Status(503), True),
+        (_Status(429), True),
+        (_Status(500), True),
+        (_Status(404), False),
+        (_Status(403), False),
+        (_Status(409), False),
+        (MaxRetryError(None, "/api", NewConnectionError(None, "Connection refused")), True),
+        (ValueError("ours"), False),
+    ],
+)
+def test_which_errors_are_transient(exc, transient):
+    assert fleet.is_transient(exc) is transient
+
+
+def test_the_api_retries_transient_errors_until_it_succeeds():
+    calls = []
+    clock = iter(range(0, 1000, 1))
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise _Status(503)
+        return "ok"
+
+    slept = []
+    api = fleet.Api(client=None, patience=60, sleep=slept.append, clock=lambda: next(clock))
+    assert api.call("read Node x", flaky) == "ok"
+    assert slept == [1.0, 2.0]
+
+
+def test_the_api_gives_up_with_one_line():
+    clock = iter(range(0, 1000, 30))
+    api = fleet.Api(client=None, patience=60, sleep=lambda s: None, clock=lambda: next(clock))
+    refused = MaxRetryError(None, "/api/v1/nodes", NewConnectionError(None, "Failed to establish a new connection"))
+    with pytest.raises(fleet.ApiUnavailable) as caught:
+        api.call("list Node", lambda: (_ for _ in ()).throw(refused))
+    assert str(caught.value).startswith("list Node: MaxRetryError: ")
+    assert "\n" not in str(caught.value)
+
+
+def test_the_api_does_not_retry_a_refusal():
+    api = fleet.Api(client=None, patience=60, sleep=lambda s: pytest.fail("retried"), clock=lambda: 0)
+    with pytest.raises(fleet.ApiUnavailable, match="create Pod ns/p: "):
+        api.call("create Pod ns/p", lambda: (_ for _ in ()).throw(_Status(403)))
+
+
+def test_a_failed_launcher_is_described_with_its_error_lines():
+    check = fleet.NvbandwidthCheck("img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {})
+    launcher = {
+        "metadata": {"name": "nvbandwidth-rack0-launcher-x"},
+        "spec": {"nodeName": "sim-control-plane"},
+        "status": {
+            "phase": "Failed",
+            "containerStatuses": [{"state": {"terminated": {"exitCode": 1, "reason": "Error"}}}],
+        },
+    }
+    log = (
+        "Running x.\n[CUDA_ERROR_NOT_PERMITTED] operation not permitted in expression cuMemCreate\n"
+        "MPI_ABORT was invoked on rank 0\n"
+    )
+    text = check.failure_text(
+        "nvbandwidth-rack0", {"reason": "BackoffLimitExceeded", "message": "Job has\nfailed"}, launcher, log
+    )
+    assert text == (
+        "MPIJob nvbandwidth-rack0 failed (BackoffLimitExceeded: Job has failed); "
+        "launcher pod nvbandwidth-rack0-launcher-x "
+        "on sim-control-plane is Failed (exit code 1, reason Error); error lines: [CUDA_ERROR_NOT_PERMITTED] operation "
+        "not permitted in expression cuMemCreate / MPI_ABORT was invoked on rank 0"
+    )
+    assert check.failure_text("j", {"reason": "R"}, None, "").endswith("; no launcher pod exists")
+
+
+def test_the_mpijob_has_one_worker_per_tray_and_every_gpu_of_it():
+    nodes = [f"gb200-r1-t{i}" for i in range(18)]
+    job = mpijob_manifest(
+        "nvbandwidth-rack1",
+        "ns",
+        "nvbandwidth",
+        "rack1",
+        nodes,
+        4,
+        "cd-channel",
+        "img",
+        ["-q", "nvbandwidth", "-t", "multinode_device_to_device_memcpy_read_ce"],
+        MPI,
+    )
+    spec = job["spec"]
+    assert spec["slotsPerWorker"] == 4
+    assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 0}
+    launcher = spec["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    assert launcher["containers"][0]["args"][:6] == ["--bind-to", "core", "--map-by", "ppr:4:node", "-np", "72"]
+    assert launcher["affinity"] == DEFAULT_LAUNCHER_AFFINITY
+    worker = spec["mpiReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 18
+    terms = worker["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == nodes
+    container = worker["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 4}
+    assert worker["template"]["spec"]["tolerations"] == [
+        {"key": "gpu-fabric.nvidia.com/unverified", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert job["metadata"]["labels"]["gpu-fabric.nvidia.com/rack"] == "rack1"
+
+
+def test_the_imex_pod_is_pinned_unprivileged_and_claims_the_channel():
+    pod = imex_pod_manifest("gb200-r0-t3", "ns", "rack0", "imex-channel-rack0-channel", "ubuntu:22.04", 65534)
+    assert pod["metadata"]["name"] == "imex-channel-gb200-r0-t3"
+    spec = pod["spec"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["values"] == ["gb200-r0-t3"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert spec["resourceClaims"] == [
+        {"name": "imex-channel", "resourceClaimTemplateName": "imex-channel-rack0-channel"}
+    ]
+
+
+def test_the_namespace_carries_the_pod_security_level():
+    ns = namespace_manifest("gpu-fabric-verify-imex-channel-rack0", "imex_channel", "rack0", "restricted")
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert ns["metadata"]["labels"]["app.kubernetes.io/part-of"] == "gpu-fabric-verify"
+
+
+def test_trays_with_the_same_finding_are_named_together():
+    missing = "channel0 is missing (listing: ls: cannot access '/dev/nvidia-caps-imex-channels')"
+    bad = {f"gb200-r0-t{i}": missing for i in range(18)}
+    bad["gb200-r0-t18"] = "channel0 is not a character device: -rw-r--r-- 1 root root 0 channel0"
+    assert fleet.channel_findings(bad) == (
+        f"gb200-r0-t0, gb200-r0-t1, gb200-r0-t2 and 15 more: {missing}; "
+        "gb200-r0-t18: channel0 is not a character device: -rw-r--r-- 1 root root 0 channel0"
+    )

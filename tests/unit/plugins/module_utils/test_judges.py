@@ -1,0 +1,104 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The MPIJob checks' judges on one rack's launcher log: the real 2-tray GB200 run, a generated 18-tray rack,
+the real nccl-tests run, and the bad cases."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
+    judge_nccl_log,
+    judge_nvbandwidth_log,
+    nccl_threshold,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+GB200 = (FIXTURES / "nvbandwidth" / "gb200-2node-multinode_device_to_device_memcpy_read_ce.txt").read_text()
+RACK72 = (FIXTURES / "nvbandwidth" / "generated-gb200-18node-multinode_device_to_device_memcpy_read_ce.txt").read_text()
+NCCL = (FIXTURES / "nccl" / "gb200-2node-all_reduce_perf.txt").read_text()
+DEFAULTS = {"testcase": "multinode_device_to_device_memcpy_read_ce", "min_fraction_of_peak": 0.85, "min_gbps": 0}
+
+
+def plan(trays: int, rack: int = 1) -> RackPlan:
+    nodes = [f"gb200-r{rack}-t{i}" for i in range(trays)]
+    return RackPlan(f"rack{rack}", ["c.1"], nodes, nodes, [], 4, "NVIDIA-GB200")
+
+
+def with_cell(text: str, row: int, column: int, value: str) -> str:
+    """The text matrix with one cell replaced (right-aligned in 10 characters) and its SUM line to match."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("memcpy CE")) + 2
+    line = lines[start + row]
+    width = len(line) - 10 * (len(line) // 10)
+    offset = width + 10 * column
+    old = float(line[offset : offset + 10])
+    lines[start + row] = line[:offset] + f"{value:>10}" + line[offset + 10 :]
+    at = next(i for i, line in enumerate(lines) if line.startswith("SUM "))
+    key, total = lines[at].split()[1:]
+    lines[at] = f"SUM {key} {float(total) - old + float(value):.2f}"
+    return "\n".join(lines) + "\n"
+
+
+def test_the_real_two_tray_run_passes():
+    verdict = judge_nvbandwidth_log(GB200, plan(2, rack=0), DEFAULTS)
+    assert verdict["passed"] is True
+    assert verdict["summary"].startswith("56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the median")
+    details = verdict["details"]
+    assert (details["sum"], details["min"], details["threshold_gbps"]) == (45997.93, 820.35, 765.0)
+    assert len(details["matrix"]) == 8 and details["matrix"][0][3] == 821.92
+
+
+def test_a_healthy_72_gpu_rack_passes():
+    verdict = judge_nvbandwidth_log(RACK72, plan(18), DEFAULTS)
+    assert verdict["passed"] is True, verdict["summary"]
+    assert verdict["summary"].startswith("5112 of 5112 GPU pairs at or above 765.00 GB/s")
+    assert len(verdict["details"]["matrix"]) == 72
+    assert verdict["failed_nodes"] == []
+
+
+def test_one_lost_link_on_a_72_gpu_rack_fails_naming_the_pair_and_its_trays():
+    verdict = judge_nvbandwidth_log(with_cell(RACK72, 9, 70, "775.00"), plan(18), DEFAULTS)
+    assert verdict["passed"] is False
+    assert "9->70 775.00 GB/s (gb200-r1-t2 -> gb200-r1-t17)" in verdict["summary"]
+    assert verdict["failed_nodes"] == ["gb200-r1-t17", "gb200-r1-t2"]
+    (pair,) = verdict["details"]["failing_pairs"]
+    assert (pair["rule"], pair["src_node"]) == ("median", "gb200-r1-t2")
+
+
+def test_a_run_with_fewer_ranks_than_the_rack_is_not_a_verdict_on_the_pairs():
+    verdict = judge_nvbandwidth_log(GB200, plan(18), DEFAULTS)
+    assert verdict["passed"] is False
+    assert verdict["summary"] == (
+        "the nvbandwidth output does not show a completed run: the matrix has 8 GPUs, the job ran 72 ranks "
+        "(18 trays x 4): check slotsPerWorker and the GPUs each worker requests"
+    )
+
+
+def test_an_aborted_run_is_not_judged():
+    aborted = (FIXTURES / "nvbandwidth" / "invented-multinode-cuda-error.txt").read_text()
+    verdict = judge_nvbandwidth_log(aborted, plan(2), DEFAULTS)
+    assert verdict["passed"] is False
+    assert verdict["summary"].startswith("the nvbandwidth output does not show a completed run: ")
+    assert re.search(r"CUDA_ERROR|MPI_ABORT", verdict["summary"])
+
+
+def test_nccl_threshold_follows_the_product_peak():
+    assert nccl_threshold({"min_fraction_of_peak": 0.6}, "NVIDIA-GB200") == (
+        540.0,
+        "0.6 x 900.00 GB/s NVLink peak of NVIDIA-GB200",
+    )
+    assert nccl_threshold({"min_busbw_gbps": 600}, "NVIDIA-GB200") == (600.0, "600.00 GB/s")
+    assert nccl_threshold({"min_fraction_of_peak": 0.6}, "Tesla-T4")[0] is None
+
+
+def test_the_real_nccl_run_passes_and_a_missing_product_fails():
+    verdict = judge_nccl_log(NCCL, plan(2), {"binary": "all_reduce_perf", "min_fraction_of_peak": 0.6})
+    assert verdict["passed"] is True, verdict["summary"]
+    assert verdict["summary"].startswith("all_reduce_perf over 8 GPUs: average bus bandwidth ")
+    assert verdict["details"]["threshold_gbps"] == 540.0
+    unknown = RackPlan("rack1", ["c.1"], ["a", "b"], ["a", "b"], [], 4, "")
+    assert judge_nccl_log(NCCL, unknown, {"min_fraction_of_peak": 0.6})["passed"] is False

@@ -1,0 +1,268 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The verification core: racks, usable trays and their reasons, the clique judge, names, records.
+
+Trays are copies of a GB200 tray Node as the Kubernetes 1.34 API server returned it
+(``tests/fixtures/k8s/gb200-tray-node.json``), renamed and changed per case.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
+    OUTCOME_INCOMPLETE,
+    UNASSIGNED_RACK,
+    Scope,
+    clique_short_name,
+    dns_label,
+    gpus_in_use,
+    incomplete_record,
+    judge_cliques,
+    parse_nodes_per_clique,
+    plan_fleet,
+    pod_gpu_request,
+    rack_namespace,
+    rack_of,
+    record_for,
+    unusable_reason,
+)
+
+TRAY = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "gb200-tray-node.json").read_text())
+CLIQUE = TRAY["metadata"]["labels"]["nvidia.com/gpu.clique"]
+RACK_LABEL = "gpu-fabric.sim/rack"
+
+
+def tray(rack: int, index: int, clique: str | None = None, gpus: int = 4, **changes) -> dict:
+    node = copy.deepcopy(TRAY)
+    name = f"gb200-r{rack}-t{index}"
+    node["metadata"]["name"] = name
+    labels = node["metadata"]["labels"]
+    labels["kubernetes.io/hostname"] = name
+    labels[RACK_LABEL] = f"rack{rack}"
+    labels["nvidia.com/gpu.clique"] = clique or f"{CLIQUE.split('.')[0][:-1]}{rack}.32766"
+    node["status"]["allocatable"]["nvidia.com/gpu"] = str(gpus)
+    node["status"]["capacity"]["nvidia.com/gpu"] = str(gpus)
+    for path, value in changes.items():
+        if path == "unschedulable":
+            node["spec"]["unschedulable"] = value
+        elif path == "taints":
+            node["spec"]["taints"] = value
+        elif path == "ready":
+            node["status"]["conditions"] = [
+                dict(c, status=value, reason="KubeletNotReady") if c["type"] == "Ready" else c
+                for c in node["status"]["conditions"]
+            ]
+        elif path == "no_clique":
+            labels.pop("nvidia.com/gpu.clique")
+    return node
+
+
+def fleet(racks: int = 2, trays: int = 4) -> list:
+    return [tray(r, t) for r in range(racks) for t in range(trays)]
+
+
+def gpu_pod(node: str, gpus: int, phase: str = "Running", name: str = "train-0", namespace: str = "team-a") -> dict:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def test_the_fixture_is_a_ready_gb200_tray():
+    assert TRAY["status"]["allocatable"]["nvidia.com/gpu"] == "4"
+    assert unusable_reason(TRAY, 4) is None
+
+
+@pytest.mark.parametrize(
+    ("racks", "label", "expected"),
+    [
+        ({"bay-7": ["gb200-r0-t1"]}, RACK_LABEL, "bay-7"),  # the inventory wins
+        ({}, RACK_LABEL, "rack0"),
+        ({}, "", clique_short_name(CLIQUE)),
+    ],
+)
+def test_the_rack_of_a_tray(racks, label, expected):
+    assert rack_of(tray(0, 1, clique=CLIQUE), racks, label) == expected
+
+
+def test_a_clique_names_its_rack_when_nothing_else_does():
+    assert clique_short_name("69a19a31-f41c-45a5-8245-579b6bce5bdd.32766") == "clique-69a19a31-32766"
+    assert rack_of(tray(0, 0, no_clique=True) | {"metadata": {"name": "x", "labels": {}}}) == UNASSIGNED_RACK
+
+
+def test_the_whole_fleet_is_planned_by_default():
+    plan = plan_fleet(fleet(3, 18), [], Scope(rack_label=RACK_LABEL))
+    assert [r.name for r in plan.racks] == ["rack0", "rack1", "rack2"]
+    assert plan.gpu_nodes == 54
+    assert all(len(r.nodes) == 18 and not r.skipped and r.gpus_per_tray == 4 for r in plan.racks)
+    assert plan.racks[1].nodes[0] == "gb200-r1-t0"
+    assert plan.racks[1].gpu_product == "NVIDIA-GB200"
+    assert plan.racks[1].clique.endswith("1.32766")
+
+
+def test_unusable_trays_are_skipped_with_their_reason():
+    nodes = fleet(1, 6)
+    nodes[1] = tray(0, 1, unschedulable=True)
+    nodes[2] = tray(0, 2, ready="False")
+    nodes[3] = tray(0, 3, gpus=3)
+    nodes[4] = tray(0, 4, taints=[{"key": "maintenance", "value": "disk", "effect": "NoSchedule"}])
+    pods = [gpu_pod("gb200-r0-t5", 4), gpu_pod("gb200-r0-t0", 4, phase="Succeeded")]
+    (rack,) = plan_fleet(nodes, pods, Scope(rack_label=RACK_LABEL)).racks
+    assert rack.nodes == ["gb200-r0-t0"]
+    assert {s["node"]: s["reason"] for s in rack.skipped} == {
+        "gb200-r0-t1": "cordoned",
+        "gb200-r0-t2": "NotReady (KubeletNotReady)",
+        "gb200-r0-t3": "3 of 4 nvidia.com/gpu allocatable",
+        "gb200-r0-t4": "tainted maintenance=disk:NoSchedule",
+        "gb200-r0-t5": "GPUs in use: 4 of 4 nvidia.com/gpu held by team-a/train-0 (4)",
+    }
+    assert rack.incomplete
+
+
+def test_the_unverified_taint_of_a_failed_tray_does_not_skip_it():
+    taint = [{"key": "gpu-fabric.nvidia.com/unverified", "value": "true", "effect": "NoSchedule"}]
+    assert unusable_reason(tray(0, 0, taints=taint), 4) is None
+
+
+def test_a_check_without_gpus_ignores_gpu_holders():
+    (rack,) = plan_fleet(fleet(1, 2), [gpu_pod("gb200-r0-t0", 4)], Scope(rack_label=RACK_LABEL), uses_gpus=False).racks
+    assert rack.nodes == ["gb200-r0-t0", "gb200-r0-t1"]
+
+
+def test_pod_gpus_follow_the_schedulers_rule():
+    pod = gpu_pod("n", 2)
+    pod["spec"]["containers"].append({"name": "d", "resources": {"requests": {"nvidia.com/gpu": "1"}}})
+    pod["spec"]["initContainers"] = [{"name": "i", "resources": {"limits": {"nvidia.com/gpu": "4"}}}]
+    assert pod_gpu_request(pod) == 4
+    assert gpus_in_use([pod, gpu_pod("n", 1, phase="Failed")]) == {"n": [("team-a/train-0", 4)]}
+
+
+def test_scope_narrows_racks_and_trays():
+    nodes = fleet(3, 4)
+    plan = plan_fleet(
+        nodes,
+        [],
+        Scope(
+            rack_label=RACK_LABEL,
+            cliques=["rack2", nodes[4]["metadata"]["labels"]["nvidia.com/gpu.clique"]],
+            nodes_per_clique=2,
+        ),
+    )
+    assert [(r.name, r.nodes) for r in plan.racks] == [
+        ("rack1", ["gb200-r1-t0", "gb200-r1-t1"]),
+        ("rack2", ["gb200-r2-t0", "gb200-r2-t1"]),
+    ]
+    assert plan.racks[0].skipped[0] == {
+        "node": "gb200-r1-t2",
+        "reason": "not selected (gpu_fabric_verify_nodes_per_clique is 2)",
+    }
+    assert plan.unknown_selections == []
+
+
+def test_unknown_selections_are_reported():
+    plan = plan_fleet(fleet(1, 2), [], Scope(rack_label=RACK_LABEL, cliques=["rack9"], node_names=["gb200-r5-t0"]))
+    assert plan.unknown_selections == ["rack9", "gb200-r5-t0"]
+
+
+def test_a_split_rack_runs_in_its_largest_clique():
+    nodes = fleet(1, 4)
+    nodes[3] = tray(0, 3, clique=CLIQUE)
+    (rack,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
+    assert rack.clique is None and len(rack.cliques) == 2
+    assert rack.nodes == ["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2"]
+    assert rack.skipped[0]["node"] == "gb200-r0-t3"
+    assert rack.skipped[0]["reason"].startswith("in another clique of the rack than ")
+
+
+@pytest.mark.parametrize(("value", "expected"), [("all", None), ("", None), (None, None), ("18", 18), (3, 3)])
+def test_nodes_per_clique(value, expected):
+    assert parse_nodes_per_clique(value) == expected
+
+
+@pytest.mark.parametrize("value", ["some", "1", "0"])
+def test_nodes_per_clique_refuses_what_cannot_run(value):
+    with pytest.raises(ValueError, match="gpu_fabric_verify_nodes_per_clique"):
+        parse_nodes_per_clique(value)
+
+
+def test_names_are_dns_labels_that_never_collide():
+    assert rack_namespace("gpu-fabric-verify", "imex_channel", "rack1") == "gpu-fabric-verify-imex-channel-rack1"
+    long_a = rack_namespace("gpu-fabric-verify", "nvbandwidth", "clique-69a19a31-32766-and-a-very-long-suffix-a")
+    long_b = rack_namespace("gpu-fabric-verify", "nvbandwidth", "clique-69a19a31-32766-and-a-very-long-suffix-b")
+    assert len(long_a) <= 63 and len(long_b) <= 63 and long_a != long_b
+    assert dns_label("Rack_01", "A..B") == "rack-01-a-b"
+
+
+def test_the_clique_judge_names_the_tray_with_a_missing_gpu():
+    nodes = fleet(1, 4)
+    nodes[3] = tray(0, 3, gpus=3)
+    (plan,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
+    passed, summary, problems, details = judge_cliques(nodes, plan, gpus_per_tray=4, trays_per_clique=4)
+    assert not passed
+    assert summary.startswith("rack rack0: 1 problem: gb200-r0-t3 has 3 allocatable nvidia.com/gpu, expected 4")
+    assert list(problems) == ["gb200-r0-t3"]
+    assert details["gpus"]["gb200-r0-t3"] == 3
+
+
+def test_the_clique_judge_counts_the_trays_and_finds_the_split():
+    nodes = fleet(1, 3)
+    nodes[2] = tray(0, 2, clique=CLIQUE)
+    (plan,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
+    passed, summary, problems, _ = judge_cliques(nodes, plan, gpus_per_tray=4, trays_per_clique=18)
+    assert not passed
+    assert "rack rack0 spans 2 cliques" in summary
+    assert "rack rack0 has 3 GPU trays, expected 18 (gpu_fabric_trays_per_clique)" in summary
+    assert list(problems) == ["gb200-r0-t2"]
+
+
+def test_the_clique_judge_names_an_unlabelled_tray():
+    nodes = [*fleet(1, 2), tray(0, 2, no_clique=True)]
+    (plan,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
+    passed, summary, problems, details = judge_cliques(nodes, plan, 4, 0)
+    assert not passed and list(problems) == ["gb200-r0-t2"]
+    assert "GPU node gb200-r0-t2 has no nvidia.com/gpu.clique label" in summary
+    assert details["unlabelled_nodes"] == ["gb200-r0-t2"]
+    assert {"node": "gb200-r0-t2", "reason": "no nvidia.com/gpu.clique label"} in plan.skipped
+
+
+def test_a_healthy_rack_passes_the_clique_judge():
+    nodes = fleet(1, 18)
+    (plan,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
+    passed, summary, problems, _ = judge_cliques(nodes, plan, 4, 18)
+    assert passed and problems == {}
+    assert summary == f"rack rack0: 18 GPU trays in one clique ({plan.clique}), 4 GPUs each"
+
+
+def test_records_are_one_line_and_follow_the_outcome():
+    (plan,) = plan_fleet(fleet(1, 2), [], Scope(rack_label=RACK_LABEL)).racks
+    record = record_for("nvbandwidth", plan, "failed", "rack rack0:\n  1 pair\tlow", {}, ["gb200-r0-t1"], run_id="r1")
+    assert record["summary"] == "rack rack0: 1 pair low"
+    assert (record["rack"], record["passed"], record["run_id"], record["failed_nodes"]) == (
+        "rack0",
+        False,
+        "r1",
+        ["gb200-r0-t1"],
+    )
+    assert record["trays"] == {"expected": 0, "found": ["gb200-r0-t0", "gb200-r0-t1"], "skipped": []}
+
+
+def test_an_incomplete_rack_fails_unless_allowed():
+    nodes = fleet(1, 2)
+    nodes[1] = tray(0, 1, unschedulable=True)
+    (plan,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
+    record = incomplete_record("nvbandwidth", plan, "", allow_incomplete=False)
+    assert record["outcome"] == OUTCOME_INCOMPLETE and not record["passed"]
+    assert record["summary"] == (
+        "rack rack0: 1 usable tray of 2; the nvbandwidth check needs at least 2 (skipped gb200-r0-t1: cordoned); "
+        "free or uncordon trays, or set gpu_fabric_verify_allow_incomplete: true"
+    )
+    assert incomplete_record("nvbandwidth", plan, "", allow_incomplete=True)["passed"]
