@@ -616,7 +616,7 @@ class ImexChannelCheck(Check):
                 list(bad),
                 problems,
             )
-        devices = sorted({text for _, text in seen.values()})
+        devices = sorted({text for _ok, text in seen.values()})
         return Result(
             True,
             f"channel0 is a character device ({', '.join(devices)}) in {len(nodes)} of {len(nodes)} "
@@ -651,9 +651,10 @@ class MpiJobCheck(Check):
 
     objects = (("MPIJob", MPIJOB_API_VERSION),)
 
-    def __init__(self, image: str, mpi: Mapping[str, Any]) -> None:
+    def __init__(self, image: str, mpi: Mapping[str, Any], judge: Callable[..., Dict[str, Any]]) -> None:
         self.image = image
         self.mpi = dict(mpi)
+        self.judge_log = judge  # (log, rack plan, trays in rank order) -> verdict dict, see judges.py
 
     def job_name(self, run: RackRun) -> str:
         return dns_label(self.name.replace("_", "-"), run.plan.name, limit=40)
@@ -662,7 +663,15 @@ class MpiJobCheck(Check):
         raise NotImplementedError
 
     def judge(self, run: RackRun, log: str, nodes: Sequence[str]) -> Result:
-        raise NotImplementedError
+        """The check's judge (``judges.py``) on the launcher's log; ``nodes``: the tray of each worker in rank order."""
+        verdict = self.judge_log(log, run.plan, nodes)
+        return Result(
+            bool(verdict["passed"]),
+            verdict["summary"] + _skipped(run.plan),
+            verdict.get("details", {}),
+            verdict.get("failed_nodes", []),
+            verdict.get("node_problems", {}),
+        )
 
     def plan_view(self, run: RackRun) -> Dict[str, Any]:
         view = super().plan_view(run)
@@ -775,23 +784,12 @@ class NvbandwidthCheck(MpiJobCheck):
         extra_args: Sequence[str],
         judge: Callable[..., Dict[str, Any]],
     ) -> None:
-        super().__init__(image, mpi)
+        super().__init__(image, mpi, judge)
         self.testcase = testcase
         self.extra_args = list(extra_args)
-        self._judge = judge
 
     def launcher_args(self, run: RackRun) -> List[str]:
         return ["--report-bindings", "-q", "nvbandwidth", "-t", self.testcase, *self.extra_args]
-
-    def judge(self, run: RackRun, log: str, nodes: Sequence[str]) -> Result:
-        verdict = self._judge(log, run.plan, nodes)
-        return Result(
-            bool(verdict["passed"]),
-            verdict["summary"] + _skipped(run.plan),
-            verdict.get("details", {}),
-            verdict.get("failed_nodes", []),
-            verdict.get("node_problems", {}),
-        )
 
 
 class NcclCheck(MpiJobCheck):
@@ -806,27 +804,38 @@ class NcclCheck(MpiJobCheck):
         mpirun_args: Sequence[str],
         judge: Callable[..., Dict[str, Any]],
     ) -> None:
-        super().__init__(image, mpi)
+        super().__init__(image, mpi, judge)
         self.binary = binary
         self.args = list(args)
         self.mpirun_args = list(mpirun_args)
-        self._judge = judge
 
     def launcher_args(self, run: RackRun) -> List[str]:
         return ["-q", *self.mpirun_args, self.binary, *self.args]
 
-    def judge(self, run: RackRun, log: str, nodes: Sequence[str]) -> Result:
-        verdict = self._judge(log, run.plan, nodes)
-        return Result(
-            bool(verdict["passed"]),
-            verdict["summary"] + _skipped(run.plan),
-            verdict.get("details", {}),
-            verdict.get("failed_nodes", []),
-            verdict.get("node_problems", {}),
-        )
-
 
 # -- the run ------------------------------------------------------------------------------------------
+
+
+def warm_discovery(api: Api, check: Check) -> None:
+    """Resolve every kind the racks' threads will use, once, before they start: the dynamic client's
+    discovery cache is not thread-safe. A kind the server does not serve (a CRD not installed) is left
+    for the rack to report."""
+    kinds = [
+        ("Namespace", "v1"),
+        ("ServiceAccount", "v1"),
+        ("Pod", "v1"),
+        ("Event", "v1"),
+        ("Deployment", "apps/v1"),
+        ("DaemonSet", "apps/v1"),
+        ("ComputeDomain", cd.API_VERSION),
+    ]
+    kinds += [("ResourceClaimTemplate", v) for v in cd.RESOURCE_CLAIM_TEMPLATE_VERSIONS]
+    kinds += list(RackRun.objects) + list(check.objects)
+    for kind, api_version in kinds:
+        try:
+            api.resource(kind, api_version)
+        except ResourceNotFoundError:
+            continue
 
 
 def run_racks(
@@ -856,8 +865,7 @@ def run_racks(
         else:
             runnable.append(plan)
     if runnable:
-        for kind, api_version in (("Namespace", "v1"), ("ServiceAccount", "v1"), ("Pod", "v1")):
-            api.resource(kind, api_version)  # resolve before the threads start
+        warm_discovery(api, check)
         with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(runnable)))) as pool:
             futures = {
                 plan.name: pool.submit(RackRun(check, api, plan, settings, sleep, clock).run) for plan in runnable

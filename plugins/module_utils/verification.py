@@ -26,10 +26,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
-GPU_RESOURCE = "nvidia.com/gpu"
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (  # one reading of a Node
+    CLIQUE_LABEL,
+    GPU_RESOURCE,
+    _get,
+    is_gpu_node,
+)
+
 PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 UNASSIGNED_RACK = "unassigned"
 # The taint that gpu_fabric_verify_taint_failed puts on failed trays: the checks tolerate it, so a
 # failed tray is measured again (and untainted when it passes).
@@ -42,14 +46,6 @@ OUTCOME_INCOMPLETE = "incomplete"
 
 _DNS_LABEL_MAX = 63
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
-
-
-def _get(obj: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def node_name(node: Mapping[str, Any]) -> str:
@@ -81,17 +77,9 @@ def allocatable_gpus(node: Mapping[str, Any]) -> int:
     return quantity((_get(node, "status", "allocatable") or {}).get(GPU_RESOURCE))
 
 
-def is_gpu_node(node: Mapping[str, Any]) -> bool:
-    """A node with GPUs: the GPU Feature Discovery label, GPU capacity, or a clique label."""
-    labels = labels_of(node)
-    if labels.get(GPU_PRESENT_LABEL) == "true" or CLIQUE_LABEL in labels:
-        return True
-    return quantity((_get(node, "status", "capacity") or {}).get(GPU_RESOURCE)) > 0
-
-
 def clique_short_name(clique: str) -> str:
     """``clique-<first 8 of the cluster UUID>-<clique id>``: a rack name when nothing else names it."""
-    uuid, _, clique_id = clique.partition(".")
+    uuid, _dot, clique_id = clique.partition(".")
     return f"clique-{uuid[:8].lower()}-{clique_id or '0'}"
 
 
@@ -189,7 +177,7 @@ def unusable_reason(
     allocatable = allocatable_gpus(node)
     if gpus_needed and allocatable < gpus_needed:
         return f"{allocatable} of {gpus_needed} {GPU_RESOURCE} allocatable"
-    in_use = sum(gpus for _, gpus in held)
+    in_use = sum(gpus for _pod, gpus in held)
     if gpus_needed and allocatable - in_use < gpus_needed:
         holders = ", ".join(f"{pod} ({gpus})" for pod, gpus in held[:3]) + (" and more" if len(held) > 3 else "")
         return f"GPUs in use: {in_use} of {allocatable} {GPU_RESOURCE} held by {holders}"

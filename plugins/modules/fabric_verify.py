@@ -234,7 +234,7 @@ options:
         elements: dict
         default: []
 author:
-  - gpu_fabric.mnnvl contributors
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 """
 
 EXAMPLES = r"""

@@ -33,7 +33,7 @@ def faults(sim_rack: SimRack, *specs: tuple[str, dict]):
             sim_rack.fault(name, **params)
         yield
     finally:
-        for name, _ in specs:
+        for name, _params in specs:
             sim_rack.rack("fault", "--clear", name, check=False)
 
 

@@ -94,8 +94,10 @@ def test_72_ranks_parse_to_a_72x72_matrix_whose_sum_is_its_cells():
     cells = fixture_cells()
     assert matrix.values() == [float(cells[k % len(cells)]) for k in range(72 * 71)]
     assert matrix.reported_sum == printed_sum(matrix)
-    assert [d.host for d in output.devices] == [f"nvbandwidth-rack1-worker-{w}" for w in range(18) for _ in range(4)]
-    assert [d.device for d in output.devices] == [s for _ in range(18) for s in range(4)]
+    assert [d.host for d in output.devices] == [
+        f"nvbandwidth-rack1-worker-{w}" for w in range(18) for _slot in range(4)
+    ]
+    assert [d.device for d in output.devices] == [s for _worker in range(18) for s in range(4)]
 
 
 def test_degraded_gpu_scales_its_row_and_column_and_the_sum():

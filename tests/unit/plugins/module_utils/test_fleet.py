@@ -74,6 +74,13 @@ def test_which_errors_are_transient(exc, transient):
     assert fleet.is_transient(exc) is transient
 
 
+def raising(exc: BaseException):
+    def call():
+        raise exc
+
+    return call
+
+
 def test_the_api_retries_transient_errors_until_it_succeeds():
     calls = []
     clock = iter(range(0, 1000, 1))
@@ -95,7 +102,7 @@ def test_the_api_gives_up_with_one_line():
     api = fleet.Api(client=None, patience=60, sleep=lambda s: None, clock=lambda: next(clock))
     refused = MaxRetryError(None, "/api/v1/nodes", NewConnectionError(None, "Failed to establish a new connection"))
     with pytest.raises(fleet.ApiUnavailable) as caught:
-        api.call("list Node", lambda: (_ for _ in ()).throw(refused))
+        api.call("list Node", raising(refused))
     assert str(caught.value).startswith("list Node: MaxRetryError: ")
     assert "\n" not in str(caught.value)
 
@@ -103,7 +110,7 @@ def test_the_api_gives_up_with_one_line():
 def test_the_api_does_not_retry_a_refusal():
     api = fleet.Api(client=None, patience=60, sleep=lambda s: pytest.fail("retried"), clock=lambda: 0)
     with pytest.raises(fleet.ApiUnavailable, match="create Pod ns/p: "):
-        api.call("create Pod ns/p", lambda: (_ for _ in ()).throw(_Status(403)))
+        api.call("create Pod ns/p", raising(_Status(403)))
 
 
 def test_a_failed_launcher_is_described_with_its_error_lines():

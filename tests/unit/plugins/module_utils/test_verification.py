@@ -217,7 +217,7 @@ def test_the_clique_judge_counts_the_trays_and_finds_the_split():
     nodes = fleet(1, 3)
     nodes[2] = tray(0, 2, clique=CLIQUE)
     (plan,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
-    passed, summary, problems, _ = judge_cliques(nodes, plan, gpus_per_tray=4, trays_per_clique=18)
+    passed, summary, problems, _details = judge_cliques(nodes, plan, gpus_per_tray=4, trays_per_clique=18)
     assert not passed
     assert "rack rack0 spans 2 cliques" in summary
     assert "rack rack0 has 3 GPU trays, expected 18 (gpu_fabric_trays_per_clique)" in summary
@@ -237,7 +237,7 @@ def test_the_clique_judge_names_an_unlabelled_tray():
 def test_a_healthy_rack_passes_the_clique_judge():
     nodes = fleet(1, 18)
     (plan,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
-    passed, summary, problems, _ = judge_cliques(nodes, plan, 4, 18)
+    passed, summary, problems, _details = judge_cliques(nodes, plan, 4, 18)
     assert passed and problems == {}
     assert summary == f"rack rack0: 18 GPU trays in one clique ({plan.clique}), 4 GPUs each"
 

@@ -1,0 +1,153 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Wall time of playbooks/verify.yml on a simulated fleet of 1, 3 and 8 racks, racks in parallel and one by one.
+
+Each size gets a simulated fleet of its own (own state directory, own ports, so a rack already up for
+tests is not disturbed): `sim/rack up`, `playbooks/cluster.yml`, then `playbooks/verify.yml` with
+gpu_fabric_verify_parallel_racks 8 (the default) and 1 (one rack after the other). Per check the time
+is taken from its records (first start to last finish over the racks), so the table shows what the
+parallel run saves where it is spent.
+
+    python bench/fleet_verify.py                  # 1x18 3x18 8x18 (with .venv/bin on PATH)
+    python bench/fleet_verify.py 2x4 --serial no  # the smoke size, parallel only
+    python bench/fleet_verify.py 1x18 8x18 --json .tmp/bench-fleet.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RACK = REPO_ROOT / "sim" / "rack"
+PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+CHECKS = ("cliques", "imex_channel", "nvbandwidth")
+# Ports apart from a rack on the defaults (6443, 2379, ...) and from bench/sim_up.py's.
+BENCH_PORTS = {
+    "GPU_FABRIC_SIM_APISERVER_PORT": "26443",
+    "GPU_FABRIC_SIM_ETCD_PORT": "26379",
+    "GPU_FABRIC_SIM_ETCD_PEER_PORT": "26380",
+    "GPU_FABRIC_SIM_KWOK_PORT": "26247",
+    "GPU_FABRIC_SIM_KCM_PORT": "26257",
+    "GPU_FABRIC_SIM_SCHEDULER_PORT": "26259",
+}
+
+
+def run(cmd: list[str], env: dict[str, str], what: str) -> tuple[float, str]:
+    start = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
+    elapsed = time.monotonic() - start
+    if result.returncode != 0:
+        sys.exit(f"{what} failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
+    return elapsed, result.stdout
+
+
+def _time(text: str) -> float:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+def check_spans(report_dir: Path) -> dict[str, float]:
+    """check -> seconds from its first rack's start to its last rack's finish."""
+    spans = {}
+    for check in CHECKS:
+        records = [json.loads(p.read_text()) for p in (report_dir / "records" / check).glob("*.json")]
+        if not records or not all(r["passed"] for r in records):
+            sys.exit(f"{check} did not pass on every rack: {[r['summary'] for r in records if not r['passed']]}")
+        spans[check] = max(_time(r["finished"]) for r in records) - min(_time(r["started"]) for r in records)
+    return spans
+
+
+def verify(env: dict[str, str], parallel: int, state: Path) -> dict:
+    report_dir = state / f"report-p{parallel}"
+    extra = {"gpu_fabric_report_dir": str(report_dir), "gpu_fabric_verify_parallel_racks": parallel}
+    wall, _output = run(
+        [str(PLAYBOOK), "-i", "inventories/sim", "playbooks/verify.yml", "-e", json.dumps(extra)],
+        env,
+        f"verify.yml (parallel {parallel})",
+    )
+    return {"wall_s": round(wall, 1), **{f"{k}_s": round(v, 1) for k, v in check_spans(report_dir).items()}}
+
+
+def measure(size: str, serial: bool) -> dict:
+    racks, trays = (int(x) for x in size.lower().split("x"))
+    state = Path(tempfile.mkdtemp(prefix=f"fleet-bench-{size}-", dir=REPO_ROOT / ".tmp"))
+    env = dict(
+        os.environ, GPU_FABRIC_SIM_STATE=str(state), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"), **BENCH_PORTS
+    )
+    env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    print(f"--- {size}: {racks * trays} trays, state {state}", flush=True)
+    try:
+        up_s, _output = run(
+            [str(RACK), "up", "--racks", str(racks), "--trays-per-rack", str(trays)], env, "sim/rack up"
+        )
+        for line in run([str(RACK), "env"], env, "sim/rack env")[1].splitlines():
+            key, value = line.removeprefix("export ").split("=", 1)
+            env[key] = value.replace("$PATH", env["PATH"]) if key == "PATH" else value
+        cluster_s, _output = run([str(PLAYBOOK), "-i", "inventories/sim", "playbooks/cluster.yml"], env, "cluster.yml")
+        result = {
+            "size": size,
+            "racks": racks,
+            "trays": racks * trays,
+            "up_s": round(up_s, 1),
+            "cluster_s": round(cluster_s, 1),
+            "parallel": verify(env, 8, state),
+        }
+        if serial and racks > 1:
+            result["serial"] = verify(env, 1, state)
+    finally:
+        subprocess.run([str(RACK), "down"], env=env, capture_output=True, check=False)
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def table(results: list[dict]) -> str:
+    base = results[0]["parallel"]["wall_s"] if results else 0
+    head = [
+        "size",
+        "trays",
+        "GPUs",
+        "verify.yml, racks in parallel (s)",
+        "x first size",
+        "one rack at a time (s)",
+        *[f"{c}, parallel (s)" for c in CHECKS],
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        p = r["parallel"]
+        cells = [
+            r["size"],
+            r["trays"],
+            r["trays"] * 4,
+            p["wall_s"],
+            f"{p['wall_s'] / base:.2f}",
+            r.get("serial", {}).get("wall_s", "-"),
+            *[p[f"{c}_s"] for c in CHECKS],
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", default=["1x18", "3x18", "8x18"], help="RACKSxTRAYS")
+    parser.add_argument("--serial", choices=["yes", "no"], default="yes", help="also run one rack at a time")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    (REPO_ROOT / ".tmp").mkdir(exist_ok=True)
+    results = [measure(size, args.serial == "yes") for size in args.sizes]
+    print()
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
