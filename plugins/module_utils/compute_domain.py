@@ -76,6 +76,12 @@ class Readiness:
     reasons: List[str] = field(default_factory=list)
 
 
+def some(names: Sequence[str], limit: int = 5) -> str:
+    """``a, b, c, d, e and 13 more``: a rack's worth of names kept to one readable line."""
+    names = list(names)
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def default_channel_template_name(name: str) -> str:
     return f"{name}-channel"
 
@@ -179,9 +185,9 @@ def evaluate_readiness(
         missing = sorted(n for n in wait_nodes if n not in by_name)
         waited_not_ready = sorted(n for n in wait_nodes if n in by_name and by_name[n].status != READY)
         if missing:
-            reasons.append(f"nodes not yet in status.nodes: {', '.join(missing)}")
+            reasons.append(f"nodes not yet in status.nodes: {some(missing)}")
         if waited_not_ready:
-            reasons.append(f"nodes not Ready: {', '.join(waited_not_ready)}")
+            reasons.append(f"nodes not Ready: {some(waited_not_ready)}")
         not_ready = waited_not_ready
     elif num_nodes > 0:
         if ready_count < num_nodes:
@@ -192,7 +198,7 @@ def evaluate_readiness(
         if not aggregate:
             reasons.append("the controller has not written a status yet")
         if not_ready:
-            reasons.append(f"nodes not Ready: {', '.join(not_ready)}")
+            reasons.append(f"nodes not Ready: {some(not_ready)}")
 
     return Readiness(
         ready=not reasons,
@@ -225,7 +231,10 @@ def timeout_message(
     diagnostics: Sequence[str],
 ) -> str:
     """Failure text for a wait that ran out: the CD status, the nodes not Ready, the driver's state."""
-    node_text = ", ".join(f"{n.name}={n.status}" for n in readiness.nodes) or "none joined"
+    by_status: Dict[str, List[str]] = {}
+    for node in readiness.nodes:
+        by_status.setdefault(node.status, []).append(node.name)
+    node_text = "; ".join(f"{status}: {some(names)}" for status, names in by_status.items()) or "none joined"
     parts = [
         f"ComputeDomain {namespace}/{name} not ready after {timeout}s: {'; '.join(readiness.reasons)}.",
         f"status.status={readiness.aggregate or 'unset'}; status.nodes: {node_text}.",

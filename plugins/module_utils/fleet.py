@@ -560,17 +560,14 @@ class ImexChannelCheck(Check):
 
         def describe_pods() -> str:
             pods = self._pods(run)
-            return "; ".join(
-                pod_summary(pods[names[n]])
+            pending = {
+                n: pod_summary(pods[names[n]]).split(": ", 1)[-1]
                 for n in nodes
                 if names[n] in pods and ((pods[names[n]].get("status") or {}).get("phase") or "Pending") == "Pending"
-            )[:600]
+            }
+            return f"pending pods: {channel_findings(pending)}" if pending else "no pod is pending"
 
-        run.wait_for(
-            "the IMEX channel pods to be scheduled",
-            lambda: not unscheduled(),
-            lambda: f"unscheduled: {', '.join(unscheduled()[:5])}; " + describe_pods(),
-        )
+        run.wait_for("the IMEX channel pods to be scheduled", lambda: not unscheduled(), describe_pods)
         run.wait_domain_nodes(nodes)
 
         def started() -> bool:

@@ -10,7 +10,7 @@ rack's name and writes the record.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_rule
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import nccl_tests_summary
@@ -156,3 +156,36 @@ def judge_nccl_log(
         f"{threshold:.2f} GB/s ({explanation}; best size {result['max_busbw_gbps']:.2f} GB/s)",
         "details": details,
     }
+
+
+def judge_fleet_busbw(records: Sequence[Dict[str, Any]], min_fraction_of_median: Optional[float]) -> List[str]:
+    """Hold every rack's NCCL bus bandwidth against the fleet's median of the same run; fails the low racks in place.
+
+    A rack far below its peers has a fabric problem even above the absolute threshold (one rack with a lost
+    NVLink per GPU averages about 17/18 of the others). Needs three racks that measured a bandwidth: with two, the
+    median is their mean and a slow rack would pull it down. Returns the names of the racks it failed.
+    """
+    fraction = _positive(min_fraction_of_median)
+    measured = [r for r in records if isinstance((r.get("details") or {}).get("avg_busbw_gbps"), (int, float))]
+    if fraction is None or len(measured) < 3:
+        return []
+    values = sorted(float(r["details"]["avg_busbw_gbps"]) for r in measured)
+    middle = len(values) // 2
+    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    floor = fraction * median
+    failed = []
+    for record in measured:
+        value = float(record["details"]["avg_busbw_gbps"])
+        record["details"]["fleet_median_busbw_gbps"] = round(median, 2)
+        if value >= floor:
+            continue
+        text = (
+            f"average bus bandwidth {value:.2f} GB/s is {value / median:.3f} of the fleet's median {median:.2f} GB/s "
+            f"(below {fraction:g}): this rack is slower than its peers"
+        )
+        record["details"].setdefault("violations", []).append(text)
+        record["summary"] = f"{record['summary']}; {text}"
+        record["passed"] = False
+        record["outcome"] = "failed"
+        failed.append(record["rack"])
+    return failed

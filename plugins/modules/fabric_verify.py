@@ -223,6 +223,12 @@ options:
         description: Minimum average bus bandwidth as a fraction of the GPU product's NVLink peak.
         type: float
         default: 0.6
+      min_fraction_of_fleet_median:
+        description:
+          - Every rack's average bus bandwidth must also reach this fraction of the median over the racks of the
+            run (with 3 racks or more); a rack far below its peers fails, named. 0 turns the rule off.
+        type: float
+        default: 0.9
       peak_gbps:
         description: NVLink peak per direction in GB/s (> 0 replaces the one known for the GPU product).
         type: float
@@ -296,7 +302,11 @@ import json
 import os
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nccl_log, judge_nvbandwidth_log
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
+    judge_fleet_busbw,
+    judge_nccl_log,
+    judge_nvbandwidth_log,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     OUTCOME_FAILED,
     OUTCOME_PASSED,
@@ -377,6 +387,7 @@ ARGUMENT_SPEC = dict(
             mpirun_args=dict(type="list", elements="str", default=["-x", "NCCL_DEBUG=WARN"]),
             min_busbw_gbps=dict(type="float", default=0),
             min_fraction_of_peak=dict(type="float", default=0.6),
+            min_fraction_of_fleet_median=dict(type="float", default=0.9),
             peak_gbps=dict(type="float", default=0),
             peak_gbps_by_product=dict(type="list", elements="dict", default=[]),
         ),
@@ -571,6 +582,8 @@ def main() -> None:
         records = cliques_records(nodes, plan.racks, scope, params)
     else:
         records = fleet.run_racks(check, api, plan.racks, settings, params["parallel_racks"])
+        if params["check"] == "nccl":
+            judge_fleet_busbw(records, params["nccl"]["min_fraction_of_fleet_median"])
     for record in records:
         record.setdefault("cluster", settings.cluster)
         record.setdefault("objects_left", 0)

@@ -177,7 +177,7 @@ def test_timeout_message_names_status_nodes_and_driver_state():
         "nvb", "verify", 30, readiness, ["Deployment nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-controller 0/1 ready"]
     )
     assert message.startswith("ComputeDomain verify/nvb not ready after 30s: nodes not Ready: gb200-r0-t1.")
-    assert "status.status=NotReady; status.nodes: gb200-r0-t0=Ready, gb200-r0-t1=NotReady." in message
+    assert "status.status=NotReady; status.nodes: Ready: gb200-r0-t0; NotReady: gb200-r0-t1." in message
     assert "DRA driver: Deployment nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-controller 0/1 ready." in message
 
 
@@ -211,3 +211,16 @@ def test_present_without_the_crd_says_to_install_the_dra_driver():
     )
     with pytest.raises(ComputeDomainError, match=r"CRD computedomains.resource.nvidia.com is missing"):
         ensure(ServerWithoutTheCrd(), request)
+
+
+def test_a_rack_of_nodes_not_ready_stays_one_readable_line():
+    obj = {
+        "status": {"status": "NotReady", "nodes": [{"name": f"gb200-r1-t{i}", "status": "NotReady"} for i in range(18)]}
+    }
+    readiness = evaluate_readiness(obj, wait_nodes=[f"gb200-r1-t{i}" for i in range(18)])
+    message = timeout_message("imex-channel-rack1", "ns", 40, readiness, [])
+    assert message.startswith(
+        "ComputeDomain ns/imex-channel-rack1 not ready after 40s: nodes not Ready: gb200-r1-t0, gb200-r1-t1, "
+        "gb200-r1-t2, gb200-r1-t3, gb200-r1-t4 and 13 more. status.status=NotReady; status.nodes: NotReady: "
+        "gb200-r1-t0, gb200-r1-t1, gb200-r1-t2, gb200-r1-t3, gb200-r1-t4 and 13 more."
+    )

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
+    judge_fleet_busbw,
     judge_nccl_log,
     judge_nvbandwidth_log,
     nccl_threshold,
@@ -102,3 +103,32 @@ def test_the_real_nccl_run_passes_and_a_missing_product_fails():
     assert verdict["details"]["threshold_gbps"] == 540.0
     unknown = RackPlan("rack1", ["c.1"], ["a", "b"], ["a", "b"], [], 4, "")
     assert judge_nccl_log(NCCL, unknown, {"min_fraction_of_peak": 0.6})["passed"] is False
+
+
+def nccl_record(rack: str, busbw: float) -> dict:
+    return {
+        "rack": rack,
+        "passed": True,
+        "outcome": "passed",
+        "summary": f"rack {rack}: ok",
+        "details": {"avg_busbw_gbps": busbw, "violations": []},
+    }
+
+
+def test_a_rack_far_below_the_fleets_nccl_median_is_named():
+    # four healthy racks around 700 GB/s and one whose GPUs each lost a link of 18 (about 17/18 of that)
+    records = [nccl_record(f"rack{i}", v) for i, v in enumerate([701.2, 699.8, 700.5, 661.0, 702.1])]
+    assert judge_fleet_busbw(records, 0.97) == ["rack3"]
+    low = records[3]
+    assert (low["passed"], low["outcome"]) == (False, "failed")
+    assert low["summary"] == (
+        "rack rack3: ok; average bus bandwidth 661.00 GB/s is 0.944 of the fleet's median 700.50 GB/s (below 0.97): "
+        "this rack is slower than its peers"
+    )
+    assert all(r["passed"] for r in records if r["rack"] != "rack3")
+    assert records[0]["details"]["fleet_median_busbw_gbps"] == 700.5
+
+
+def test_the_fleet_rule_needs_three_racks_and_can_be_off():
+    assert judge_fleet_busbw([nccl_record("a", 700), nccl_record("b", 300)], 0.9) == []
+    assert judge_fleet_busbw([nccl_record(r, v) for r, v in [("a", 700), ("b", 700), ("c", 300)]], 0) == []
