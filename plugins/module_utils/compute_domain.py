@@ -20,6 +20,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     first_served_resource,
     get_object,
     list_all,
+    natural_key,
     pod_summary,
     to_dict,
     workload_summary,
@@ -176,14 +177,16 @@ def evaluate_readiness(
     aggregate = str(status.get("status") or "")
     nodes = parse_nodes(status)
     by_name = {node.name: node for node in nodes}
-    not_ready = sorted(node.name for node in nodes if node.status != READY)
+    not_ready = sorted((node.name for node in nodes if node.status != READY), key=natural_key)
     ready_count = len(nodes) - len(not_ready)
     reasons: List[str] = []
     missing: List[str] = []
 
     if wait_nodes:
-        missing = sorted(n for n in wait_nodes if n not in by_name)
-        waited_not_ready = sorted(n for n in wait_nodes if n in by_name and by_name[n].status != READY)
+        missing = sorted((n for n in wait_nodes if n not in by_name), key=natural_key)
+        waited_not_ready = sorted(
+            (n for n in wait_nodes if n in by_name and by_name[n].status != READY), key=natural_key
+        )
         if missing:
             reasons.append(f"nodes not yet in status.nodes: {some(missing)}")
         if waited_not_ready:

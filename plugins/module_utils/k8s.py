@@ -11,6 +11,7 @@ workloads for failure messages.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 try:
@@ -23,6 +24,12 @@ except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes")
     NotFoundError = ResourceNotFoundError = DynamicApiError  # type: ignore[assignment,misc]
 
 DEFAULT_PAGE_SIZE = 500
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key for object names that puts gb200-r0-t2 before gb200-r0-t10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(name) if part)
 
 
 def to_dict(obj: Any) -> Dict[str, Any]:

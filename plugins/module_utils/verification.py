@@ -32,6 +32,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import ( 
     _get,
     is_gpu_node,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 UNASSIGNED_RACK = "unassigned"
@@ -50,11 +51,6 @@ _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 def node_name(node: Mapping[str, Any]) -> str:
     return str(_get(node, "metadata", "name") or "")
-
-
-def natural_key(text: str) -> Tuple[Any, ...]:
-    """Sort key that puts gb200-r0-t2 before gb200-r0-t10."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def by_name(names: Iterable[str]) -> List[str]:
