@@ -53,6 +53,17 @@ def _time(text: str) -> float:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
+def step_times(report_dir: Path) -> dict[str, dict[str, float]]:
+    """check -> step -> the slowest rack's seconds (the records' ``timings``): where the time went."""
+    steps: dict[str, dict[str, float]] = {}
+    for check in CHECKS:
+        for path in (report_dir / "records" / check).glob("*.json"):
+            for step, seconds in (json.loads(path.read_text()).get("timings") or {}).items():
+                step = step.split(" gpu-fabric-verify")[0].split(" nvbandwidth-")[0].split(" imex-channel-")[0]
+                steps.setdefault(check, {})[step] = max(steps.get(check, {}).get(step, 0.0), seconds)
+    return steps
+
+
 def check_spans(report_dir: Path) -> dict[str, float]:
     """check -> seconds from its first rack's start to its last rack's finish."""
     spans = {}
@@ -72,7 +83,8 @@ def verify(env: dict[str, str], parallel: int, state: Path) -> dict:
         env,
         f"verify.yml (parallel {parallel})",
     )
-    return {"wall_s": round(wall, 1), **{f"{k}_s": round(v, 1) for k, v in check_spans(report_dir).items()}}
+    spans = {f"{k}_s": round(v, 1) for k, v in check_spans(report_dir).items()}
+    return {"wall_s": round(wall, 1), **spans, "steps": step_times(report_dir)}
 
 
 def measure(size: str, serial: bool) -> dict:

@@ -274,6 +274,14 @@ class RackRun:
         self.claim_template = dns_label(self.compute_domain, "channel")
         self.deadline = 0.0
         self.created_domain = False
+        self.timings: Dict[str, float] = {}  # step -> seconds, in the record: where a rack's time went
+
+    def timed(self, step: str, fn: Callable[[], Any]) -> Any:
+        start = self.clock()
+        try:
+            return fn()
+        finally:
+            self.timings[step] = round(self.timings.get(step, 0.0) + self.clock() - start, 2)
 
     # -- the lifecycle -----------------------------------------------------------------------------
 
@@ -323,6 +331,7 @@ class RackRun:
             objects_left=None if uncounted else left,
             objects_uncounted=uncounted,
             cleanup_error="; ".join(cleanup_errors),
+            timings=dict(self.timings),
         )
         return record
 
@@ -333,6 +342,9 @@ class RackRun:
 
     def wait_for(self, what: str, probe: Callable[[], Any], describe: Optional[Callable[[], str]] = None) -> Any:
         """Poll ``probe`` until it returns something truthy; past the deadline the check fails, naming ``what``."""
+        return self.timed(f"wait: {what}", lambda: self._wait_for(what, probe, describe))
+
+    def _wait_for(self, what: str, probe: Callable[[], Any], describe: Optional[Callable[[], str]]) -> Any:
         started = self.clock()
         reads = 0
         while True:
@@ -347,6 +359,9 @@ class RackRun:
             self.sleep(min(self.settings.poll, max(self.deadline - self.clock(), 0.1)))
 
     def create_namespace(self) -> None:
+        self.timed("create the namespace", self._create_namespace)
+
+    def _create_namespace(self) -> None:
         existing = self.api.get("Namespace", "v1", self.namespace)
         if existing and (existing.get("metadata") or {}).get("deletionTimestamp"):
             self.wait_for(
@@ -383,22 +398,31 @@ class RackRun:
     def create_compute_domain(self) -> None:
         """The rack's ComputeDomain, waited for until its channel template exists."""
         self.created_domain = True
-        self.api.call(
-            f"create ComputeDomain {self.namespace}/{self.compute_domain}",
-            lambda: cd.ensure(self.api.client, self.domain_request("present"), sleep=self.sleep, clock=self.clock),
+        self.timed(
+            "create the ComputeDomain and its channel template",
+            lambda: self.api.call(
+                f"create ComputeDomain {self.namespace}/{self.compute_domain}",
+                lambda: cd.ensure(self.api.client, self.domain_request("present"), sleep=self.sleep, clock=self.clock),
+            ),
         )
 
     def wait_domain_nodes(self, nodes: Sequence[str]) -> None:
         """Every node's IMEX daemon Ready in the ComputeDomain (status.nodes[])."""
-        self.api.call(
-            f"wait for ComputeDomain {self.namespace}/{self.compute_domain}",
-            lambda: cd.ensure(
-                self.api.client, self.domain_request("present", nodes), sleep=self.sleep, clock=self.clock
+        self.timed(
+            "wait: the IMEX daemons Ready in the ComputeDomain",
+            lambda: self.api.call(
+                f"wait for ComputeDomain {self.namespace}/{self.compute_domain}",
+                lambda: cd.ensure(
+                    self.api.client, self.domain_request("present", nodes), sleep=self.sleep, clock=self.clock
+                ),
             ),
         )
 
     def read_log(self, pod: str) -> str:
         """A finished container's log; kubelets serve it a moment after the pod's phase says so."""
+        return self.timed("read the logs", lambda: self._read_log(pod))
+
+    def _read_log(self, pod: str) -> str:
         text = ""
         for attempt in range(10):
             try:
@@ -432,7 +456,7 @@ class RackRun:
         for what, step in steps:
             self.deadline = max(self.deadline, self.clock() + self.settings.timeout / 3)
             try:
-                step()
+                self.timed(f"clean up: {what}", step)
             except (ApiUnavailable, CheckFailed, cd.ComputeDomainError) as exc:
                 errors.append(f"{what}: {one_line(str(exc))}")
         return errors

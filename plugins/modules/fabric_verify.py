@@ -508,6 +508,7 @@ def cluster_facts(client) -> dict:
 def main() -> None:
     module = build_module()
     params = module.params
+    started = fleet.now_rfc3339()
     try:
         scope = scope_of(params)
     except ValueError as exc:
@@ -584,9 +585,14 @@ def main() -> None:
         records = fleet.run_racks(check, api, plan.racks, settings, params["parallel_racks"])
         if params["check"] == "nccl":
             judge_fleet_busbw(records, params["nccl"]["min_fraction_of_fleet_median"])
-    for record in records:
+    finished = fleet.now_rfc3339()
+    for record in records:  # the records of a check that created nothing: the read is the whole check
+        record.setdefault("started", started)
+        record.setdefault("finished", finished)
         record.setdefault("cluster", settings.cluster)
         record.setdefault("objects_left", 0)
+        record.setdefault("objects_uncounted", [])
+        record.setdefault("cleanup_error", "")
     files = []
     if params["records_dir"] and not module.check_mode:
         files = write_records(params["check"], params["records_dir"], records)
