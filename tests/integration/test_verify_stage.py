@@ -73,6 +73,12 @@ def test_verify_passes_on_every_tray_of_every_rack(cluster_stage: SimRack, tmp_p
     assert f"Report: {run.report_dir / 'report.md'}" in run.output
     assert verification_objects(cluster_stage, run.prefix) == ZERO
 
+    def namespaces_gone() -> bool:
+        names = [n["metadata"]["name"] for n in cluster_stage.get_json("namespaces")["items"]]
+        return not any(name.startswith(run.prefix) for name in names)
+
+    cluster_stage.wait_until("the namespace controller to remove the emptied namespaces", namespaces_gone, timeout=180)
+
 
 def test_a_tagged_run_reports_only_its_own_checks(cluster_stage: SimRack, tmp_path):
     first = run_verify(cluster_stage, tmp_path / "report", "--tags", "cliques")
