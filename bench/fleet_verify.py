@@ -84,7 +84,17 @@ def verify(env: dict[str, str], parallel: int, state: Path) -> dict:
         f"verify.yml (parallel {parallel})",
     )
     spans = {f"{k}_s": round(v, 1) for k, v in check_spans(report_dir).items()}
-    return {"wall_s": round(wall, 1), **spans, "steps": step_times(report_dir)}
+    report = json.loads((report_dir / "report.json").read_text())
+    matrices = [
+        len(entry["details"].get("matrix") or []) for entry in report["checks"] if entry["check"] == "nvbandwidth"
+    ]
+    return {
+        "wall_s": round(wall, 1),
+        **spans,
+        "coverage": report["coverage"]["counts"],
+        "matrices": matrices,
+        "steps": step_times(report_dir),
+    }
 
 
 def measure(size: str, serial: bool) -> dict:
@@ -129,6 +139,8 @@ def table(results: list[dict]) -> str:
         "x first size",
         "one rack at a time (s)",
         *[f"{c}, parallel (s)" for c in CHECKS],
+        "trays verified",
+        "nvbandwidth matrices",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
@@ -141,6 +153,8 @@ def table(results: list[dict]) -> str:
             f"{p['wall_s'] / base:.2f}",
             r.get("serial", {}).get("wall_s", "-"),
             *[p[f"{c}_s"] for c in CHECKS],
+            f"{p['coverage']['verified']} of {p['coverage']['trays']}",
+            " ".join(f"{n}x{n}" for n in p["matrices"]),
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
