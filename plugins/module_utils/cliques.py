@@ -132,6 +132,14 @@ def group_nodes_by_clique(nodes: Sequence[Mapping[str, Any]], label: str = CLIQU
     return grouping
 
 
+def unlabelled_message(node: str) -> str:
+    """What a GPU node without a clique label means, and what to check."""
+    return (
+        f"GPU node {node} has no {CLIQUE_LABEL} label: its GPUs are not fabric-attached or GPU Feature Discovery "
+        "has not labelled it; check 'nvidia-smi -q' Fabric State/Status (Completed/Success) and the GFD pod"
+    )
+
+
 def check_clique_expectations(
     grouping: CliqueGrouping,
     expected_cliques: Optional[Union[int, Sequence[str]]] = None,
@@ -146,12 +154,7 @@ def check_clique_expectations(
     rack of compute trays). ``racks``: rack name -> node names that must share one clique (one
     NVLink domain per rack); each node must exist and be labelled.
     """
-    violations: List[str] = []
-    for node in grouping.unlabelled_gpu_nodes:
-        violations.append(
-            f"GPU node {node} has no {CLIQUE_LABEL} label: its GPUs are not fabric-attached or GPU Feature Discovery "
-            "has not labelled it; check 'nvidia-smi -q' Fabric State/Status (Completed/Success) and the GFD pod"
-        )
+    violations: List[str] = [unlabelled_message(node) for node in grouping.unlabelled_gpu_nodes]
     for node, value in sorted(grouping.malformed.items()):
         violations.append(
             f"node {node} has {CLIQUE_LABEL}={value}, expected <clusterUUID>.<cliqueId> "

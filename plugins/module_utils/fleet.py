@@ -26,7 +26,13 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_error_text, pod_summary, to_dict
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    api_error_text,
+    get_object,
+    iter_pages,
+    pod_summary,
+    to_dict,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     OUTCOME_FAILED,
     OUTCOME_PASSED,
@@ -165,14 +171,10 @@ class Api:
 
     def get(self, kind: str, api_version: str, name: str, namespace: Optional[str] = None) -> Optional[Dict[str, Any]]:
         resource = self.resource(kind, api_version)
-
-        def read() -> Optional[Dict[str, Any]]:
-            try:
-                return to_dict(self.client.get(resource, name=name, namespace=namespace))
-            except NotFoundError:
-                return None
-
-        return self.call(f"read {kind} {namespace + '/' if namespace else ''}{name}", read)
+        return self.call(
+            f"read {kind} {namespace + '/' if namespace else ''}{name}",
+            lambda: get_object(self.client, resource, name, namespace),
+        )
 
     def list(
         self, kind: str, api_version: str, namespace: Optional[str] = None, label_selector: str = ""
@@ -181,20 +183,9 @@ class Api:
         params: Dict[str, Any] = {"namespace": namespace} if namespace else {}
         if label_selector:
             params["label_selector"] = label_selector
-        items: List[Dict[str, Any]] = []
-        token: Optional[str] = None
-        while True:
-            page_params = dict(params, limit=500, **({"_continue": token} if token else {}))
-            page = to_dict(
-                self.call(
-                    f"list {kind}" + (f" in {namespace}" if namespace else ""),
-                    lambda kwargs=page_params: self.client.get(resource, **kwargs),
-                )
-            )
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        what = f"list {kind}" + (f" in {namespace}" if namespace else "")
+        # each page is one call, retried on its own: a restart between pages does not lose the pages read
+        return list(iter_pages(lambda **page: self.call(what, lambda: self.client.get(resource, **page)), **params))
 
     def create(self, body: Dict[str, Any]) -> Dict[str, Any]:
         kind, meta = body["kind"], body["metadata"]
@@ -395,27 +386,25 @@ class RackRun:
             driver_namespace=self.settings.driver_namespace,
         )
 
+    def ensure_domain(self, what: str, state: str, wait_nodes: Sequence[str] = ()) -> None:
+        """The rack's ComputeDomain brought to ``state`` by ``compute_domain.ensure``, which waits for it."""
+        self.api.call(
+            f"{what} ComputeDomain {self.namespace}/{self.compute_domain}",
+            lambda: cd.ensure(
+                self.api.client, self.domain_request(state, wait_nodes), sleep=self.sleep, clock=self.clock
+            ),
+        )
+
     def create_compute_domain(self) -> None:
         """The rack's ComputeDomain, waited for until its channel template exists."""
         self.created_domain = True
-        self.timed(
-            "create the ComputeDomain and its channel template",
-            lambda: self.api.call(
-                f"create ComputeDomain {self.namespace}/{self.compute_domain}",
-                lambda: cd.ensure(self.api.client, self.domain_request("present"), sleep=self.sleep, clock=self.clock),
-            ),
-        )
+        self.timed("create the ComputeDomain and its channel template", lambda: self.ensure_domain("create", "present"))
 
     def wait_domain_nodes(self, nodes: Sequence[str]) -> None:
         """Every node's IMEX daemon Ready in the ComputeDomain (status.nodes[])."""
         self.timed(
             "wait: the IMEX daemons Ready in the ComputeDomain",
-            lambda: self.api.call(
-                f"wait for ComputeDomain {self.namespace}/{self.compute_domain}",
-                lambda: cd.ensure(
-                    self.api.client, self.domain_request("present", nodes), sleep=self.sleep, clock=self.clock
-                ),
-            ),
+            lambda: self.ensure_domain("wait for", "present", nodes),
         )
 
     def read_log(self, pod: str) -> str:
@@ -442,15 +431,7 @@ class RackRun:
         steps = list(self.check.cleanup_steps(self))
         if self.created_domain:
             steps.append(
-                (
-                    f"delete ComputeDomain {self.compute_domain}",
-                    lambda: self.api.call(
-                        f"delete ComputeDomain {self.namespace}/{self.compute_domain}",
-                        lambda: cd.ensure(
-                            self.api.client, self.domain_request("absent"), sleep=self.sleep, clock=self.clock
-                        ),
-                    ),
-                )
+                (f"delete ComputeDomain {self.compute_domain}", lambda: self.ensure_domain("delete", "absent"))
             )
         steps.append((f"delete namespace {self.namespace}", self.delete_namespace))
         for what, step in steps:

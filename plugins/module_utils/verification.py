@@ -31,6 +31,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import ( 
     GPU_RESOURCE,
     _get,
     is_gpu_node,
+    unlabelled_message,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
 
@@ -483,11 +484,7 @@ def judge_cliques(
         gpus[name] = allocatable_gpus(node)
         value = labels_of(node).get(CLIQUE_LABEL)
         if not value:
-            problems[name] = (
-                f"GPU node {name} has no {CLIQUE_LABEL} label: its GPUs are not fabric-attached or GPU Feature "
-                "Discovery has not labelled it; check 'nvidia-smi -q' Fabric State/Status (Completed/Success) and "
-                "the GFD pod"
-            )
+            problems[name] = unlabelled_message(name)
         else:
             cliques.setdefault(value, []).append(name)
     violations.extend(problems.values())
