@@ -302,6 +302,12 @@ import json
 import os
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
+    FileChange,
+    FileEditError,
+    read_text,
+    write_change,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
     judge_fleet_busbw,
     judge_nccl_log,
@@ -467,25 +473,26 @@ def cliques_records(nodes: list, plans: list, scope: Scope, params: dict) -> lis
     return records
 
 
-def write_records(check: str, records_dir: str, records: list) -> list:
-    """Replace this check's records of an earlier run with this run's; returns the paths written."""
+def write_records(module, check: str, records_dir: str, records: list) -> list:
+    """Replace this check's records of an earlier run with this run's; returns the paths written.
+
+    Each record goes through the collection's file writer (temporary file, atomic move); a record of
+    a rack this run did not cover, and the flat record of 0.1.0, are removed.
+    """
     directory = os.path.join(records_dir, check)
-    os.makedirs(directory, exist_ok=True)
-    for name in os.listdir(directory):
-        if name.endswith(".json"):
-            os.unlink(os.path.join(directory, name))
-    flat = os.path.join(records_dir, f"{check}.json")  # the layout of 0.1.0
-    if os.path.exists(flat):
-        os.unlink(flat)
-    paths = []
-    for record in records:
-        path = os.path.join(directory, f"{record['rack']}.json")
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-        paths.append(path)
-    return paths
+    wanted = {
+        os.path.join(directory, f"{r['rack']}.json"): json.dumps(r, indent=2, sort_keys=True) + "\n" for r in records
+    }
+    stale = [os.path.join(directory, n) for n in os.listdir(directory)] if os.path.isdir(directory) else []
+    stale.append(os.path.join(records_dir, f"{check}.json"))  # the layout of 0.1.0
+    for path in stale:
+        if path.endswith(".json") and path not in wanted and os.path.exists(path):
+            os.unlink(path)
+    for path, text in wanted.items():
+        write_change(
+            module, FileChange(path=path, before=read_text(path), after=text), backup=False, create_parents=True
+        )
+    return list(wanted)
 
 
 def fleet_summary(check: str, records: list) -> str:
@@ -595,7 +602,11 @@ def main() -> None:
         record.setdefault("cleanup_error", "")
     files = []
     if params["records_dir"] and not module.check_mode:
-        files = write_records(params["check"], params["records_dir"], records)
+        try:
+            # the file writer needs AnsibleModule itself (atomic_move), which kubernetes.core wraps
+            files = write_records(module._module, params["check"], params["records_dir"], records)
+        except (FileEditError, OSError) as exc:
+            module.fail_json(msg=f"could not write the records under {params['records_dir']}: {exc}", records=records)
     module.exit_json(
         changed=bool(files),
         passed=all(r["passed"] for r in records),
