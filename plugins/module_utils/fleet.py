@@ -290,7 +290,7 @@ class RackRun:
             summary, failed_nodes, problems = exc.summary, exc.failed_nodes, exc.node_problems
             details.update(exc.details)
         except ApiUnavailable as exc:
-            summary = f"could not {exc}"
+            summary = f"could not {exc}; the check did not finish, which says nothing of the fabric: run it again"
         except cd.ComputeDomainError as exc:
             summary = str(exc)
         except Exception as exc:  # a bug of ours: still clean up, and say it is not the fabric
@@ -411,19 +411,23 @@ class RackRun:
         """A finished container's log; kubelets serve it a moment after the pod's phase says so."""
         return self.timed("read the logs", lambda: self._read_log(pod))
 
-    def _read_log(self, pod: str) -> str:
-        text = ""
-        for attempt in range(10):
+    def _read_log(self, pod: str, reads: int = 10) -> str:
+        """Retries a log that is not served yet (``no logs found``, an empty answer): never judged as empty."""
+        last = "the API server answered with an empty log"
+        for attempt in range(reads):
             try:
                 text = self.api.log(pod, self.namespace)
             except ApiUnavailable as exc:
-                if attempt == 9 or ("no logs" not in str(exc).lower() and "400" not in str(exc)):
+                if "no logs" not in str(exc).lower() and " 400 " not in f" {exc} ":
                     raise
-                text = ""
+                last, text = str(exc), ""
             if text.strip():
                 return text
-            self.sleep(1.0)
-        return text
+            if attempt < reads - 1:
+                self.sleep(1.0)
+        raise ApiUnavailable(
+            f"read the log of the finished pod {self.namespace}/{pod} after {reads} tries ({one_line(last)})"
+        )
 
     def clean_up(self) -> List[str]:
         """Delete the check's objects and the namespace; every step is tried, the failures are returned."""

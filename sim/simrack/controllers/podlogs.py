@@ -22,6 +22,12 @@ selector names (``kubernetes.io/hostname`` values, or the ``gpu-fabric.sim/rack`
 whose workers span racks, or that names no tray, gets no matrix fault.
 
 A log is written once, when the pod is first seen; faults switched later do not rewrite it.
+
+A real container's output is in its log before the container exits, so a reader that sees a
+finished pod can read what it printed. The kwok stages that finish a Job's pod (the launcher) wait
+for the annotation ``gpu-fabric.sim/log-written``, set here once the pod's ``Logs`` object exists
+(or once it is known that the pod prints nothing of interest): a launcher never completes before
+its log is served, however loaded the machine is.
 """
 
 from __future__ import annotations
@@ -40,6 +46,11 @@ log = logging.getLogger("simrack")
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 POD_UID = "gpu-fabric.sim/pod-uid"
+LOG_WRITTEN = "gpu-fabric.sim/log-written"  # on Job pods: the kwok stages finish them only then
+
+
+def owned_by_job(pod: dict[str, Any]) -> bool:
+    return any(ref.get("kind") == "Job" for ref in pod["metadata"].get("ownerReferences") or [])
 
 
 def command_line(pod: dict[str, Any]) -> list[str]:
@@ -185,12 +196,19 @@ class PodLogsController(Controller):
                     if not node_name:
                         self.publish(pod, text)
                         continue
-            if text is None:
-                self.done.add(meta["uid"])  # nothing to say for this pod
-                continue
-            self.publish(pod, text)
+            if text is not None:
+                self.publish(pod, text)
+            self.mark_written(pod)
             self.done.add(meta["uid"])
         self.prune(pods)
+
+    def mark_written(self, pod: dict[str, Any]) -> None:
+        """Let the kwok stages finish a Job's pod: its log (if any) is served from now on."""
+        meta = pod["metadata"]
+        if owned_by_job(pod) and (meta.get("annotations") or {}).get(LOG_WRITTEN) != "true":
+            self.kube.merge_patch(
+                PODS, meta["name"], {"metadata": {"annotations": {LOG_WRITTEN: "true"}}}, meta["namespace"]
+            )
 
     def publish(self, pod: dict[str, Any], text: str) -> None:
         meta = pod["metadata"]

@@ -198,3 +198,53 @@ def test_trays_with_the_same_finding_are_named_together():
         f"gb200-r0-t0, gb200-r0-t1, gb200-r0-t2 and 15 more: {missing}; "
         "gb200-r0-t18: channel0 is not a character device: -rw-r--r-- 1 root root 0 channel0"
     )
+
+
+class LogApi:
+    """``Api.log`` answering from a script: an exception to raise or a text to return, one per read."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.reads = 0
+
+    def log(self, pod, namespace):
+        self.reads += 1
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def rack_run(api) -> fleet.RackRun:
+    plan = fleet.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    check = fleet.NvbandwidthCheck("img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {})
+    return fleet.RackRun(check, api, plan, fleet.Settings(), sleep=lambda s: None)
+
+
+NOT_YET = fleet.ApiUnavailable(
+    'read the log of pod ns/l: 400 Bad Request: no logs found for container "mpi-launcher" in pod l'
+)
+
+
+def test_a_log_not_served_yet_is_read_again():
+    api = LogApi(NOT_YET, "", "nvbandwidth Version: v0.8\n")
+    assert rack_run(api).read_log("l") == "nvbandwidth Version: v0.8\n"
+    assert api.reads == 3
+
+
+def test_a_log_never_served_is_an_api_failure_not_an_empty_log():
+    api = LogApi(NOT_YET)
+    with pytest.raises(fleet.ApiUnavailable) as caught:
+        rack_run(api).read_log("l")
+    assert api.reads == 10
+    assert str(caught.value) == (
+        "read the log of the finished pod gpu-fabric-verify-nvbandwidth-rack0/l after 10 tries "
+        '(read the log of pod ns/l: 400 Bad Request: no logs found for container "mpi-launcher" in pod l)'
+    )
+
+
+def test_a_refused_log_read_is_not_retried():
+    api = LogApi(fleet.ApiUnavailable("read the log of pod ns/l: 403 Forbidden: pods/log is forbidden"))
+    with pytest.raises(fleet.ApiUnavailable, match="403 Forbidden"):
+        rack_run(api).read_log("l")
+    assert api.reads == 1
