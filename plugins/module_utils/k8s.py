@@ -11,6 +11,7 @@ workloads for failure messages.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -98,15 +99,40 @@ def get_object(client: Any, resource: Any, name: str, namespace: Optional[str] =
         return None
 
 
-def api_error_text(exc: Exception) -> str:
-    """The API server's own message for a failed call (status code and reason), else the exception text."""
-    summary = getattr(exc, "summary", None)
-    if callable(summary):
-        try:
-            return str(summary())
-        except Exception:  # a body that is not the usual Status object
-            pass
-    return str(exc)
+def api_error_text(exc: BaseException, limit: int = 300) -> str:
+    """One clean line for a failed API call: ``<status> <reason>: <the server's message>``.
+
+    Never the client's ``str()`` of the error, which carries the HTTP response headers and the raw
+    body over several lines; a body that is not a Status object (a proxy's HTML page) gives its
+    words without the markup. Anything else: the exception's first line.
+    """
+    status = getattr(exc, "status", None)
+    if status is None:
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        return _cut(first, limit)
+    reason = str(getattr(exc, "reason", "") or "").strip()
+    message = _body_message(getattr(exc, "body", None))
+    head = f"{status} {reason}".strip()
+    return _cut(f"{head}: {message}" if message else head, limit)
+
+
+def _body_message(body: Any) -> str:
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    if not isinstance(body, str) or not body.strip():
+        return ""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return " ".join(re.sub(r"<[^>]*>", " ", body).split())  # an HTML error page: its words
+    if isinstance(parsed, dict) and parsed.get("message"):
+        return " ".join(str(parsed["message"]).split())
+    return " ".join(body.split())
+
+
+def _cut(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def workload_summary(obj: Dict[str, Any]) -> str:

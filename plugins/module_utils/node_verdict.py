@@ -315,18 +315,7 @@ def is_transient(exc: BaseException) -> bool:
 def error_line(exc: BaseException) -> str:
     """One line for a failed call: the status and the API server's message, never headers or a traceback."""
     if isinstance(exc, DynamicApiError):
-        text = api_error_text(exc)
-        try:
-            status_object = json.loads(text)
-        except ValueError:
-            status_object = None
-        if isinstance(status_object, dict) and status_object.get("message"):
-            text = str(status_object["message"])
-        status = getattr(exc, "status", None)
-        text = one_line(text, ERROR_TEXT_LIMIT)
-        if status and not text.startswith(str(status)):
-            text = f"HTTP {status}: {text}"
-        return text
+        return api_error_text(exc, ERROR_TEXT_LIMIT)
     return f"{type(exc).__name__}: {one_line(str(exc), ERROR_TEXT_LIMIT)}"
 
 

@@ -3,7 +3,61 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import iter_pages, pod_summary, workload_summary
+import types
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    api_error_text,
+    iter_pages,
+    pod_summary,
+    workload_summary,
+)
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import api_exception
+from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+# The API server's answer to a log read of a container that has not written yet (as kube-apiserver
+# 1.34 returns it through kwok's kubelet server), and a proxy's error page in front of an API server.
+NO_LOGS = (
+    b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"no logs found for container '
+    b'\\"mpi-launcher\\" in pod nvbandwidth-rack0-launcher-x","reason":"BadRequest","code":400}'
+)
+PROXY_PAGE = b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><center>nginx</center></body></html>"
+
+
+def client_error(status: int, reason: str, body: bytes, content_type: str):
+    """The dynamic client's exception for an HTTP answer, built the way the client builds it."""
+    response = types.SimpleNamespace(
+        status=status, reason=reason, data=body, headers={"Content-Type": content_type, "Audit-Id": "4b1c"}
+    )
+    return api_exception(ApiException(http_resp=response))
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (
+            client_error(400, "Bad Request", NO_LOGS, "application/json"),
+            '400 Bad Request: no logs found for container "mpi-launcher" in pod nvbandwidth-rack0-launcher-x',
+        ),
+        (client_error(502, "Bad Gateway", PROXY_PAGE, "text/html"), "502 Bad Gateway: 502 Bad Gateway nginx"),
+        (api_exception(ApiException(status=503, reason="Service Unavailable")), "503 Service Unavailable"),
+        (
+            MaxRetryError(None, "/api/v1/nodes", NewConnectionError(None, "Connection refused")),
+            "None: Max retries exceeded with url: /api/v1/nodes "
+            "(Caused by NewConnectionError('None: Connection refused'))",
+        ),
+    ],
+)
+def test_an_api_error_is_one_line_without_headers(exc, expected):
+    text = api_error_text(exc)
+    assert text == expected
+    assert "Audit-Id" not in text and "\n" not in text
+
+
+def test_a_long_error_is_cut():
+    exc = client_error(500, "Internal Server Error", b"x" * 1000, "text/plain")
+    assert len(api_error_text(exc)) == 300 and api_error_text(exc).endswith("...")
 
 
 def test_iter_pages_follows_continue_tokens_and_passes_the_limit():

@@ -366,13 +366,13 @@ def test_error_line_holds_the_message_and_no_headers():
         'nodes "gb200-r0-t3" is forbidden: User "verifier" cannot patch resource "nodes"',
     )
     assert error_line(exc) == (
-        'HTTP 403: nodes "gb200-r0-t3" is forbidden: User "verifier" cannot patch resource "nodes"'
+        '403 Forbidden: nodes "gb200-r0-t3" is forbidden: User "verifier" cannot patch resource "nodes"'
     )
     html = api_error(ServiceUnavailableError, 503, "Service Unavailable", None, "text/html")
     html.body = "<html>\n<body>upstream\nconnect error</body>\n</html>"
-    assert error_line(html) == "HTTP 503: <html> <body>upstream connect error</body> </html>"
+    assert error_line(html) == "503 Service Unavailable: upstream connect error"
     empty = api_error(ServiceUnavailableError, 503, "Service Unavailable")
-    assert error_line(empty) == "503 Reason: Service Unavailable"
+    assert error_line(empty) == "503 Service Unavailable"
 
 
 def test_transient_errors_are_429_5xx_and_no_answer():
@@ -564,7 +564,7 @@ def test_a_final_transient_failure_is_one_line_naming_the_node():
         write_verdicts(api, Request(TRAYS, TIME), sleep=pauses.append)
     message = caught.value.message
     assert message == (
-        "cannot patch node gb200-r0-t3 after 4 attempts: HTTP 503: etcdserver: leader changed; "
+        "cannot patch node gb200-r0-t3 after 4 attempts: 503 Service Unavailable: etcdserver: leader changed; "
         "check that the API server is reachable (kubeconfig/host options or K8S_AUTH_KUBECONFIG)"
     )
     assert "\n" not in message and "Audit-Id" not in message
@@ -589,7 +589,7 @@ def test_a_refusal_is_not_retried():
     with pytest.raises(NodeVerdictError) as caught:
         write_verdicts(api, Request({"gb200-r0-t3": TRAYS["gb200-r0-t3"]}, TIME), sleep=pauses.append)
     assert caught.value.message == (
-        'the API server refused to patch node gb200-r0-t3: HTTP 403: nodes "gb200-r0-t3" is forbidden: '
+        'the API server refused to patch node gb200-r0-t3: 403 Forbidden: nodes "gb200-r0-t3" is forbidden: '
         'User "verifier" cannot patch resource "nodes"'
     )
     assert pauses == []
