@@ -275,7 +275,45 @@ def reconcile_nodes(
     if to_delete:
         progress(f"deleting {len(to_delete)} trays beyond {racks} x {trays_per_rack}")
         _parallel(delete, to_delete)
+    collect_orphaned_pods(core, progress)
     return len(to_create), len(to_delete)
+
+
+def orphaned_pods(pods: list[dict[str, Any]], node_names: set[str]) -> list[tuple[str, str]]:
+    """(namespace, name) of the pods bound to a node that does not exist."""
+    return sorted(
+        (p["metadata"]["namespace"], p["metadata"]["name"])
+        for p in pods
+        if (p.get("spec") or {}).get("nodeName") and p["spec"]["nodeName"] not in node_names
+    )
+
+
+def collect_orphaned_pods(core: Any, progress: Progress) -> int:
+    """Delete, at once and with no grace period, the pods of trays that are gone.
+
+    A real cluster's pod garbage collector (kube-controller-manager's podgc) does the same after a
+    40 s quarantine, at the controller manager's client rate (about 10 pods a second): minutes for a
+    rack's DaemonSet pods, during which a stage waiting for "every pod ready" sees them. The sim's
+    kube-controller-manager runs that collector too; this only does its work before ``up`` returns,
+    so a shrunk rack is settled when ``up`` says so (and a rack left with such pods heals on ``up``)."""
+    from kubernetes.client.exceptions import ApiException
+
+    names = {n["metadata"]["name"] for n in list_nodes(core)}
+    response = core.list_pod_for_all_namespaces(_preload_content=False)
+    orphans = orphaned_pods(json.loads(response.data)["items"], names)
+    if not orphans:
+        return 0
+
+    def delete(pod: tuple[str, str]) -> None:
+        try:
+            core.delete_namespaced_pod(pod[1], pod[0], grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    progress(f"deleting {len(orphans)} pods of trays that are gone (what the pod garbage collector does)")
+    _parallel(delete, orphans)
+    return len(orphans)
 
 
 def tray_changes(

@@ -555,3 +555,42 @@ def test_tray_faults_combine_and_clear_together(two_racks):
     assert not {"missing-gpu", "busy-node", "degraded-gpu"} & set(sim_rack.faults())
     assert gpu_state(tray(sim_rack, "gb200-r1-t0")) == ("4", "4", "4")
     assert sim_rack.kubectl("get", "pod", "busy-gb200-r0-t1", "-n", "gpu-fabric-sim-busy", check=False).returncode != 0
+
+
+def test_orphaned_pods_are_those_bound_to_a_node_that_is_gone():
+    pods = [
+        {"metadata": {"namespace": "gpu-operator", "name": "a"}, "spec": {"nodeName": "gb200-r0-t0"}},
+        {"metadata": {"namespace": "gpu-operator", "name": "b"}, "spec": {"nodeName": "gb200-r9-t0"}},
+        {"metadata": {"namespace": "default", "name": "pending"}, "spec": {}},
+    ]
+    assert nodes.orphaned_pods(pods, {"gb200-r0-t0", "sim-control-plane"}) == [("gpu-operator", "b")]
+
+
+@pytest.mark.sim
+def test_a_shrunk_rack_has_no_pod_of_its_removed_trays_when_up_returns(two_racks, namespace):
+    """A real cluster's pod garbage collector removes the pods of deleted nodes; `up` waits for that."""
+    sim_rack = two_racks
+    racks, trays = sim_rack.size
+    extra = nodes.tray_name(racks - 1, trays)
+    try:
+        sim_rack.rack("up", "--racks", str(racks), "--trays-per-rack", str(trays + 1))
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "bound-to-extra", "namespace": namespace},
+            "spec": {
+                "nodeName": extra,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }
+        sim_rack.kubectl("apply", "-f", "-", input=json.dumps(pod))
+        sim_rack.wait_until(
+            "the pod on the extra tray to run",
+            lambda: sim_rack.get_json("pod", "bound-to-extra", "-n", namespace)["status"].get("phase") == "Running",
+        )
+    finally:
+        shrunk = sim_rack.rack("up", "--racks", str(racks), "--trays-per-rack", str(trays))
+    assert "pods of trays that are gone" in shrunk.stdout + shrunk.stderr
+    everywhere = sim_rack.get_json("pods", "-A")["items"]
+    assert [p["metadata"]["name"] for p in everywhere if p["spec"].get("nodeName") == extra] == []
