@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-from verify_helpers import ZERO, gpu_trays, run_verify, verification_objects
+from verify_helpers import REPO_ROOT, ZERO, gpu_trays, run_verify, verification_objects
 
 if TYPE_CHECKING:
     from conftest import SimRack
@@ -90,6 +90,19 @@ def test_a_tagged_run_reports_only_its_own_checks(cluster_stage: SimRack, tmp_pa
     assert checks == {"imex_channel"}
     # the clique records of the first run are still on disk, but not reported as this run's
     assert sorted(second.records()) == ["cliques", "imex_channel"]
+
+
+@pytest.mark.parametrize("report_dir", [None, "out/fabric"])
+def test_a_relative_report_dir_is_relative_to_where_the_play_runs(cluster_stage: SimRack, tmp_path, report_dir):
+    """Every writer and the last message resolve it one way: from ansible-playbook's working directory."""
+    cwd = tmp_path / "site"
+    cwd.mkdir()
+    run = run_verify(cluster_stage, report_dir, "--tags", "cliques", cwd=cwd)
+    assert run.process.returncode == 0, run.output[-4000:]
+    written = cwd / (report_dir or "report") / "report.md"
+    assert written.is_file() and sorted(run.records()) == ["cliques"]
+    assert f"Report: {written}" in run.output
+    assert not (REPO_ROOT / "playbooks" / "report").exists() and not (REPO_ROOT / "playbooks" / "out").exists()
 
 
 def test_verify_runs_nccl_when_asked(cluster_stage: SimRack, tmp_path):

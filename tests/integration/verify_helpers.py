@@ -73,12 +73,18 @@ class VerifyRun:
 
 
 def run_verify(
-    sim_rack: SimRack, report_dir: Path, *args: str, extra_vars: dict[str, Any] | None = None, timeout: int = 900
+    sim_rack: SimRack,
+    report_dir: Path | str | None,
+    *args: str,
+    extra_vars: dict[str, Any] | None = None,
+    timeout: int = 900,
+    cwd: Path = REPO_ROOT,
 ) -> VerifyRun:
-    """verify.yml with a namespace prefix of this test (the rack is shared) and a report directory of its own."""
+    """verify.yml with a namespace prefix of this test (the rack is shared) and a report directory of its own
+    (``None``: the default one; a relative one is relative to ``cwd``, where ansible-playbook runs)."""
     prefix = f"verify-{uuid.uuid4().hex[:6]}"
     variables = {
-        "gpu_fabric_report_dir": str(report_dir),
+        **({"gpu_fabric_report_dir": str(report_dir)} if report_dir is not None else {}),
         "gpu_fabric_verify_namespace_prefix": prefix,
         "verify_imex_channel_timeout": 120,
         "verify_imex_channel_poll_delay": 1,
@@ -98,14 +104,16 @@ def run_verify(
             json.dumps(variables),
             *args,
         ],
-        cwd=REPO_ROOT,
+        cwd=cwd,
         env=sim_rack.env,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
-    return VerifyRun(process=process, report_dir=report_dir, prefix=prefix)
+    return VerifyRun(
+        process=process, report_dir=cwd / (report_dir if report_dir is not None else "report"), prefix=prefix
+    )
 
 
 def verification_objects(sim_rack: SimRack, prefix: str) -> dict[str, int]:
