@@ -73,7 +73,9 @@ except ImportError:  # pragma: no cover - urllib3 comes with the kubernetes clie
 
 
 TRANSIENT_STATUS = (0, 429, 500, 502, 503, 504)
-ERROR_LINE = re.compile(r"_ERROR_|Error:|NCCL WARN|Test NCCL failure|MPI_ABORT was invoked")
+ERROR_LINE = re.compile(
+    r"_ERROR_|Error:|NCCL WARN|Test NCCL failure|MPI_ABORT was invoked|lost communication with a remote daemon"
+)
 
 
 def now_rfc3339() -> str:
@@ -99,6 +101,10 @@ class CheckFailed(Exception):
 
 class ApiUnavailable(Exception):
     """An API call still failed after the retries (message: what and why, one line)."""
+
+
+class NotRun(Exception):
+    """The check could not run on this cluster as it is (a component it needs is missing); one line."""
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -291,6 +297,8 @@ class RackRun:
             details.update(exc.details)
         except ApiUnavailable as exc:
             summary = f"could not {exc}; the check did not finish, which says nothing of the fabric: run it again"
+        except NotRun as exc:
+            summary = f"the check could not run: {exc}"
         except cd.ComputeDomainError as exc:
             summary = str(exc)
         except Exception as exc:  # a bug of ours: still clean up, and say it is not the fabric
@@ -663,6 +671,9 @@ class MpiJobCheck(Check):
     """A benchmark in an MPIJob over every usable tray of the rack, judged from the launcher's log."""
 
     objects = (("MPIJob", MPIJOB_API_VERSION),)
+    # Seconds an MPIJob may stay without any status condition: the MPI operator sets Created as soon as it
+    # syncs the job, so none by then means no operator is running (or none watches the namespace).
+    operator_grace = 60.0
 
     def __init__(self, image: str, mpi: Mapping[str, Any], judge: Callable[..., Dict[str, Any]]) -> None:
         self.image = image
@@ -712,6 +723,7 @@ class MpiJobCheck(Check):
         run.api.create(self.manifest(run))
 
         placement: Dict[str, str] = {}  # worker pod -> tray, read while the workers run
+        created = run.clock()
 
         def finished() -> Optional[Dict[str, str]]:
             for pod in run.api.list("Pod", "v1", run.namespace, "training.kubeflow.org/job-role=worker"):
@@ -719,18 +731,31 @@ class MpiJobCheck(Check):
                 if node:
                     placement[pod["metadata"]["name"]] = node
             obj = run.api.get("MPIJob", MPIJOB_API_VERSION, job, run.namespace) or {}
-            for condition in (obj.get("status") or {}).get("conditions") or []:
+            conditions = (obj.get("status") or {}).get("conditions") or []
+            for condition in conditions:
                 if condition.get("type") in ("Succeeded", "Failed") and condition.get("status") == "True":
                     return condition
+            if not conditions and run.clock() - created > self.operator_grace:
+                raise NotRun(
+                    f"MPIJob {run.namespace}/{job} has no status after {self.operator_grace:.0f} s: no MPI operator "
+                    "is running (or none watches this namespace); check its Deployment (playbooks/cluster.yml "
+                    "installs it: role mpi_operator)"
+                )
             return None
 
         condition = run.wait_for(f"MPIJob {job} to finish", finished, lambda: self.describe(run))
         launcher = self.launcher(run)
         log = run.read_log(launcher["metadata"]["name"]) if launcher else ""
         if condition["type"] == "Failed":
+            gone = sorted({node for node in placement.values() if run.api.get("Node", "v1", node) is None})
+            text = self.failure_text(job, condition, launcher, log)
+            if gone:
+                text += f"; {plural(len(gone), 'tray')} left the cluster during the run: {', '.join(gone)}"
             raise CheckFailed(
-                self.failure_text(job, condition, launcher, log),
-                {"job": job, "launcher": pod_summary(launcher) if launcher else None},
+                text,
+                {"job": job, "launcher": pod_summary(launcher) if launcher else None, "trays_gone": gone},
+                failed_nodes=gone,
+                node_problems={node: "left the cluster during the run" for node in gone},
             )
         result = self.judge(run, log, self.rank_nodes(run, job, placement))
         result.details.setdefault("job", job)

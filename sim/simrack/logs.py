@@ -95,6 +95,27 @@ class NvbandwidthRun:
     gpu_factors: dict[int, float] = field(default_factory=dict)  # rank -> factor on its row and column
 
 
+def daemon_lost_lines(lost: str, hostnames: list[str]) -> list[str]:
+    """What Open MPI's mpirun prints when the ORTE daemon of a node dies under it (``<pod>@<tray>``)."""
+    worker = lost.split("@", 1)[0]
+    hosts = list(dict.fromkeys(hostnames))
+    index = hosts.index(worker) + 1 if worker in hosts else len(hosts)
+    launcher = worker.rsplit("-worker-", 1)[0] + "-launcher"
+    return [
+        "--------------------------------------------------------------------------",
+        "ORTE has lost communication with a remote daemon.",
+        "",
+        f"  HNP daemon   : [[40123,0],0] on node {launcher}",
+        f"  Remote daemon: [[40123,0],{index}] on node {worker}",
+        "",
+        "This is usually due to either a failure of the TCP network",
+        "connection to the node, or possibly an internal failure of",
+        "the daemon itself. We cannot recover from this failure, and",
+        "therefore will terminate the job.",
+        "--------------------------------------------------------------------------",
+    ]
+
+
 def ranks_for(mpijob: str, workers: int, slots: int) -> tuple[list[str], list[int]]:
     """Hostnames and local devices of ``workers x slots`` ranks, mapped by node like ``ppr:<slots>:node``."""
     hostnames = [f"{mpijob}-worker-{w}" for w in range(workers) for _ in range(slots)]
@@ -178,6 +199,9 @@ def nvbandwidth_text(run: NvbandwidthRun) -> str:
         lines.append("Waived: ")
         lines.append("")
         lines.append(NOTE)
+        return "\n".join(lines) + "\n"
+    if run.failure and run.failure.startswith("worker-lost:"):
+        lines.extend(daemon_lost_lines(run.failure.split(":", 1)[1], run.hostnames))
         return "\n".join(lines) + "\n"
     if run.failure:
         host = run.hostnames[0]

@@ -30,6 +30,7 @@ from simrack.controllers.kube import (
     DEPLOYMENTS,
     JOBS,
     MPIJOBS,
+    NODES,
     PODS,
     SECRETS,
     SERVICES,
@@ -44,6 +45,10 @@ JOB_NAME = "training.kubeflow.org/job-name"
 JOB_ROLE = "training.kubeflow.org/job-role"
 REPLICA_INDEX = "training.kubeflow.org/replica-index"
 EXIT_CODE_ANNOTATION = "gpu-fabric.sim/exit-code"
+# On a running launcher pod: the worker (and its tray) that went away under it; mpirun then ends as
+# Open MPI does when it loses a remote daemon (the kwok stages finish the pod as Failed, exit code 1).
+WORKER_LOST_ANNOTATION = "gpu-fabric.sim/worker-lost"
+LOG_WRITTEN = "gpu-fabric.sim/log-written"  # on Job pods: the kwok stages finish them only then (podlogs.py)
 OPERATOR_SELECTOR = "app.kubernetes.io/name=mpi-operator"
 
 
@@ -253,6 +258,21 @@ def launcher_job(job: dict[str, Any], spec: dict[str, Any], exit_code: Optional[
     }
 
 
+def lost_worker(workers: list[Optional[dict[str, Any]]], node_names: set[str]) -> Optional[str]:
+    """``<worker pod>@<tray>`` of the first worker that ran and is gone: its tray deleted, or the pod being
+    deleted or failed; None while every worker that was placed is still there."""
+    for worker in workers:
+        if worker is None:
+            continue
+        node = (worker.get("spec") or {}).get("nodeName")
+        if not node:
+            continue
+        gone = node not in node_names or worker["metadata"].get("deletionTimestamp")
+        if gone or (worker.get("status") or {}).get("phase") == "Failed":
+            return f"{worker['metadata']['name']}@{node}"
+    return None
+
+
 def set_condition(
     conditions: list[dict[str, Any]], ctype: str, status: str, reason: str, message: str
 ) -> list[dict[str, Any]]:
@@ -305,6 +325,7 @@ class MPIOperatorController(Controller):
         if not jobs or not self.operator_ready():
             return
         pods = self.kube.list(PODS, label_selector=f"{OPERATOR_NAME}=mpi-operator")
+        self.node_names = {n["metadata"]["name"] for n in self.kube.list(NODES)}
         for job in jobs:
             if job["metadata"].get("deletionTimestamp"):
                 continue
@@ -358,6 +379,8 @@ class MPIOperatorController(Controller):
             launcher = self.kube.create(JOBS, launcher_job(job, spec, exit_code), ns)
             log.info("MPIJob %s/%s: created launcher%s", ns, name, f" (exit code {exit_code})" if exit_code else "")
 
+        if not finished and launcher is not None:
+            self.lose_launcher(name, ns, all_pods, wanted_workers)
         conditions = self.conditions(job, conditions, launcher, pods, wanted_workers)
         replica_statuses = self.replica_statuses(launcher, list(workers.values()))
         new_status: dict[str, Any] = {"conditions": conditions, "replicaStatuses": replica_statuses}
@@ -367,6 +390,29 @@ class MPIOperatorController(Controller):
             self.clean_pods(spec, list(workers.values()))
         if any(new_status.get(k) != status.get(k) for k in new_status):
             self.kube.merge_patch(MPIJOBS, name, {"status": new_status}, ns, sub="status")
+
+    def lose_launcher(
+        self, name: str, ns: str, all_pods: list[dict[str, Any]], workers: list[Optional[dict[str, Any]]]
+    ) -> None:
+        """A worker gone from under a running launcher (its tray deleted, the pod deleted or failed): the
+        launcher's mpirun loses that daemon and fails, as it does on a real cluster."""
+        lost = lost_worker(workers, getattr(self, "node_names", set()))
+        if lost is None:
+            return
+        for pod in all_pods:
+            meta = pod["metadata"]
+            if (
+                meta.get("namespace") == ns
+                and labels_of(pod).get(JOB_NAME) == name
+                and labels_of(pod).get(JOB_ROLE) == "launcher"
+                and is_running(pod)
+                and not (meta.get("annotations") or {}).get(WORKER_LOST_ANNOTATION)
+            ):
+                # the log is written again (failed) before the kwok stages may finish the pod
+                annotations = {WORKER_LOST_ANNOTATION: lost, EXIT_CODE_ANNOTATION: "1", LOG_WRITTEN: None}
+                patch = {"metadata": {"annotations": annotations}}
+                self.kube.merge_patch(PODS, meta["name"], patch, ns)
+                log.info("MPIJob %s/%s: worker %s lost under launcher %s", ns, name, lost, meta["name"])
 
     def conditions(
         self,

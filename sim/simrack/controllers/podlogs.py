@@ -39,14 +39,20 @@ from typing import Any, Optional
 from simrack import faultspec, logs
 from simrack.controllers.base import Controller, labels_of
 from simrack.controllers.kube import COMPUTEDOMAINS, KWOK_LOGS, MPIJOBS, NODES, PODS, owner_reference
-from simrack.controllers.mpioperator import EXIT_CODE_ANNOTATION, JOB_NAME, JOB_ROLE, defaults
+from simrack.controllers.mpioperator import (
+    EXIT_CODE_ANNOTATION,
+    JOB_NAME,
+    JOB_ROLE,
+    LOG_WRITTEN,
+    WORKER_LOST_ANNOTATION,
+    defaults,
+)
 from simrack.nodes import RACK_LABEL, parse_tray_name
 
 log = logging.getLogger("simrack")
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 POD_UID = "gpu-fabric.sim/pod-uid"
-LOG_WRITTEN = "gpu-fabric.sim/log-written"  # on Job pods: the kwok stages finish them only then
 
 
 def owned_by_job(pod: dict[str, Any]) -> bool:
@@ -118,6 +124,7 @@ def launcher_log(
     argv = command_line(pod)
     exit_code = ((pod["metadata"].get("annotations") or {}).get(EXIT_CODE_ANNOTATION) or "0").strip()
     failing = exit_code not in ("", "0")
+    lost = (pod["metadata"].get("annotations") or {}).get(WORKER_LOST_ANNOTATION)
     if any(a.endswith("all_reduce_perf") for a in argv) and not failing:
         return logs.all_reduce_perf_text(argv, len(hostnames), hostnames, logs.mean_measured_cell())
     rack = mpijob_rack(mpijob, workers or [])
@@ -133,7 +140,7 @@ def launcher_log(
         testcase=testcase_of(argv),
         degraded=cells,
         gpu_factors=factors,
-        failure="launcher-fails" if failing else None,
+        failure=f"worker-lost:{lost}" if lost else "launcher-fails" if failing else None,
     )
     return logs.nvbandwidth_text(run)
 
@@ -147,13 +154,18 @@ class PodLogsController(Controller):
         super().__init__(*args, **kwargs)
         self.root = self.state / "podlogs"
         self.done: set[str] = set()  # pod UIDs whose Logs object exists
+        self.lost: set[str] = set()  # launcher pod UIDs whose log says a worker was lost
 
     def reconcile(self) -> None:
         pods = self.kube.list(PODS)
         live = {p["metadata"]["uid"] for p in pods}
         self.done &= live
+        self.lost &= live
         pending = [
-            p for p in pods if p["metadata"]["uid"] not in self.done and not p["metadata"].get("deletionTimestamp")
+            p
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp")
+            and (p["metadata"]["uid"] not in self.done or self.newly_lost(p))
         ]
         channel_templates: Optional[set[tuple[str, str]]] = None
         mpijobs: Optional[dict[tuple[str, str], dict[str, Any]]] = None
@@ -201,6 +213,14 @@ class PodLogsController(Controller):
             self.mark_written(pod)
             self.done.add(meta["uid"])
         self.prune(pods)
+
+    def newly_lost(self, pod: dict[str, Any]) -> bool:
+        """A launcher whose worker went away after its log was written: the log is written again, failed."""
+        lost = bool((pod["metadata"].get("annotations") or {}).get(WORKER_LOST_ANNOTATION))
+        if lost and pod["metadata"]["uid"] not in self.lost:
+            self.lost.add(pod["metadata"]["uid"])
+            return True
+        return False
 
     def mark_written(self, pod: dict[str, Any]) -> None:
         """Let the kwok stages finish a Job's pod: its log (if any) is served from now on."""
