@@ -1,0 +1,130 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""A Helm release left in a ``pending-*`` state, and what to do about it.
+
+Helm marks a release ``pending-install`` / ``pending-upgrade`` / ``pending-rollback`` while an
+operation runs, and refuses any other operation on it meanwhile ("another operation
+(install/upgrade/rollback) is in progress"). A Helm client that is killed (Ctrl-C on the play, a lost
+SSH session, an AWX job cancelled) leaves that mark for ever, and every later run fails on it. The mark
+alone cannot tell a dead operation from a live one (another run of the same stage), so:
+
+* a pending revision younger than ``stale_after`` (the operation's own ``--timeout`` plus a margin:
+  a live Helm client gives up by then) is another run's: wait for it to end;
+* an older one is a dead client's: roll back to the last good revision (``pending-upgrade`` /
+  ``pending-rollback``), or uninstall a release that never had one (``pending-install``), so that the
+  stage's install can run again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, List, Optional
+
+PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
+GOOD = ("deployed", "superseded")
+
+
+class HelmHistoryError(ValueError):
+    """``helm history`` printed something that is not its JSON list (message: one line)."""
+
+
+@dataclass(frozen=True)
+class Revision:
+    number: int
+    status: str
+    updated: Optional[datetime]
+    chart: str = ""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Action:
+    """``none`` (nothing pending), ``wait`` (another operation is live), ``rollback`` or ``uninstall``."""
+
+    kind: str
+    message: str
+    revision: Optional[int] = None  # rollback: the revision to go back to
+
+
+def parse_time(text: str) -> Optional[datetime]:
+    """Helm's RFC 3339 times with nanoseconds (``2026-12-01T12:59:01.599972874Z``), to the microsecond."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    head, sep, rest = text.partition(".")
+    if sep:
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits) :]
+        text = f"{head}.{digits[:6]}{zone}"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def parse_history(text: str) -> List[Revision]:
+    """``helm history <release> -o json``: the revisions, oldest first."""
+    try:
+        entries = json.loads(text or "[]")
+    except ValueError as exc:
+        raise HelmHistoryError(f"helm history printed no JSON ({exc})") from exc
+    if not isinstance(entries, list):
+        raise HelmHistoryError("helm history printed JSON that is not a list of revisions")
+    revisions = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("revision"), int):
+            raise HelmHistoryError(f"helm history printed a revision without a number: {entry!r}"[:200])
+        revisions.append(
+            Revision(
+                number=entry["revision"],
+                status=str(entry.get("status", "")),
+                updated=parse_time(str(entry.get("updated", ""))),
+                chart=str(entry.get("chart", "")),
+                description=str(entry.get("description", "")),
+            )
+        )
+    return sorted(revisions, key=lambda r: r.number)
+
+
+def decide(release: str, revisions: List[Revision], now: datetime, stale_after: float) -> Action:
+    """What the stage should do before installing or upgrading ``release``."""
+    if not revisions or revisions[-1].status not in PENDING:
+        return Action("none", f"release {release}: nothing pending")
+    latest = revisions[-1]
+    age = (now - latest.updated).total_seconds() if latest.updated else float("inf")
+    what = f"release {release} revision {latest.number} ({latest.chart}) is {latest.status}"
+    if age < stale_after:
+        return Action(
+            "wait",
+            f"{what} since {age:.0f} s: another Helm operation is running on it; waiting for it to end "
+            f"(it is taken as interrupted after {stale_after:.0f} s)",
+        )
+    good = [r for r in revisions[:-1] if r.status in GOOD]
+    if good:
+        target = good[-1].number
+        return Action(
+            "rollback",
+            f"{what} since {age:.0f} s, longer than any live Helm operation takes: an interrupted one; "
+            f"rolling back to revision {target}",
+            revision=target,
+        )
+    return Action(
+        "uninstall",
+        f"{what} since {age:.0f} s, longer than any live Helm operation takes: an interrupted install; "
+        "uninstalling it so that it can be installed again",
+    )
+
+
+def history_missing(stderr: str) -> bool:
+    """``helm history`` of a release that does not exist (``Error: release: not found``)."""
+    return "release: not found" in (stderr or "")
+
+
+def summarize(revisions: List[Revision]) -> List[Any]:
+    return [{"revision": r.number, "status": r.status, "chart": r.chart} for r in revisions[-5:]]

@@ -1,0 +1,148 @@
+#!/usr/bin/python
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: helm_release_settle
+short_description: Wait out or repair a Helm release left pending by an interrupted operation
+version_added: 0.2.0
+description:
+  - Run before C(kubernetes.core.helm) installs or upgrades a release. Reads C(helm history) of the release.
+  - Nothing pending (or no release yet) - nothing to do.
+  - The latest revision C(pending-install), C(pending-upgrade) or C(pending-rollback) for less than
+    O(stale_after) seconds - another Helm operation is live (another run of the stage); waits until it ends.
+  - Pending for longer - the Helm client that started it is gone (a cancelled play, a lost session); rolls back to
+    the last C(deployed) or C(superseded) revision, or uninstalls a release that never had one, so that the install
+    can run. Without this, every later run fails with Helm's "another operation (install/upgrade/rollback) is in
+    progress".
+  - What it waited for or repaired is also printed as a warning.
+  - Check mode says what it would do and does nothing.
+author: gpu_fabric.mnnvl contributors (@gpu-fabric)
+options:
+  name:
+    description: Release name.
+    type: str
+    required: true
+  namespace:
+    description: Release namespace.
+    type: str
+    required: true
+  stale_after:
+    description:
+      - Seconds after which a pending revision is taken as interrupted. Use the install's own wait timeout plus a
+        margin; a live Helm client gives up by its timeout.
+    type: int
+    default: 660
+  poll_delay:
+    description: Seconds between two reads while another operation runs.
+    type: float
+    default: 5
+  binary_path:
+    description: The Helm binary.
+    type: path
+    default: helm
+  kubeconfig:
+    description: Kubeconfig file for Helm; default the C(K8S_AUTH_KUBECONFIG) environment variable, then Helm's own.
+    type: path
+  context:
+    description: Kubeconfig context.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Settle a release that an interrupted run left pending
+  gpu_fabric.mnnvl.helm_release_settle:
+    name: gpu-operator
+    namespace: gpu-operator
+    stale_after: 660
+"""
+
+RETURN = r"""
+action:
+  description: C(none), C(waited), C(rollback) or C(uninstall).
+  returned: always
+  type: str
+revisions:
+  description: The last revisions read (number, status, chart).
+  returned: always
+  type: list
+  elements: dict
+msg:
+  description: What was found and done, one line.
+  returned: always
+  type: str
+"""
+
+import os
+import time
+from datetime import datetime, timezone
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import helm_release
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            namespace=dict(type="str", required=True),
+            stale_after=dict(type="int", default=660),
+            poll_delay=dict(type="float", default=5.0),
+            binary_path=dict(type="path", default="helm"),
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    release = f"{p['namespace']}/{p['name']}"
+    base = [p["binary_path"]]
+    if p["context"]:
+        base += ["--kube-context", p["context"]]
+    kubeconfig = p["kubeconfig"] or os.environ.get("K8S_AUTH_KUBECONFIG")
+    env = {"KUBECONFIG": kubeconfig} if kubeconfig else {}
+
+    def helm(*args: str):
+        return module.run_command([*base, *args, "--namespace", p["namespace"]], environ_update=env)
+
+    waited = 0.0
+    while True:
+        rc, out, err = helm("history", p["name"], "--output", "json", "--max", "20")
+        if rc != 0:
+            if helm_release.history_missing(err):
+                module.exit_json(changed=False, action="none", revisions=[], msg=f"release {release}: not installed")
+            module.fail_json(msg=f"helm history {release} failed (rc {rc}): {' '.join(err.split())[:300]}")
+        try:
+            revisions = helm_release.parse_history(out)
+        except helm_release.HelmHistoryError as exc:
+            module.fail_json(msg=f"release {release}: {exc}")
+        action = helm_release.decide(release, revisions, datetime.now(timezone.utc), p["stale_after"])
+        summary = helm_release.summarize(revisions)
+        if action.kind == "none":
+            msg = action.message if not waited else f"release {release}: the other operation ended after {waited:.0f} s"
+            if waited:
+                module.warn(msg)
+            module.exit_json(changed=False, action="waited" if waited else "none", revisions=summary, msg=msg)
+        if action.kind == "wait":
+            if module.check_mode:
+                module.exit_json(changed=False, action="none", revisions=summary, msg=action.message)
+            time.sleep(p["poll_delay"])
+            waited += p["poll_delay"]
+            continue
+        if module.check_mode:
+            module.exit_json(changed=True, action=action.kind, revisions=summary, msg=action.message)
+        module.warn(action.message)
+        if action.kind == "rollback":
+            args = ["rollback", p["name"], str(action.revision), "--wait", "--timeout", f"{p['stale_after']}s"]
+        else:
+            args = ["uninstall", p["name"], "--wait", "--timeout", f"{p['stale_after']}s"]
+        rc, out, err = helm(*args)
+        if rc != 0:
+            module.fail_json(msg=f"{action.message}; helm {args[0]} failed (rc {rc}): {' '.join(err.split())[:300]}")
+        module.exit_json(changed=True, action=action.kind, revisions=summary, msg=action.message)
+
+
+if __name__ == "__main__":
+    main()
