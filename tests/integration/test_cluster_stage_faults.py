@@ -89,7 +89,10 @@ def test_a_run_killed_while_helm_installs_is_repaired_by_the_next_run(cluster_st
     try:
         wait_pending_install(cluster_stage, first)
     finally:
-        os.killpg(first.pid, signal.SIGKILL)  # as a cancelled AWX job or a lost session ends it
+        # as a cancelled AWX job's container or a lost controller ends it: the play and its Helm client (which
+        # Ansible starts in a session of its own, so killing the play's process group alone leaves it running)
+        os.killpg(first.pid, signal.SIGKILL)
+        subprocess.run(["pkill", "-KILL", "-f", f"helm .*(upgrade|install).* {RELEASE} "], check=False)
         first.wait()
     assert history(cluster_stage)[-1]["status"] == "pending-install"
 
