@@ -473,6 +473,43 @@ def judge(
     return judgement
 
 
+def direction_violations(directions: Sequence[Any], min_fraction_of_median: Optional[float]) -> List[str]:
+    """The median rule over both directions of a bidirectional run (Read1 and Read2, or Write1 and Write2).
+
+    The Total of a pair is the sum of its two directions, so a link that lost bandwidth in one direction moves
+    the Total by half as much: one lost NVLink of 18 (17/18 = 0.944 in one direction) leaves the Total at
+    0.972 of its median, above 0.97. Both directions run at once over the same links and are alike on healthy
+    hardware (the real captures' two directions differ by less than 0.1 %), so every cell of either direction
+    must reach ``min_fraction_of_median`` x the median of the cells of both directions together. The floor is
+    not applied to a single direction: the NVLink peak is the rate of a direction alone, not of one of two
+    copies that share the links. Returns one violation per cell below the rule (empty when the rule is off).
+    """
+    fraction = _positive(min_fraction_of_median)
+    if fraction is None:
+        return []
+    cells = []
+    for matrix in directions:
+        rows = _rows_of(matrix)
+        square = _is_square_peer(rows, True)
+        name = str(getattr(matrix, "key", "") or "direction")
+        cells.extend(
+            (name, r, c, v)
+            for r, row in enumerate(rows)
+            for c, v in enumerate(row)
+            if v is not None and not (square and r == c)
+        )
+    if not cells:
+        return []
+    median = statistics.median(cell[3] for cell in cells)
+    threshold = fraction * median
+    return [
+        f"{name} GPU {r} -> GPU {c}: {_num(value)} GB/s is {value / median:.3f} of the median {median:.2f} of both "
+        f"directions, below {fraction:g} x the median ({threshold:.2f}): a link slow in one direction"
+        for name, r, c, value in cells
+        if value < threshold
+    ]
+
+
 def _join_items(items: List[str]) -> str:
     """At most MAX_SUMMARY_ITEMS items, then "and N more"."""
     more = len(items) - MAX_SUMMARY_ITEMS

@@ -115,7 +115,13 @@ _NOT_FOUND_RE = re.compile(r"Testcase (?:index )?(\S+) (?:not found!|out of boun
 # ASSERT "ASSERT in expression ...": each one aborts the run (multinode: MPI_Abort).
 _CUDA_ERROR_RE = re.compile(
     r"\[(?:CUDA_ERROR_[A-Z_]+|cudaError[A-Za-z]+)\]|NVML_ERROR: \[|^ASSERT in expression |MPI_ABORT was invoked"
+    r"|\bCUDA error\b"
 )
+# Colour and cursor escapes (CSI sequences) a terminal or a log collector may put around a line.
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# Testcases whose every matrix is N x N (GPU x GPU); bidirectional ones print three of them.
+_SQUARE_RE = re.compile(r"device_to_device_(?:bidirectional_)?memcpy_(?:read|write)_(?:ce|sm)$")
+_BIDIRECTIONAL_RE = re.compile(r"device_to_device_bidirectional_memcpy_(read|write)_(?:ce|sm)$")
 _DESCRIPTION_RE = re.compile(r"^(?P<text>\S.*\((?P<unit>GB/s|ns)\))\s*$")
 _SUM_RE = re.compile(r"^SUM (?P<key>\S+) (?P<value>\S+)\s*$")
 _PERF_RE = re.compile(r"^&&&& PERF (?P<key>\S+) (?P<value>[-+0-9.eE]+|nan|inf)\s*(?P<unit>\S*)\s*$")
@@ -149,6 +155,8 @@ class BandwidthMatrix:
     column_labels: List[str] = field(default_factory=list)
     reported_sum: Optional[float] = None
     damaged_rows: List[str] = field(default_factory=list)
+    # Cells that are no bandwidth (inf, nan, negative, not a number), as "row R column C: 'text'"; None in rows.
+    invalid_cells: List[str] = field(default_factory=list)
 
     @property
     def shape(self) -> Tuple[int, int]:
@@ -199,6 +207,16 @@ class TestcaseResult:
     status: str
     message: str = ""
     matrices: List[BandwidthMatrix] = field(default_factory=list)
+    # Why the testcase's output is damaged (a SUM line of another testcase, a bidirectional part missing).
+    problems: List[str] = field(default_factory=list)
+
+    def expected_parts(self) -> List[str]:
+        """The matrix keys nvbandwidth prints for this testcase when it knows them (bidirectional: three)."""
+        match = _BIDIRECTIONAL_RE.search(self.name)
+        if not match:
+            return []
+        direction = match.group(1)
+        return [f"{self.name}_{direction}1", f"{self.name}_{direction}2", f"{self.name}_total"]
 
     def matrix_named(self, part: Optional[str] = None) -> Optional[BandwidthMatrix]:
         """The matrix a verdict is about: ``part`` (e.g. ``total``, ``read1``) or the last one printed.
@@ -277,21 +295,31 @@ class NvbandwidthOutput:
 
 
 def clean_lines(content: str) -> List[str]:
-    """The output's lines without carriage returns and per-line log prefixes (kubectl, mpirun)."""
-    return [_LINE_PREFIX_RE.sub("", line.rstrip("\r")) for line in content.splitlines()]
+    """The output's lines without carriage returns, ANSI escapes and per-line log prefixes (kubectl, mpirun)."""
+    return [_LINE_PREFIX_RE.sub("", _ANSI_RE.sub("", line).rstrip("\r")) for line in content.splitlines()]
 
 
-def find_json_document(content: str) -> Optional[Dict[str, Any]]:
-    """The ``{"nvbandwidth": ...}`` document inside ``content`` (logs may surround it), or None."""
+def _decode_json_document(content: str) -> Optional[Dict[str, Any]]:
     decoder = json.JSONDecoder()
     for match in _JSON_START_RE.finditer(content):
         try:
             document = decoder.raw_decode(content, match.start())[0]
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(document, dict) and isinstance(document.get("nvbandwidth"), dict):
             return document
     return None
+
+
+def find_json_document(content: str) -> Optional[Dict[str, Any]]:
+    """The ``{"nvbandwidth": ...}`` document inside ``content`` (logs may surround it), or None.
+
+    A document whose lines carry log prefixes (``kubectl logs --timestamps``) or colour escapes is read
+    from the cleaned lines.
+    """
+    if not _JSON_START_RE.search(content) and '"nvbandwidth"' not in content:
+        return None
+    return _decode_json_document(content) or _decode_json_document("\n".join(clean_lines(content)))
 
 
 def detect_format(content: str) -> str:
@@ -299,14 +327,35 @@ def detect_format(content: str) -> str:
     return "json" if find_json_document(content) is not None else "text"
 
 
-def _to_cell(token: str) -> Cell:
-    if token == "N/A":
-        return None
-    value = float(token)
-    return None if math.isnan(value) else value
+def _cell_value(value: Any) -> Tuple[Cell, Optional[str]]:
+    """A text token or JSON value as a cell, and why it is no bandwidth (inf, nan, negative, not a number)."""
+    if value is None or value == "N/A":
+        return None, None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None, f"{value!r} is not a number"
+    try:
+        number = float(value)
+    except ValueError:
+        return None, f"{value!r} is not a number"
+    if not math.isfinite(number):
+        return None, f"{value!r} is not a finite number"
+    if number < 0:
+        return None, f"{value!r} is negative"
+    return number, None
 
 
-def _split_row(line: str, columns: int) -> Optional[Tuple[str, List[Cell]]]:
+def _add_row(matrix: BandwidthMatrix, label: str, tokens: Sequence[Any]) -> None:
+    cells: List[Cell] = []
+    for column, token in enumerate(tokens):
+        cell, problem = _cell_value(token)
+        if problem:
+            matrix.invalid_cells.append(f"row {label} column {column}: {problem}")
+        cells.append(cell)
+    matrix.row_labels.append(label)
+    matrix.rows.append(cells)
+
+
+def _split_row(line: str, columns: int) -> Optional[Tuple[str, List[str]]]:
     """A matrix row as (label, cells), or None when the line is not a row of ``columns`` cells.
 
     Cells are the last ``columns`` whitespace-separated tokens; whatever precedes them is the row
@@ -319,42 +368,82 @@ def _split_row(line: str, columns: int) -> Optional[Tuple[str, List[Cell]]]:
     if not all(_CELL_RE.match(token) for token in cells):
         return None
     label = line[: len(line.rstrip())].rsplit(None, columns)[0].strip()
-    return label, [_to_cell(token) for token in cells]
+    return label, cells
 
 
-def _read_text_matrix(lines: List[str], start: int, description: str, unit: str) -> Tuple[BandwidthMatrix, int]:
-    """Read the header and rows that follow a description line; return the matrix and the next index."""
-    index = start
+def _ends_matrix(line: str) -> bool:
+    return bool(_SUM_RE.match(line) or _PERF_RE.match(line) or _RUNNING_RE.match(line) or _DESCRIPTION_RE.match(line))
+
+
+def _continues_matrix(lines: List[str], index: int, matrix: BandwidthMatrix, columns: int) -> bool:
+    """Whether the first non-blank line from ``index`` on is a row of ``matrix`` (a blank line inside it)."""
     while index < len(lines) and not lines[index].strip():
         index += 1
+    if index >= len(lines) or _ends_matrix(lines[index]):
+        return False
+    return _split_row(lines[index], columns) is not None or lines[index].split()[0] == str(len(matrix.rows))
+
+
+def _is_error_line(line: str) -> bool:
+    return bool(
+        _CUDA_ERROR_RE.search(line)
+        or _ERROR_UPPER_RE.match(line)
+        or _ERROR_RE.match(line)
+        or _WAIVED_RE.match(line)
+        or _WAIVING_OLD_RE.match(line)
+    )
+
+
+def _read_text_matrix(
+    lines: List[str], start: int, description: str, unit: str, errors: Optional[List[str]] = None
+) -> Tuple[BandwidthMatrix, int]:
+    """Read the header and rows that follow a description line; return the matrix and the next index.
+
+    An error line printed between the rows (``ERROR:``, ``[CUDA_ERROR_...]``, ``MPI_ABORT``, ``Waived:``)
+    goes to ``errors``: it is no row, but the run it interrupts did not complete.
+    """
+    index = start
     matrix = BandwidthMatrix(key="", description=description, unit=unit, rows=[])
+    # The header is the column labels (GPU indices); a log line before it is skipped.
+    while index < len(lines):
+        tokens = lines[index].split()
+        if tokens and all(token.isdigit() for token in tokens):
+            break
+        if tokens and (
+            _ends_matrix(lines[index]) or any(_CELL_RE.match(t) and ("." in t or t == "N/A") for t in tokens)
+        ):
+            return matrix, index  # no header: the output was cut right after the description
+        if tokens and _is_error_line(lines[index].strip()) and errors is not None:
+            errors.append(f"{lines[index].strip()} (printed before the matrix '{description}')")
+        index += 1
     if index >= len(lines):
         return matrix, index
     header = lines[index].split()
-    if not header or any(_CELL_RE.match(t) and "." in t for t in header):
-        # No header: the output was cut right after the description.
-        return matrix, index
     matrix.column_labels = header
     index += 1
     columns = len(header)
     while index < len(lines):
         line = lines[index]
         if not line.strip():
+            if matrix.rows and _continues_matrix(lines, index, matrix, columns):
+                index += 1
+                continue
             break
-        if _SUM_RE.match(line) or _PERF_RE.match(line) or _RUNNING_RE.match(line) or _DESCRIPTION_RE.match(line):
+        if _ends_matrix(line):
             break
         row = _split_row(line, columns)
         if row is None:
             # A log line interleaved with the matrix (mpirun, ssh) is kept out of the cells; a line that
             # starts like a row of this matrix but lacks cells means the matrix itself is damaged.
-            first = line.split()[0] if line.split() else ""
-            if first == str(len(matrix.rows)) and all(_CELL_RE.match(t) for t in line.split()[1:]):
-                matrix.damaged_rows.append(line.strip())
+            stripped = line.strip()
+            if _is_error_line(stripped):
+                if errors is not None:
+                    errors.append(f"{stripped} (printed inside the matrix '{description}')")
+            elif stripped.split()[0] == str(len(matrix.rows)):
+                matrix.damaged_rows.append(stripped)
             index += 1
             continue
-        label, cells = row
-        matrix.row_labels.append(label)
-        matrix.rows.append(cells)
+        _add_row(matrix, *row)
         index += 1
     return matrix, index
 
@@ -430,7 +519,7 @@ def parse_text(content: str) -> NvbandwidthOutput:
             else:
                 output.errors.append(stripped)
         elif match := _DESCRIPTION_RE.match(line):
-            matrix, index = _read_text_matrix(lines, index + 1, match.group("text"), match.group("unit"))
+            matrix, index = _read_text_matrix(lines, index + 1, match.group("text"), match.group("unit"), output.errors)
             if current is None:
                 output.warnings.append(
                     f"a matrix ({matrix.description}) appears outside any 'Running <testcase>.' line"
@@ -443,11 +532,17 @@ def parse_text(content: str) -> NvbandwidthOutput:
             continue
         elif (match := _SUM_RE.match(line)) or (match := _PERF_RE.match(line)):
             if last_matrix is not None and current is not None and last_matrix.reported_sum is None:
-                last_matrix.key = match.group("key")
-                try:
-                    last_matrix.reported_sum = float(match.group("value"))
-                except ValueError:
+                key = match.group("key")
+                last_matrix.key = key
+                if current.name != "unnamed" and key != current.name and not key.startswith(current.name + "_"):
+                    current.problems.append(
+                        f"its matrix '{last_matrix.description}' ends in the SUM line of another testcase "
+                        f"('{stripped}'): the output of two runs is mixed"
+                    )
+                reported, problem = _cell_value(match.group("value"))
+                if problem or reported is None:
                     output.errors.append(f"unreadable SUM line: {stripped}")
+                last_matrix.reported_sum = reported
                 if current.status == STATUS_INCOMPLETE:
                     current.status = STATUS_PASSED
         elif _STAT_RE.match(line):
@@ -461,7 +556,11 @@ def parse_text(content: str) -> NvbandwidthOutput:
 
 
 def _finish_testcase(testcase: TestcaseResult) -> None:
-    """Mark a testcase incomplete when any of its matrices lacks cells or a SUM line."""
+    """Mark a testcase incomplete when any of its matrices lacks cells or a SUM line, or a part is missing.
+
+    A bidirectional device-to-device testcase is complete with its three matrices only (``_read1``,
+    ``_read2``, ``_total``): a run cut after the first one must not be judged as if it were whole.
+    """
     if testcase.status != STATUS_PASSED:
         return
     for matrix in testcase.matrices:
@@ -469,14 +568,14 @@ def _finish_testcase(testcase: TestcaseResult) -> None:
             testcase.status = STATUS_INCOMPLETE
         if not matrix.key:
             matrix.key = testcase.name
-
-
-def _json_cell(value: Any) -> Cell:
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return None if math.isnan(float(value)) else float(value)
-    return _to_cell(str(value).strip())
+    expected = testcase.expected_parts()
+    keys = [matrix.key for matrix in testcase.matrices]
+    if expected and keys != expected:
+        missing = [key for key in expected if key not in keys]
+        testcase.status = STATUS_INCOMPLETE
+        testcase.message = f"it printed {', '.join(keys) or 'no matrix'}; nvbandwidth prints {', '.join(expected)}" + (
+            f" (missing: {', '.join(missing)})" if missing else ""
+        )
 
 
 def _unit_of(description: str) -> str:
@@ -485,17 +584,23 @@ def _unit_of(description: str) -> str:
 
 
 def parse_json(content: Union[str, Dict[str, Any]]) -> NvbandwidthOutput:
-    """Parse nvbandwidth's ``-j`` document (a string that holds it, or the decoded dict)."""
+    """Parse nvbandwidth's ``-j`` document (a string that holds it, or the decoded dict).
+
+    A document of the wrong shape (a testcase that is no object, a matrix that is no list of rows, a cell or
+    ``sum`` that is no number) is read as far as it goes; what is wrong becomes a problem of its testcase or
+    an error of the output, never an exception.
+    """
     document = content if isinstance(content, dict) else find_json_document(content)
     if document is None or not isinstance(document.get("nvbandwidth"), dict):
         raise NvbandwidthParseError('no {"nvbandwidth": ...} JSON document found')
     root = document["nvbandwidth"]
     output = NvbandwidthOutput(format="json")
-    output.version = root.get("version")
-    output.driver_version = root.get("Driver Version")
+    output.version = root.get("version") if isinstance(root.get("version"), str) else None
+    output.driver_version = root.get("Driver Version") if isinstance(root.get("Driver Version"), str) else None
     cuda = root.get("CUDA Runtime Version")
-    output.cuda_version = int(cuda) if isinstance(cuda, int) else None
-    for position, entry in enumerate(root.get("GPU Device list") or []):
+    output.cuda_version = cuda if isinstance(cuda, int) and not isinstance(cuda, bool) else None
+    devices = root.get("GPU Device list")
+    for position, entry in enumerate(devices if isinstance(devices, list) else []):
         text = str(entry)
         match = _JSON_DEVICE_RE.match(text) or _PROCESS_RE.match(text)
         if match is None:
@@ -514,58 +619,74 @@ def parse_json(content: Union[str, Dict[str, Any]]) -> NvbandwidthOutput:
         output.errors.append(str(root["error"]))
     if root.get("warning"):
         output.warnings.append(str(root["warning"]))
-    for entry in root.get("testcases") or []:
-        name = str(entry.get("name", "unnamed"))
-        status = str(entry.get("status", ""))
-        testcase = TestcaseResult(name=name, status=status, message=str(entry.get("error", "") or ""))
-        rows = [[_json_cell(v) for v in row] for row in (entry.get("bandwidth_matrix") or [])]
-        description = str(entry.get("bandwidth_description", "")).strip()
-        if rows:
-            testcase.matrices = _split_json_matrix(name, description, rows, entry.get("sum"))
-        if status == STATUS_PASSED and (not rows or entry.get("sum") is None):
-            testcase.status = STATUS_INCOMPLETE
-        output.testcases[name] = testcase
+    entries = root.get("testcases") or []
+    if not isinstance(entries, list):
+        output.errors.append(f"'testcases' is {type(entries).__name__}, not a list of testcase objects")
+        entries = []
+    for position, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            output.errors.append(f"testcases entry {position} is not a testcase object: {str(entry)[:80]!r}")
+            continue
+        testcase = _json_testcase(entry)
+        output.testcases[testcase.name] = testcase
     return output
 
 
-def _split_json_matrix(name: str, description: str, rows: List[List[Cell]], total: Any) -> List[BandwidthMatrix]:
+def _json_testcase(entry: Dict[str, Any]) -> TestcaseResult:
+    name = str(entry.get("name", "unnamed"))
+    status = str(entry.get("status", ""))
+    error = entry.get("error")
+    testcase = TestcaseResult(name=name, status=status, message=str(error or ""))
+    if error and status in (STATUS_PASSED, ""):
+        testcase.status = STATUS_ERROR  # a testcase that reports an error did not pass, whatever its status says
+    raw = entry.get("bandwidth_matrix")
+    description = str(entry.get("bandwidth_description", "")).strip()
+    if raw is not None and not (isinstance(raw, list) and all(isinstance(row, list) for row in raw)):
+        testcase.problems.append(f"its bandwidth_matrix is not a list of rows: {str(raw)[:80]!r}")
+        raw = None
+    total, problem = (None, None) if entry.get("sum") is None else _cell_value(entry.get("sum"))
+    if problem:
+        testcase.problems.append(f"its sum is unreadable ({problem})")
+    if raw:
+        testcase.matrices = _split_json_matrix(name, description, raw, total)
+    if testcase.status == STATUS_PASSED and (not raw or entry.get("sum") is None):
+        testcase.status = STATUS_INCOMPLETE
+    expected = testcase.expected_parts()
+    keys = [matrix.key for matrix in testcase.matrices]
+    if testcase.status == STATUS_PASSED and expected and keys != expected:
+        testcase.status = STATUS_INCOMPLETE
+        columns = max((len(row) for row in raw or []), default=0)
+        testcase.message = (
+            f"its bandwidth_matrix has {len(raw or [])} rows of {columns}; a bidirectional run appends its "
+            f"three {columns}x{columns} matrices ({', '.join(expected)}) into {3 * columns} rows"
+        )
+    return testcase
+
+
+def _json_matrix(key: str, description: str, unit: str, rows: List[List[Any]], reported: Cell) -> BandwidthMatrix:
+    matrix = BandwidthMatrix(key=key, description=description, unit=unit, rows=[], reported_sum=reported)
+    for number, row in enumerate(rows):
+        _add_row(matrix, str(number), row)
+    matrix.column_labels = [str(c) for c in range(max((len(row) for row in rows), default=0))]
+    return matrix
+
+
+def _split_json_matrix(name: str, description: str, rows: List[List[Any]], total: Cell) -> List[BandwidthMatrix]:
     """One JSON matrix, or the three N x N blocks a bidirectional testcase appends into 3N rows."""
     columns = len(rows[0])
     unit = _unit_of(description)
-    reported = float(total) if isinstance(total, (int, float)) else None
-    labels = [str(c) for c in range(columns)]
     if "bidirectional" in name and columns > 1 and len(rows) == 3 * columns:
         direction = "write" if "write" in name.split("bidirectional", 1)[1] else "read"
-        parts = [f"_{direction}1", f"_{direction}2", "_total"]
         blocks = []
-        for number, suffix in enumerate(parts):
-            block = rows[number * columns : (number + 1) * columns]
-            blocks.append(
-                BandwidthMatrix(
-                    key=name + suffix,
-                    # JSON keeps only the last description (Total); name the parts like the text does.
-                    description=description
-                    if suffix == "_total"
-                    else re.sub(r"\bTotal\b", suffix[1:].title(), description),
-                    unit=unit,
-                    rows=block,
-                    row_labels=labels[:],
-                    column_labels=labels[:],
-                    reported_sum=reported if suffix == "_total" else sum(v for r in block for v in r if v is not None),
-                )
-            )
+        for number, suffix in enumerate([f"_{direction}1", f"_{direction}2", "_total"]):
+            # JSON keeps only the last description (Total); name the parts like the text does.
+            part = description if suffix == "_total" else re.sub(r"\bTotal\b", suffix[1:].title(), description)
+            block = _json_matrix(name + suffix, part, unit, rows[number * columns : (number + 1) * columns], None)
+            # JSON keeps only the total's sum: the parts are checked against the total cell by cell.
+            block.reported_sum = total if suffix == "_total" else block.computed_sum
+            blocks.append(block)
         return blocks
-    return [
-        BandwidthMatrix(
-            key=name,
-            description=description,
-            unit=unit,
-            rows=rows,
-            row_labels=[str(r) for r in range(len(rows))],
-            column_labels=labels,
-            reported_sum=reported,
-        )
-    ]
+    return [_json_matrix(name, description, unit, rows, total)]
 
 
 def parse_nvbandwidth(content: Union[str, Dict[str, Any]], output_format: str = "auto") -> NvbandwidthOutput:
@@ -763,6 +884,7 @@ def evaluate(
         verdict.errors.append(f"testcase {selected.name} failed inside nvbandwidth: Error: {selected.message}")
         return verdict
 
+    verdict.errors.extend(f"testcase {selected.name}: {problem}" for problem in selected.problems)
     matrix = selected.matrix_named(part)
     if matrix is None:
         if part is not None and selected.matrices:
@@ -778,6 +900,12 @@ def evaluate(
     verdict.matrix = matrix
 
     if selected.status != STATUS_PASSED:
+        if selected.expected_parts() and selected.message:
+            verdict.errors.append(
+                f"testcase {selected.name} is incomplete: {selected.message}; the output is truncated or the run "
+                "aborted"
+            )
+            return verdict
         missing = "SUM line" if matrix.rows else "matrix"
         verdict.errors.append(
             f"testcase {selected.name} has no {missing} for {matrix.key or selected.name}: the output is truncated "
@@ -790,25 +918,90 @@ def evaluate(
             "not bandwidth in GB/s: latency testcases cannot be judged against GB/s thresholds; "
             "run a *_memcpy_* testcase"
         )
-    for damaged in matrix.damaged_rows:
-        verdict.errors.append(f"matrix {matrix.key} has a damaged row: '{damaged}'")
-    measured = matrix.measured()
-    if not measured:
+    if not matrix.measured() and not matrix.invalid_cells:
         verdict.errors.append(
             f"testcase {selected.name} measured nothing: every cell is N/A (no peer access between the GPUs)"
         )
-    elif matrix.reported_sum is not None and abs(matrix.computed_sum - matrix.reported_sum) > matrix.sum_tolerance():
-        verdict.errors.append(
-            f"matrix {matrix.key} is inconsistent: its cells add up to {matrix.computed_sum:.2f} but the SUM line "
-            f"says {matrix.reported_sum:.2f}; rows are missing or damaged"
-        )
+    # Every matrix of the testcase must be whole, not only the one judged: a bidirectional run whose Read1 is
+    # damaged did not measure what its Total claims.
+    for each in selected.matrices:
+        verdict.errors.extend(_matrix_problems(selected, each))
+    verdict.errors.extend(_parts_problems(selected))
     if verdict.errors:
         return verdict
 
     if not nodes:
         nodes, gpus_per_node = _hosts_of(output, matrix)
     _check_thresholds(verdict, matrix, thresholds, gpu_product, nodes, gpus_per_node, peak_table)
+    directions = [m for m in selected.matrices if m.key in selected.expected_parts()[:2]]
+    if len(directions) == 2:
+        verdict.violations.extend(bandwidth_rule.direction_violations(directions, thresholds.min_fraction_of_median))
     return verdict
+
+
+def _matrix_problems(testcase: TestcaseResult, matrix: BandwidthMatrix) -> List[str]:
+    """Why one matrix is damaged: a damaged row, a cell that is no bandwidth, a missing row, a SUM that disagrees."""
+    problems = [f"matrix {matrix.key} has a damaged row: '{damaged}'" for damaged in matrix.damaged_rows]
+    if matrix.invalid_cells:
+        shown = "; ".join(matrix.invalid_cells[:3])
+        more = f"; and {len(matrix.invalid_cells) - 3} more" if len(matrix.invalid_cells) > 3 else ""
+        problems.append(f"matrix {matrix.key} has cells that are no bandwidth: {shown}{more}")
+    rows, columns = len(matrix.rows), len(matrix.column_labels)
+    widths = sorted({len(row) for row in matrix.rows})
+    if len(widths) > 1:
+        problems.append(f"matrix {matrix.key} has rows of {', '.join(map(str, widths))} cells: rows are damaged")
+    elif _SQUARE_RE.search(testcase.name) and not rows == columns == (widths[0] if widths else 0):
+        problems.append(
+            f"matrix {matrix.key} has {rows} rows of {widths[0] if widths else 0} cells under {columns} columns; "
+            f"{testcase.name} measures every GPU pair (N x N): rows are missing or doubled"
+        )
+    labels = matrix.row_labels
+    if labels and all(label.isdigit() for label in labels) and labels != [str(n) for n in range(len(labels))]:
+        problems.append(
+            f"matrix {matrix.key} has the rows {', '.join(labels)}, expected 0 to {len(labels) - 1} in order: "
+            "rows are missing or doubled"
+        )
+    computed, reported = matrix.computed_sum, matrix.reported_sum
+    if reported is not None and not (math.isfinite(computed) and abs(computed - reported) <= matrix.sum_tolerance()):
+        problems.append(
+            f"matrix {matrix.key} is inconsistent: its cells add up to {computed:.2f} but the SUM line "
+            f"says {reported:.2f}; rows are missing or damaged"
+        )
+    return problems
+
+
+def _parts_problems(testcase: TestcaseResult) -> List[str]:
+    """A bidirectional testcase's Total must be Read1 + Read2 cell by cell (nvbandwidth adds them up)."""
+    expected = testcase.expected_parts()
+    parts = {matrix.key: matrix for matrix in testcase.matrices}
+    if not expected or any(key not in parts for key in expected):
+        return []
+    first, second, total = (parts[key] for key in expected)
+    widths = [[len(row) for row in matrix.rows] for matrix in (first, second, total)]
+    if not first.rows or not (widths[0] == widths[1] == widths[2]):
+        return [
+            f"the matrices of {testcase.name} differ in shape ({first.shape}, {second.shape}, {total.shape}): "
+            "the output is damaged"
+        ]
+    wrong = []
+    for r, row in enumerate(total.rows):
+        for c, cell in enumerate(row):
+            one, two = first.rows[r][c], second.rows[r][c]
+            if cell is None and one is None and two is None:
+                continue
+            if cell is None or one is None or two is None or abs(cell - (one + two)) > 0.02 + 1e-5 * abs(cell):
+                wrong.append(f"{r}->{c}: {_shown(one)} + {_shown(two)} is not {_shown(cell)}")
+    if not wrong:
+        return []
+    more = f"; and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+    return [
+        f"matrix {total.key} is not the sum of {first.key} and {second.key} "
+        f"({'; '.join(wrong[:3])}{more}): the output is damaged"
+    ]
+
+
+def _shown(cell: Cell) -> str:
+    return "N/A" if cell is None else f"{cell:.2f}"
 
 
 def _hosts_of(output: NvbandwidthOutput, matrix: BandwidthMatrix) -> Tuple[Optional[List[str]], Optional[int]]:

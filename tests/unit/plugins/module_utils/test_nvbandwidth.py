@@ -608,3 +608,221 @@ def test_unknown_product_is_a_violation_not_an_error(gb200):
     ]
     table = [{"match": "A100", "peak_gbps": 300}]
     assert check_nvbandwidth(gb200, gpu_product="NVIDIA-A100-SXM4-80GB", peak_table=table).threshold_gbps == 255.0
+
+
+# ------------------------------------------------------------------ damaged and cosmetic outputs (found by fuzzing)
+
+H200_READ = "h200x2-device_to_device_memcpy_read_ce.txt"
+BIDIR_TEXT = "invented-h200x2-bidirectional_read_ce.txt"
+BIDIR_JSON = "invented-h200x2-bidirectional_read_ce.json"
+READ1_ROW_1 = " 1    372.38       N/A"
+
+
+def test_bidirectional_run_cut_after_its_first_matrix_is_incomplete():
+    content = fixture(BIDIR_TEXT)
+    cut = content[: content.index("memcpy CE GPU(row) <-> GPU(column) Read2")]
+    verdict = check_nvbandwidth(cut)
+    assert not verdict.passed
+    assert verdict.errors == [
+        f"testcase {BIDIR} is incomplete: it printed {BIDIR}_read1; nvbandwidth prints {BIDIR}_read1, {BIDIR}_read2, "
+        f"{BIDIR}_total (missing: {BIDIR}_read2, {BIDIR}_total); the output is truncated or the run aborted"
+    ]
+    assert check_nvbandwidth(cut, part="read1").errors == verdict.errors
+
+
+def test_bidirectional_json_without_its_three_blocks_is_incomplete():
+    document = json.loads(fixture(BIDIR_JSON))
+    document["nvbandwidth"]["testcases"][0]["bandwidth_matrix"] = [[None, 744.85], [744.73, None]]
+    verdict = check_nvbandwidth(json.dumps(document))
+    assert not verdict.passed
+    assert (
+        "its bandwidth_matrix has 2 rows of 2; a bidirectional run appends its three 2x2 matrices" in verdict.errors[0]
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ERROR: cuMemCreate failed",
+        "MPI_ABORT was invoked on rank 4 in communicator MPI_COMM_WORLD",
+        "[CUDA_ERROR_ILLEGAL_ADDRESS] an illegal memory access was encountered in expression cuMemcpyAsync(...)",
+        "Waived: ",
+        "CUDA error: an illegal memory access was encountered",
+    ],
+)
+def test_error_line_between_matrix_rows_fails(line):
+    content = fixture(H200_READ).replace(" 1    393.58", f"{line}\n 1    393.58")
+    verdict = check_nvbandwidth(content)
+    assert not verdict.passed
+    assert verdict.errors[0] == (
+        f"nvbandwidth reported an error: {line.strip()} (printed inside the matrix '{READ_DESCRIPTION}')"
+    )
+
+
+def test_generic_cuda_error_line_anywhere_fails():
+    content = fixture(H200_READ) + "CUDA error: an illegal memory access was encountered\n"
+    assert check_nvbandwidth(content).errors == [
+        "nvbandwidth reported an error: CUDA error: an illegal memory access was encountered"
+    ]
+
+
+@pytest.mark.parametrize(
+    "token, problem", [("inf", "'inf' is not a finite number"), ("-393.58", "'-393.58' is negative")]
+)
+def test_cell_that_is_no_bandwidth_fails(token, problem):
+    content = fixture(H200_READ).replace("393.58", token.rjust(6))
+    verdict = check_nvbandwidth(content)
+    assert not verdict.passed
+    assert f"matrix {D2D} has cells that are no bandwidth: row 1 column 0: {problem}" in verdict.errors
+
+
+def test_inf_sum_does_not_widen_the_tolerance():
+    content = fixture(H200_READ).replace("787.35", "inf")
+    verdict = check_nvbandwidth(content)
+    assert not verdict.passed
+    assert f"unreadable SUM line: SUM {D2D} inf" in verdict.summary
+
+
+def test_damaged_read1_of_a_bidirectional_run_fails_although_total_is_fine():
+    # Read1 1->0 halved, its SUM kept consistent: Total no longer is Read1 + Read2.
+    content = (
+        fixture(BIDIR_TEXT).replace(READ1_ROW_1, " 1    186.19       N/A").replace("_read1 744.79", "_read1 558.60")
+    )
+    verdict = check_nvbandwidth(content)
+    assert verdict.errors == [
+        f"matrix {BIDIR}_total is not the sum of {BIDIR}_read1 and {BIDIR}_read2 (1->0: 186.19 + 372.35 is not "
+        "744.73): the output is damaged"
+    ]
+
+
+def test_link_slow_in_one_direction_fails_the_median_rule_of_both_directions():
+    # Read1 1->0 at 0.94 (a lost NVLink in one direction) and Total following: Total stays at 0.975 of its median,
+    # above 0.97, so only the rule over both directions sees it.
+    slow = round(372.38 * 0.94, 2)
+    content = (
+        fixture(BIDIR_TEXT)
+        .replace(READ1_ROW_1, f" 1    {slow:.2f}       N/A")
+        .replace("_read1 744.79", f"_read1 {372.41 + slow:.2f}")
+        .replace(" 1    744.73       N/A", f" 1    {slow + 372.35:.2f}       N/A")
+        .replace("_total 1489.58", f"_total {744.85 + slow + 372.35:.2f}")
+    )
+    verdict = check_nvbandwidth(content)
+    assert verdict.errors == []
+    assert verdict.judgement.passed  # the Total alone passes
+    assert verdict.violations == [
+        f"{BIDIR}_read1 GPU 1 -> GPU 0: {slow:.2f} GB/s is 0.940 of the median 372.38 of both directions, "
+        "below 0.97 x the median (361.21): a link slow in one direction"
+    ]
+    assert not verdict.passed
+
+
+def test_sum_line_of_another_testcase_fails():
+    content = fixture(H200_READ).replace(f"SUM {D2D} ", "SUM device_to_device_memcpy_write_ce ")
+    verdict = check_nvbandwidth(content)
+    assert not verdict.passed
+    assert verdict.errors == [
+        f"testcase {D2D}: its matrix '{READ_DESCRIPTION}' ends in the SUM line of another testcase "
+        "('SUM device_to_device_memcpy_write_ce 787.35'): the output of two runs is mixed"
+    ]
+
+
+def h200_json(change) -> str:
+    document = json.loads(fixture("h200x2-device_to_device_memcpy_read_ce.json"))
+    change(document["nvbandwidth"]["testcases"][0])
+    return json.dumps(document)
+
+
+def test_json_testcase_with_an_error_key_fails():
+    verdict = check_nvbandwidth(h200_json(lambda t: t.update(error="CUDA_ERROR_ILLEGAL_ADDRESS")))
+    assert verdict.errors == [f"testcase {D2D} failed inside nvbandwidth: Error: CUDA_ERROR_ILLEGAL_ADDRESS"]
+
+
+def test_json_sum_given_as_a_string_is_checked():
+    assert check_nvbandwidth(h200_json(lambda t: t.update(sum="787.507469139"))).passed
+    wrong = check_nvbandwidth(h200_json(lambda t: t.update(sum="866.26")))
+    assert wrong.errors == [
+        f"matrix {D2D} is inconsistent: its cells add up to 787.51 but the SUM line says 866.26; rows are missing or "
+        "damaged"
+    ]
+    unreadable = check_nvbandwidth(h200_json(lambda t: t.update(sum="n/a")))
+    assert unreadable.errors[0] == f"testcase {D2D}: its sum is unreadable ('n/a' is not a number)"
+
+
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        (lambda t: t["bandwidth_matrix"][0].__setitem__(1, ""), "row 0 column 1: '' is not a number"),
+        (
+            lambda t: t["bandwidth_matrix"][0].__setitem__(1, "393.7 GB/s"),
+            "row 0 column 1: '393.7 GB/s' is not a number",
+        ),
+        (lambda t: t["bandwidth_matrix"][1].__setitem__(0, True), "row 1 column 0: True is not a number"),
+        (lambda t: t.update(bandwidth_matrix="N/A"), "its bandwidth_matrix is not a list of rows: 'N/A'"),
+        (lambda t: t.update(bandwidth_matrix=[393.7, 393.7]), "its bandwidth_matrix is not a list of rows"),
+    ],
+)
+def test_json_of_the_wrong_shape_fails_cleanly(change, error):
+    verdict = check_nvbandwidth(h200_json(change))
+    assert not verdict.passed
+    assert error in verdict.summary
+    assert "\n" not in verdict.summary
+
+
+@pytest.mark.parametrize("junk", ["Passed", 7, None, ["N/A"]])
+def test_json_testcases_entry_that_is_no_object_fails_cleanly(junk):
+    document = json.loads(fixture("h200x2-device_to_device_memcpy_read_ce.json"))
+    document["nvbandwidth"]["testcases"].append(junk)
+    verdict = check_nvbandwidth(json.dumps(document))
+    assert verdict.errors == [
+        f"nvbandwidth reported an error: testcases entry 1 is not a testcase object: {str(junk)!r}"
+    ]
+
+
+def test_json_whose_testcases_is_no_list_fails_cleanly():
+    document = json.loads(fixture("h200x2-device_to_device_memcpy_read_ce.json"))
+    document["nvbandwidth"]["testcases"] = {"name": D2D}
+    verdict = check_nvbandwidth(json.dumps(document))
+    assert verdict.errors[0] == "nvbandwidth reported an error: 'testcases' is dict, not a list of testcase objects"
+
+
+def cosmetic_variants(content: str) -> dict:
+    lines = content.splitlines()
+    return {
+        "ansi": "\n".join(f"\x1b[1;32m{line}\x1b[0m" for line in lines),
+        "crlf": "\r\n".join(lines),
+        "timestamps": "\n".join(f"2026-01-05T08:31:{n % 60:02d}.123456789Z {line}" for n, line in enumerate(lines)),
+        "timestamps with offset": "\n".join(f"2026-01-05T08:31:07+01:00 {line}" for line in lines),
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["gb200-2node-multinode_device_to_device_memcpy_read_ce.txt", BIDIR_TEXT, BIDIR_JSON, H200_READ]
+)
+def test_colours_crlf_and_timestamps_are_cosmetic(name):
+    content = fixture(name)
+    plain = check_nvbandwidth(content, gpu_product="NVIDIA-H200").to_result()
+    assert plain["passed"]
+    for variant, changed in cosmetic_variants(content).items():
+        assert check_nvbandwidth(changed, gpu_product="NVIDIA-H200").to_result() == plain, variant
+
+
+def test_blank_line_inside_a_matrix_is_cosmetic(gb200):
+    plain = check_nvbandwidth(gb200).to_result()
+    split = gb200.replace(" 4    820.75", "\n 4    820.75")
+    assert check_nvbandwidth(split).to_result() == plain
+    assert plain["sum"] == 45997.93 and len(plain["matrix"]) == 8
+
+
+def test_launcher_line_between_description_and_header_is_cosmetic():
+    content = fixture(H200_READ)
+    noisy = content.replace(READ_DESCRIPTION + "\n", READ_DESCRIPTION + "\n[worker-0:00025] MCW rank 0 bound\n")
+    assert check_nvbandwidth(noisy).to_result() == check_nvbandwidth(content).to_result()
+
+
+def test_doubled_row_fails(gb200):
+    row = next(line for line in gb200.splitlines() if line.startswith(" 3 "))
+    verdict = check_nvbandwidth(gb200.replace(row, row + "\n" + row))
+    assert (
+        f"matrix {MN} has the rows 0, 1, 2, 3, 3, 4, 5, 6, 7, expected 0 to 8 in order: rows are missing or doubled"
+        in (verdict.errors)
+    )
