@@ -14,14 +14,19 @@ The layout is the one ``src/common.cu`` of NVIDIA/nccl-tests prints:
 
 Like nvbandwidth, a run that broke may still leave a plausible-looking log behind (a table cut
 short, ``NCCL WARN`` lines, ``Test NCCL failure``), so the verdict is made from the parsed content
-and never from the exit code alone.
+and never from the exit code alone. The average is checked against the rows it is made of: nccl-tests
+adds every printed ``busbw`` (out-of-place and in-place) and divides by their count, so a row lost or
+doubled in the log, or a damaged average, shows as a disagreement.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import clean_lines
 
 PARAMS_RE = re.compile(
     r"^#\s*nThread\s+(?P<nthread>\d+)\s+nGpus\s+(?P<ngpus>\d+)\s+minBytes\s+(?P<min_bytes>\d+)"
@@ -32,7 +37,7 @@ DEVICE_RE = re.compile(
     r"\s+device\s+(?P<device>\d+)\s+\[(?P<bus_id>[^\]]+)\]\s+(?P<name>.+?)\s*$"
 )
 OUT_OF_BOUNDS_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(?P<count>\d+)\s*(?P<verdict>OK|FAILED)?")
-AVG_BUSBW_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>[-+0-9.eEinfa]+)\s*(?P<verdict>OK|FAILED)?")
+AVG_BUSBW_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(?P<value>\S+)\s*(?P<verdict>OK|FAILED)?")
 # Failures the test binary reports itself (common.h CUDACHECK/NCCLCHECK/TESTCHECK, the timeout path).
 FAILURE_RE = re.compile(
     r"Test (?:NCCL|CUDA) failure|: Test failure |Test timeout|MPI_ABORT was invoked|mpirun noticed that process"
@@ -99,6 +104,7 @@ class NcclTestsResult:
     avg_busbw_verdict: Optional[str] = None
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    damaged_rows: list[str] = field(default_factory=list)
 
     @property
     def ranks(self) -> int:
@@ -112,6 +118,11 @@ class NcclTestsResult:
     def wrong_sizes(self) -> list[int]:
         return [row.size_bytes for row in self.rows if row.wrong]
 
+    def rows_average_gbps(self) -> Optional[float]:
+        """The average bus bandwidth worked out from the rows, as nccl-tests does (both placements)."""
+        values = [v for row in self.rows for v in (row.out_of_place.busbw_gbps, row.in_place.busbw_gbps)]
+        return sum(values) / len(values) if values else None
+
 
 @dataclass(frozen=True)
 class NcclVerdict:
@@ -120,17 +131,22 @@ class NcclVerdict:
 
 
 def _number(text: str) -> float:
+    """A time or bandwidth cell: a finite number, 0 or more."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r} is not a measurement")
+    return value
 
 
 def _wrong(text: str) -> Optional[int]:
     # "#wrong" is printed with %5g (an integer in practice) or "N/A" when the data check is off (-c 0).
     if text == "N/A":
         return None
-    return int(float(text))
+    value = _number(text)
+    return int(value)
 
 
 def _header_columns(line: str) -> Optional[list[str]]:
@@ -175,10 +191,15 @@ def _parse_row(tokens: list[str], columns: list[str]) -> NcclRow:
 
 
 def parse_nccl_tests(text: str) -> NcclTestsResult:
-    """Read an nccl-tests log (launcher output; other lines, such as mpirun's, are ignored)."""
+    """Read an nccl-tests log (launcher output; other lines, such as mpirun's, are ignored).
+
+    Log prefixes (``kubectl logs --timestamps`` / ``--prefix``, ``mpirun --tag-output``), colour escapes and
+    CR line ends are removed first. A row that cannot be read is kept in ``damaged_rows`` (the verdict fails),
+    never raised.
+    """
     result = NcclTestsResult()
     columns: Optional[list[str]] = None
-    for raw in text.splitlines():
+    for raw in clean_lines(text):
         line = raw.rstrip()
         if not line.strip():
             continue
@@ -214,7 +235,10 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
                 continue
             match = AVG_BUSBW_RE.match(line.strip())
             if match:
-                result.avg_busbw_gbps = _number(match.group("value"))
+                try:
+                    result.avg_busbw_gbps = _number(match.group("value"))
+                except ValueError as exc:
+                    result.damaged_rows.append(f"{line.strip()} ({exc})")
                 result.avg_busbw_verdict = match.group("verdict")
                 continue
             header = _header_columns(line)
@@ -222,9 +246,12 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
                 columns = header
             continue
         tokens = line.split()
-        if columns is None or len(tokens) < 13 or not tokens[0].isdigit() or not tokens[1].isdigit():
+        if columns is None or len(tokens) < 2 or not tokens[0].isdigit() or not tokens[1].isdigit():
             continue
-        result.rows.append(_parse_row(tokens, columns))
+        try:
+            result.rows.append(_parse_row(tokens, columns))
+        except (ValueError, KeyError) as exc:
+            result.damaged_rows.append(f"{line.strip()} ({exc})")
     return result
 
 
@@ -237,6 +264,8 @@ def evaluate_nccl_tests(
     violations: list[str] = []
     for failure in result.failures:
         violations.append(f"the test reported a failure: {failure}")
+    for damaged in result.damaged_rows:
+        violations.append(f"a result line cannot be read, the log is damaged: {damaged}")
     if not result.rows:
         violations.append(
             "no result row was found in the output: the benchmark did not run (look at the launcher log for "
@@ -260,6 +289,19 @@ def evaluate_nccl_tests(
         )
     if result.out_of_bounds:
         violations.append(f"{result.out_of_bounds} out-of-bounds values reported by the data check")
+    rows_average = result.rows_average_gbps()
+    # Each busbw is printed with 2 decimals (0.005 each at most), the average with 6 significant digits.
+    if (
+        result.avg_busbw_gbps is not None
+        and rows_average is not None
+        and not result.damaged_rows
+        and abs(rows_average - result.avg_busbw_gbps) > 0.006 + 1e-5 * result.avg_busbw_gbps
+    ):
+        violations.append(
+            f"the '# Avg bus bandwidth' {result.avg_busbw_gbps:g} GB/s is not the average of the "
+            f"{2 * len(result.rows)} busbw values of the {len(result.rows)} rows ({rows_average:.3f}): rows are "
+            "missing, doubled or damaged in the log"
+        )
     if min_busbw_gbps is not None and result.avg_busbw_gbps is not None and result.avg_busbw_gbps < min_busbw_gbps:
         violations.append(
             f"average bus bandwidth {result.avg_busbw_gbps:g} GB/s is below the threshold {min_busbw_gbps:g} GB/s"
