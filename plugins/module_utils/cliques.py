@@ -69,9 +69,22 @@ def _get(obj: Any, *path: str) -> Any:
 def node_name(node: Mapping[str, Any]) -> str:
     """The node's ``metadata.name``; a node without one is refused (it cannot be a Node object)."""
     name = _get(node, "metadata", "name")
-    if not name:
-        raise ValueError(f"not a Kubernetes Node object (no metadata.name): {str(node)[:120]}")
-    return str(name)
+    if not name or not isinstance(name, str):
+        raise ValueError(f"not a Kubernetes Node object (no metadata.name): {str(node)[:120]!r}")
+    return name
+
+
+def node_labels(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The node's ``metadata.labels`` (empty when absent); labels that are no mapping are refused."""
+    labels = _get(node, "metadata", "labels")
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise ValueError(
+            f"node {node_name(node)} is not a Kubernetes Node object: metadata.labels is "
+            f"{type(labels).__name__}, not a mapping"
+        )
+    return labels
 
 
 def gpu_count(node: Mapping[str, Any]) -> int:
@@ -89,7 +102,7 @@ def gpu_count(node: Mapping[str, Any]) -> int:
 
 def is_gpu_node(node: Mapping[str, Any]) -> bool:
     """A GPU node: label ``nvidia.com/gpu.present=true``, ``nvidia.com/gpu`` capacity, or a clique label."""
-    labels = _get(node, "metadata", "labels") or {}
+    labels = node_labels(node)
     if str(labels.get(GPU_PRESENT_LABEL, "")).lower() == "true":
         return True
     if labels.get(CLIQUE_LABEL):
@@ -99,13 +112,13 @@ def is_gpu_node(node: Mapping[str, Any]) -> bool:
 
 def clique_label(node: Mapping[str, Any], label: str = CLIQUE_LABEL) -> Optional[str]:
     """The node's clique value, or None when the label is absent or empty."""
-    value = (_get(node, "metadata", "labels") or {}).get(label)
+    value = node_labels(node).get(label)
     return str(value) if value else None
 
 
 def is_valid_clique_value(value: str) -> bool:
     """Whether ``value`` reads ``<clusterUUID>.<cliqueId>`` as GPU Feature Discovery writes it."""
-    return bool(_CLIQUE_VALUE_RE.match(value))
+    return bool(_CLIQUE_VALUE_RE.fullmatch(value))
 
 
 def group_nodes_by_clique(nodes: Sequence[Mapping[str, Any]], label: str = CLIQUE_LABEL) -> CliqueGrouping:
@@ -140,6 +153,11 @@ def unlabelled_message(node: str) -> str:
     )
 
 
+def _shown(value: str) -> str:
+    """A label value as a message shows it: quoted when it holds a newline or another unprintable character."""
+    return value if value.isprintable() else repr(value)
+
+
 def check_clique_expectations(
     grouping: CliqueGrouping,
     expected_cliques: Optional[Union[int, Sequence[str]]] = None,
@@ -157,7 +175,7 @@ def check_clique_expectations(
     violations: List[str] = [unlabelled_message(node) for node in grouping.unlabelled_gpu_nodes]
     for node, value in sorted(grouping.malformed.items()):
         violations.append(
-            f"node {node} has {CLIQUE_LABEL}={value}, expected <clusterUUID>.<cliqueId> "
+            f"node {node} has {CLIQUE_LABEL}={_shown(value)}, expected <clusterUUID>.<cliqueId> "
             "(e.g. 69a19a31-f41c-45a5-8245-579b6bce5bdd.32766); the label was not set by GPU Feature Discovery"
         )
 
@@ -165,23 +183,24 @@ def check_clique_expectations(
     if isinstance(expected_cliques, int) and not isinstance(expected_cliques, bool):
         if len(found) != expected_cliques:
             violations.append(
-                f"found {len(found)} clique(s) ({', '.join(found) or 'none'}), expected {expected_cliques}"
+                f"found {len(found)} clique(s) ({', '.join(map(_shown, found)) or 'none'}), expected {expected_cliques}"
             )
     elif expected_cliques is not None:
         expected = sorted(str(value) for value in expected_cliques)
         missing = [value for value in expected if value not in grouping.groups]
         extra = [value for value in found if value not in expected]
         for value in missing:
-            violations.append(f"expected clique {value} has no node")
+            violations.append(f"expected clique {_shown(value)} has no node")
         for value in extra:
             members = ", ".join(grouping.groups[value])
-            violations.append(f"clique {value} (nodes {members}) is not among the expected cliques")
+            violations.append(f"clique {_shown(value)} (nodes {members}) is not among the expected cliques")
 
     if nodes_per_clique is not None:
         for value, members in grouping.groups.items():
             if len(members) != nodes_per_clique:
                 violations.append(
-                    f"clique {value} has {len(members)} node(s) ({', '.join(members)}), expected {nodes_per_clique}"
+                    f"clique {_shown(value)} has {len(members)} node(s) ({', '.join(members)}), "
+                    f"expected {nodes_per_clique}"
                 )
 
     if racks:
@@ -200,7 +219,9 @@ def check_clique_expectations(
                 else:
                     violations.append(f"rack {rack}: node {node} is not in the cluster")
             if len(values) > 1:
-                split = "; ".join(f"{value}: {', '.join(sorted(nodes))}" for value, nodes in sorted(values.items()))
+                split = "; ".join(
+                    f"{_shown(value)}: {', '.join(sorted(nodes))}" for value, nodes in sorted(values.items())
+                )
                 violations.append(
                     f"rack {rack} spans {len(values)} cliques ({split}); the nodes of one rack must share one "
                     "NVLink clique: check the NVLink switch trays and each node's fabric state"

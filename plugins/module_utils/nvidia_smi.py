@@ -136,13 +136,17 @@ def parse_fabric(element: Optional[ET.Element]) -> Fabric:
     return Fabric(
         state=_text(element, "state"),
         status=_text(element, "status"),
-        clique_id=int(clique) if clique is not None and clique.isdigit() else None,
+        clique_id=int(clique) if clique is not None and re.fullmatch(r"[0-9]+", clique) else None,
         cluster_uuid=_text(element, "clusterUuid"),
     )
 
 
 def parse_query_xml(text: str) -> SmiReport:
-    """Parse ``nvidia-smi -q -x``. Raises ``ValueError`` when the text is not that XML."""
+    """Parse ``nvidia-smi -q -x``. Raises ``ValueError`` when the text is not that XML.
+
+    Also raises ``ValueError`` when the ``<gpu>`` elements are fewer or more than ``<attached_gpus>`` says: a
+    report that lost a GPU must not be judged as a host whose GPUs are all fine.
+    """
     # The DOCTYPE names an external DTD; ElementTree does not fetch it, but drop it anyway so
     # that nothing depends on how a future parser treats it.
     body = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
@@ -164,6 +168,11 @@ def parse_query_xml(text: str) -> SmiReport:
                 fabric=parse_fabric(gpu.find("fabric")),
             )
         )
+    attached = _text(root, "attached_gpus")
+    if attached is not None and (not re.fullmatch(r"[0-9]+", attached) or int(attached) != len(gpus)):
+        raise ValueError(
+            f"the XML lists {len(gpus)} <gpu> element(s) but <attached_gpus> says {attached}: the output is damaged"
+        )
     return SmiReport(
         driver_version=_text(root, "driver_version"),
         cuda_version=_text(root, "cuda_version"),
@@ -173,7 +182,7 @@ def parse_query_xml(text: str) -> SmiReport:
 
 _NVLINK_GPU_RE = re.compile(r"^GPU (\d+): .*?(?:\(UUID: ([^)]+)\))?\s*$")
 _NVLINK_LINK_RE = re.compile(r"^\s*Link (\d+): (.+?)\s*$")
-_SPEED_RE = re.compile(r"^([\d.]+) GB/s$")
+_SPEED_RE = re.compile(r"^(\d+(?:\.\d+)?) GB/s$")
 
 
 def parse_nvlink_status(text: str) -> Dict[str, NvLinkStatus]:

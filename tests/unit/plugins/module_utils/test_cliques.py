@@ -153,3 +153,25 @@ def test_grouping_to_dict_and_lookup():
         "non_gpu_nodes": [],
         "malformed": {},
     }
+
+
+@pytest.mark.parametrize("labels", [["nvidia.com/gpu.clique"], "nvidia.com/gpu.clique", 7])
+def test_labels_that_are_no_mapping_are_refused_with_a_value_error(labels):
+    broken = node("gb200-pod2-f06-node05", gpus=4)
+    broken["metadata"]["labels"] = labels
+    with pytest.raises(
+        ValueError, match=r"^node gb200-pod2-f06-node05 is not a Kubernetes Node object: metadata\.labels"
+    ):
+        group_nodes_by_clique([broken])
+
+
+def test_clique_value_with_a_trailing_newline_is_malformed_and_shown_quoted():
+    nodes = guide_nodes()
+    nodes[1]["metadata"]["labels"]["nvidia.com/gpu.clique"] = REAL_CLIQUE + "\n"
+    grouping = group_nodes_by_clique(nodes)
+    assert grouping.malformed == {"gb200-pod2-f06-node06": REAL_CLIQUE + "\n"}
+    violations = check_clique_expectations(grouping, expected_cliques=1)
+    assert violations[0].startswith(
+        f"node gb200-pod2-f06-node06 has nvidia.com/gpu.clique='{REAL_CLIQUE}\\n', expected"
+    )
+    assert all("\n" not in v for v in violations)

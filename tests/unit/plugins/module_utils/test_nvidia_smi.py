@@ -451,3 +451,25 @@ def test_collect_gpu_facts_warns_when_nvlink_and_proc_are_missing(tmp_path):
 def test_collect_gpu_facts_failures(tmp_path, xml, rc, expected):
     with pytest.raises(GpuFactsError, match=expected):
         collect_gpu_facts(FakeSmi(xml, xml_rc=rc), "smi", str(tmp_path), str(tmp_path))
+
+
+def test_report_that_lost_a_gpu_element_is_refused():
+    text = smi("synth-gb200-nvidia-smi-q.xml")
+    assert len(parse_query_xml(text).gpus) == 4
+    first = text.index("\t<gpu id=")
+    second = text.index("\t<gpu id=", first + 1)
+    with pytest.raises(ValueError, match=r"the XML lists 3 <gpu> element\(s\) but <attached_gpus> says 4"):
+        parse_query_xml(text[:first] + text[second:])
+
+
+def test_clique_id_of_other_digits_is_no_clique_id():
+    text = smi("synth-gb200-nvidia-smi-q.xml").replace("<cliqueId>32766</cliqueId>", "<cliqueId>\u00b2</cliqueId>", 1)
+    gpus = parse_query_xml(text).gpus
+    assert [gpu.fabric.clique_id for gpu in gpus] == [None, 32766, 32766, 32766]
+    assert clique_label(gpus) is None
+
+
+def test_unreadable_link_speed_counts_as_inactive():
+    text = smi("h200x2-nvidia-smi-nvlink-s.txt").replace("Link 3: 26.562 GB/s", "Link 3: 26..62 GB/s", 1)
+    status = parse_nvlink_status(text)[H200X2_UUIDS[0]]
+    assert (status.active_links, status.inactive_links, status.gbps_per_link) == (17, 1, 26.562)
