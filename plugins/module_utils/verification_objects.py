@@ -9,7 +9,7 @@ collection creates is unit-tested and written once for every check.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     UNVERIFIED_TAINT,
@@ -40,6 +40,45 @@ DEFAULT_LAUNCHER_AFFINITY: Dict[str, Any] = {
         ]
     }
 }
+
+
+# What every container of the checks runs with (Pod Security Standard "restricted"): no privilege, no
+# privilege escalation (no_new_privs), no Linux capability, the runtime's default seccomp profile. No pod
+# of the checks uses hostPath, hostNetwork, hostPID or hostIPC, and none mounts a service account token:
+# they never call the API.
+CONTAINER_SECURITY: Dict[str, Any] = {
+    "privileged": False,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+# The one exception, on the MPI workers: their sshd. The mpi-operator v0.6.0 base images
+# (build/base/Dockerfile) run sshd as the unprivileged mpiuser (uid 1000) on port 2222, with its host key
+# and config under /home/mpiuser, and mark /usr/sbin/sshd with the file capability
+# CAP_NET_BIND_SERVICE=+eip. The kernel refuses to execute a binary whose file capabilities are not in
+# the container's bounding set (EPERM), so with every capability dropped sshd would not start.
+# NET_BIND_SERVICE is therefore kept in the bounding set; with allowPrivilegeEscalation false the
+# process does not gain it (no_new_privs), and port 2222 needs none. "restricted" allows exactly this
+# one capability.
+SSHD_CAPABILITIES: Dict[str, List[str]] = {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
+
+
+def container_security(run_as_user: int, capabilities: Optional[Mapping[str, List[str]]] = None) -> Dict[str, Any]:
+    security = {key: (dict(value) if isinstance(value, dict) else value) for key, value in CONTAINER_SECURITY.items()}
+    security.update(runAsNonRoot=True, runAsUser=int(run_as_user), runAsGroup=int(run_as_user))
+    if capabilities is not None:
+        security["capabilities"] = {key: list(value) for key, value in capabilities.items()}
+    return security
+
+
+def pod_security(run_as_user: int) -> Dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": int(run_as_user),
+        "runAsGroup": int(run_as_user),
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def common_labels(check: str, rack: str) -> Dict[str, str]:
@@ -82,12 +121,8 @@ def imex_pod_manifest(
         },
         "spec": {
             "restartPolicy": "Never",
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": run_as_user,
-                "runAsGroup": run_as_user,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "automountServiceAccountToken": False,
+            "securityContext": pod_security(run_as_user),
             "affinity": _pin_to(node),
             "tolerations": [dict(t) for t in TOLERATIONS],
             "containers": [
@@ -95,11 +130,7 @@ def imex_pod_manifest(
                     "name": "ctr",
                     "image": image,
                     "command": ["ls", "-la", "/dev/nvidia-caps-imex-channels"],
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "privileged": False,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
+                    "securityContext": container_security(run_as_user),
                     "resources": {"claims": [{"name": "imex-channel"}]},
                 }
             ],
@@ -126,7 +157,7 @@ def mpijob_manifest(
     ``launcher_args`` come after ``mpirun --bind-to core --map-by ppr:<slots>:node -np <ranks>``.
     """
     replica = f"{dns_label(check)}-replica"
-    security = {"runAsUser": int(mpi["run_as_user"]), "allowPrivilegeEscalation": False}
+    user = int(mpi["run_as_user"])
     mpirun = ["--bind-to", "core", "--map-by", f"ppr:{slots}:node", "-np", str(slots * len(nodes))]
     worker_command = list(mpi["worker_command"])
     return {
@@ -144,13 +175,15 @@ def mpijob_manifest(
                     "template": {
                         "metadata": {"labels": {replica: "mpi-launcher"}},
                         "spec": {
+                            "automountServiceAccountToken": False,
+                            "securityContext": pod_security(user),
                             "affinity": dict(mpi.get("launcher_affinity") or DEFAULT_LAUNCHER_AFFINITY),
                             "tolerations": [dict(t) for t in TOLERATIONS],
                             "containers": [
                                 {
                                     "name": "mpi-launcher",
                                     "image": image,
-                                    "securityContext": dict(security),
+                                    "securityContext": container_security(user),
                                     "command": ["mpirun"],
                                     "args": mpirun + list(launcher_args),
                                 }
@@ -163,6 +196,8 @@ def mpijob_manifest(
                     "template": {
                         "metadata": {"labels": {replica: "mpi-worker"}},
                         "spec": {
+                            "automountServiceAccountToken": False,
+                            "securityContext": pod_security(user),
                             "affinity": {
                                 "nodeAffinity": {
                                     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -197,7 +232,7 @@ def mpijob_manifest(
                                 {
                                     "name": "mpi-worker",
                                     "image": image,
-                                    "securityContext": dict(security),
+                                    "securityContext": container_security(user, SSHD_CAPABILITIES),
                                     "command": worker_command[:1],
                                     "args": worker_command[1:],
                                     "resources": {
