@@ -1,0 +1,142 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The collection's variables, and the inventory variables that look like one of them but are not.
+
+A misspelled variable (``verify_nvbandwith_timeout``, ``containerd_verison``) is silently ignored by Ansible:
+the role runs with its default. The stages therefore compare the
+host's variables with what the roles document (``meta/argument_specs.yml``), what the roles set themselves
+(``register:``, ``set_fact:``) and the shared ``gpu_fabric_*`` variables the roles and playbooks read, and
+report the rest that looks like ours, with the closest known name. Pure functions; the action plugin
+``gpu_fabric.mnnvl.variable_check`` reads the files and the host's variables.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
+
+SHARED_PREFIX = "gpu_fabric"
+SHARED_NAME = re.compile(r"\bgpu_fabric_[a-z0-9_]*[a-z0-9]\b")
+SET_FACT_ACTIONS = ("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact")
+TASK_LISTS = ("block", "rescue", "always")
+# how close a name must be to a known one to count as a misspelling of it when it has none of our prefixes
+CLOSE_ENOUGH = 0.85
+
+
+@dataclass(frozen=True)
+class UnknownVariable:
+    """A variable that looks like the collection's but is none of its variables."""
+
+    name: str
+    suggestion: Optional[str] = None
+
+    def text(self) -> str:
+        return f"{self.name} (did you mean {self.suggestion}?)" if self.suggestion else self.name
+
+
+def spec_options(argument_specs: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """Every option of every entry point of one role's ``meta/argument_specs.yml`` (parsed)."""
+    options: Dict[str, Dict[str, Any]] = {}
+    for entry in ((argument_specs or {}).get("argument_specs") or {}).values():
+        options.update((entry or {}).get("options") or {})
+    return options
+
+
+def task_names(tasks: Any) -> Set[str]:
+    """Variables a task list sets itself: ``register:`` targets and ``set_fact`` keys, blocks included."""
+    names: Set[str] = set()
+    for task in tasks or []:
+        if not isinstance(task, Mapping):
+            continue
+        if isinstance(task.get("register"), str):
+            names.add(task["register"])
+        for action in SET_FACT_ACTIONS:
+            if isinstance(task.get(action), Mapping):
+                names.update(str(key) for key in task[action] if key != "cacheable")
+        for key in TASK_LISTS:
+            names |= task_names(task.get(key))
+    return names
+
+
+def shared_names(texts: Iterable[str]) -> Set[str]:
+    """The ``gpu_fabric_*`` variables that the roles' defaults, tasks and the playbooks read or set."""
+    found: Set[str] = set()
+    for text in texts:
+        found.update(SHARED_NAME.findall(text))
+    return found
+
+
+def is_private(name: str, prefixes: Sequence[str]) -> bool:
+    """``preflight__commands``: a role's own internal name (two underscores after the prefix)."""
+    return any(name.startswith(f"{prefix}__") for prefix in prefixes)
+
+
+def looks_like_ours(name: str, prefixes: Sequence[str]) -> bool:
+    return any(name.startswith(f"{prefix}_") for prefix in prefixes)
+
+
+def unknown_variables(
+    known: Iterable[str],
+    prefixes: Iterable[str],
+    names: Iterable[str],
+    cutoff: float = CLOSE_ENOUGH,
+) -> List[UnknownVariable]:
+    """The ``names`` (a host's variables) that look like ours but are not ``known``, sorted.
+
+    A name looks like ours when it starts with ``<prefix>_`` for one of ``prefixes`` (the role names and
+    ``gpu_fabric``), or when it is within ``cutoff`` (difflib ratio) of a known name -- that catches a
+    misspelled prefix (``verify_nvbandwith_timeout``). Private names (``<role>__x``) and Ansible's own
+    (``ansible_*``) are never reported. Each comes with the closest known name, if one is close.
+    """
+    known_set = set(known)
+    known_list = sorted(known_set)
+    prefix_list = sorted(set(prefixes), key=len, reverse=True)
+    found = []
+    for name in sorted(set(names)):
+        if name in known_set or name.startswith("ansible_") or is_private(name, prefix_list):
+            continue
+        close = difflib.get_close_matches(name, known_list, n=1, cutoff=0.6)
+        if looks_like_ours(name, prefix_list):
+            found.append(UnknownVariable(name, close[0] if close else None))
+        elif close and difflib.SequenceMatcher(None, name, close[0]).ratio() >= cutoff:
+            found.append(UnknownVariable(name, close[0]))
+    return found
+
+
+def unknown_message(unknown: Sequence[UnknownVariable]) -> str:
+    """One line naming every unknown variable, its suggestion, and where the real names are documented."""
+    if not unknown:
+        return ""
+    verb = "is not a variable" if len(unknown) == 1 else "are not variables"
+    return (
+        f"{', '.join(item.text() for item in unknown)} {verb} of the gpu_fabric.mnnvl roles (misspelled in the "
+        "inventory or the extra vars?); the roles' variables are listed in roles/<role>/meta/argument_specs.yml"
+    )
+
+
+def type_problems(
+    options_by_role: Mapping[str, Mapping[str, Dict[str, Any]]],
+    values: Mapping[str, Any],
+    validate: Any,
+) -> List[str]:
+    """What a role's argument spec would refuse in ``values`` (only the variables given), checked for every
+    role at once, before any of them runs.
+
+    ``validate(argument_spec, parameters)`` returns the error messages (Ansible's ArgumentSpecValidator in the
+    action plugin); ``required`` is dropped, since a role's own defaults are not among ``values``.
+    """
+    problems: List[str] = []
+    for role in sorted(options_by_role):
+        spec = {
+            name: {key: value for key, value in option.items() if key not in ("required", "description", "default")}
+            for name, option in options_by_role[role].items()
+            if name in values
+        }
+        if not spec:
+            continue
+        given = {name: values[name] for name in spec}
+        problems.extend(f"role {role}: {message}" for message in validate(spec, given))
+    return problems

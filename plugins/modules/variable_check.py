@@ -1,0 +1,62 @@
+#!/usr/bin/python
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: variable_check
+short_description: Refuse misspelled and mistyped variables of the collection's roles before anything runs
+version_added: 0.3.0
+description:
+  - Runs on the controller (an action plugin). Compares the host's variables (inventory, extra vars) with the
+    variables of every role of the collection - the options of its C(meta/argument_specs.yml), what its tasks
+    register or set, and the shared C(gpu_fabric_*) variables that the roles and playbooks read.
+  - A variable that starts with a role's name or C(gpu_fabric_), or is within a few letters of a known name, and
+    is none of them is reported with the closest known name (V(verify_nvbandwith_timeout), did you mean
+    V(verify_nvbandwidth_timeout)?).
+  - Every variable of every role that is set is also checked against its role's argument spec (type, choices,
+    elements), so a wrong type for a role that runs late in the play fails before the first role changes anything.
+  - The stages call it first - C(preflight) (host stage), C(cluster_preflight) (cluster stage) and the first
+    task of C(playbooks/verify.yml).
+extends_documentation_fragment:
+  - gpu_fabric.mnnvl.attributes
+  - gpu_fabric.mnnvl.attributes.INFO_MODULE
+options:
+  prefixes:
+    description: Name prefixes that mark a variable as the collection's; empty - every role's name and V(gpu_fabric).
+    type: list
+    elements: str
+    default: []
+  fail_on_problems:
+    description: Fail when a problem is found; with V(false) the problems are only returned (a preflight role
+      collects them with its other findings).
+    type: bool
+    default: true
+author:
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
+"""
+
+EXAMPLES = r"""
+- name: Refuse misspelled or mistyped variables of the collection
+  gpu_fabric.mnnvl.variable_check:
+"""
+
+RETURN = r"""
+unknown:
+  description: The variables that look like the collection's but are none of its variables, with the closest name.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "verify_nvbandwith_timeout", "suggestion": "verify_nvbandwidth_timeout"}]
+type_problems:
+  description: What the roles' argument specs refuse in the variables that are set, one line each.
+  returned: always
+  type: list
+  elements: str
+problems:
+  description: Every problem as one line (the unknown variables together, then each type problem).
+  returned: always
+  type: list
+  elements: str
+"""

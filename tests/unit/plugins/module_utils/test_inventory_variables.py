@@ -1,0 +1,130 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The misspelled-variable rule and the early type check, on the collection's real roles and inventories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpu_fabric.mnnvl.plugins.action.variable_check import collection_variables, validate
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import inventory_variables as iv
+
+REPO = Path(__file__).resolve().parents[4]
+FOUND = collection_variables(REPO)
+
+
+def unknown(*names: str):
+    return iv.unknown_variables(FOUND["known"], FOUND["prefixes"], names)
+
+
+def test_the_known_names_come_from_the_specs_the_tasks_and_the_shared_variables():
+    known = FOUND["known"]
+    assert {"containerd_version", "dra_driver_wait_timeout", "verify_nvbandwidth_timeout", "report_formats"} <= known
+    assert {"cluster_preflight_info", "gpu_operator_release", "verify_common_result"} <= known  # register/set_fact
+    assert {"gpu_fabric_kubeconfig", "gpu_fabric_verify_run_id", "gpu_fabric_drain"} <= known  # shared
+    assert "preflight" in FOUND["prefixes"] and "verify_nccl" in FOUND["prefixes"] and "gpu_fabric" in FOUND["prefixes"]
+
+
+@pytest.mark.parametrize(
+    "name,suggestion",
+    [
+        ("containerd_verison", "containerd_version"),  # host stage
+        ("nvidia_imex_mod", "nvidia_imex_mode"),
+        ("dra_driver_wait_timout", "dra_driver_wait_timeout"),  # cluster stage
+        ("gpu_operator_value", "gpu_operator_values"),
+        ("verify_nccl_min_busbw", "verify_nccl_min_busbw_gbps"),  # verify stage
+        ("verify_nvbandwith_timeout", "verify_nvbandwidth_timeout"),  # the prefix itself misspelled
+        ("gpu_fabric_kubconfig", "gpu_fabric_kubeconfig"),  # shared
+    ],
+)
+def test_a_misspelled_variable_of_each_stage_is_reported_with_the_closest_name(name, suggestion):
+    assert unknown(name) == [iv.UnknownVariable(name, suggestion)]
+
+
+def test_names_that_are_not_ours_are_left_alone():
+    assert (
+        unknown(
+            "containerd_version",  # known
+            "preflight__commands",  # a role's private name
+            "ansible_host",
+            "inventory_hostname",
+            "site_name",
+            "ntp_servers",
+            "verify_ssl",
+        )
+        == []
+    )
+
+
+def test_a_name_with_our_prefix_and_nothing_close_is_reported_without_a_guess():
+    assert unknown("report_xyzzy_qwerty_plugh") == [iv.UnknownVariable("report_xyzzy_qwerty_plugh", None)]
+
+
+def test_narrower_prefixes_still_report_the_near_misses():
+    names = ["containerd_verison", "report_xyzzy_qwerty_plugh", "verify_nccl_min_busbw"]
+    narrowed = iv.unknown_variables(FOUND["known"], ["containerd"], names)
+    # a name far from every known one counts only with its prefix; a near miss counts anyway
+    assert [u.name for u in narrowed] == ["containerd_verison", "verify_nccl_min_busbw"]
+
+
+def test_the_message_names_each_variable_once_with_its_suggestion():
+    message = iv.unknown_message(unknown("dra_driver_wait_timout", "containerd_verison"))
+    assert message == (
+        "containerd_verison (did you mean containerd_version?), dra_driver_wait_timout (did you mean "
+        "dra_driver_wait_timeout?) are not variables of the gpu_fabric.mnnvl roles (misspelled in the inventory or "
+        "the extra vars?); the roles' variables are listed in roles/<role>/meta/argument_specs.yml"
+    )
+    assert iv.unknown_message([]) == ""
+
+
+@pytest.mark.parametrize("inventory", sorted((REPO / "inventories").glob("*/group_vars/*.yml")), ids=str)
+def test_every_variable_of_the_shipped_inventories_is_known(inventory):
+    names = list((yaml.safe_load(inventory.read_text()) or {}).keys())
+    assert unknown(*names) == []
+
+
+def test_register_and_set_fact_names_are_found_in_blocks():
+    tasks = [
+        {"name": "a", "ansible.builtin.command": "x", "register": "one"},
+        {"block": [{"ansible.builtin.set_fact": {"two": 2, "cacheable": True}}], "rescue": [{"register": "three"}]},
+    ]
+    assert iv.task_names(tasks) == {"one", "two", "three"}
+
+
+@pytest.mark.parametrize(
+    "values,problem",
+    [
+        (
+            {"containerd_install_method": "snap"},
+            "role containerd: value of containerd_install_method must be one of: tarball, package, none, got: snap",
+        ),
+        (
+            {"nvidia_imex_mode": "hosted"},
+            "role nvidia_imex: value of nvidia_imex_mode must be one of: dra, host, got: hosted",
+        ),
+        (
+            {"gpu_operator_values": "driver disabled"},
+            "role gpu_operator: argument 'gpu_operator_values' is of type str and we were unable to convert to dict: "
+            "dictionary requested, could not parse JSON or key=value",
+        ),
+        (
+            {"verify_nccl_timeout": "soon"},
+            "role verify_nccl: argument 'verify_nccl_timeout' is of type str and we were unable to convert to int: "
+            "\"'soon'\" cannot be converted to an int",
+        ),
+        (
+            {"report_formats": ["json", "pdf"]},
+            "role report: value of report_formats must be one or more of: json, markdown, junit, html. "
+            "Got no match for: pdf",
+        ),
+    ],
+)
+def test_a_wrong_type_for_any_role_is_found_before_the_role_runs(values, problem):
+    assert iv.type_problems(FOUND["options"], values, validate) == [problem]
+
+
+def test_right_values_and_variables_of_no_role_pass_the_type_check():
+    values = {"containerd_install_method": "package", "verify_nccl_timeout": "600", "site_name": 3}
+    assert iv.type_problems(FOUND["options"], values, validate) == []
