@@ -1,0 +1,311 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The shipped RBAC (docs/rbac/) is enough, and each stage runs with nothing more, on the simulated rack.
+
+The sim's API server authorizes with Node,RBAC (sim/simrack/cluster.py), so a ServiceAccount gets exactly
+what the applied file grants. Each test, as admin, creates the ServiceAccount that the file binds
+(gpu-fabric/gpu-fabric-cluster, gpu-fabric/gpu-fabric-verify), applies the file unchanged, mints a token
+(``kubectl create token``), writes a kubeconfig holding only that token, and runs the stage's playbook
+with it the way the README tells users: ``K8S_AUTH_KUBECONFIG`` and ``gpu_fabric_kubeconfig``
+(``KUBECONFIG`` too, for Helm).
+
+The cluster stage is proven from scratch: the stage is uninstalled as admin first (both Helm releases,
+the MPI operator manifest, the CRDs, the namespaces), then playbooks/cluster.yml installs it under the
+ServiceAccount, then a second run converges with changed=0. The stage is left installed, as the
+``cluster_stage`` fixture expects.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import re
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from verify_helpers import ZERO, cluster_stage_installed, gpu_trays, verification_objects
+
+pytestmark = pytest.mark.sim
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RBAC = REPO_ROOT / "docs" / "rbac"
+SA_NAMESPACE = "gpu-fabric"
+RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+VERDICT_LABEL = "gpu-fabric.nvidia.com/verified"
+
+
+def service_account(sim_rack, name: str) -> None:
+    if sim_rack.kubectl("get", "namespace", SA_NAMESPACE, check=False).returncode != 0:
+        sim_rack.kubectl("create", "namespace", SA_NAMESPACE)
+    if sim_rack.kubectl("-n", SA_NAMESPACE, "get", "serviceaccount", name, check=False).returncode != 0:
+        sim_rack.kubectl("-n", SA_NAMESPACE, "create", "serviceaccount", name)
+
+
+def cluster_entry(sim_rack) -> dict[str, Any]:
+    admin = yaml.safe_load(sim_rack.kubeconfig.read_text())
+    return {"name": "sim", "cluster": admin["clusters"][0]["cluster"]}
+
+
+def write_kubeconfig(sim_rack, path: Path, user: dict[str, str]) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster_entry(sim_rack)],
+        "users": [{"name": "stage", "user": user}],
+        "contexts": [{"name": "stage", "context": {"cluster": "sim", "user": "stage"}}],
+        "current-context": "stage",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def token_kubeconfig(sim_rack, name: str, path: Path) -> tuple[Path, str]:
+    """A kubeconfig with only a fresh token of ServiceAccount gpu-fabric/<name>, and the token."""
+    token = sim_rack.kubectl("-n", SA_NAMESPACE, "create", "token", name, "--duration=1h").stdout.strip()
+    assert token.count(".") == 2, token[:40]
+    return write_kubeconfig(sim_rack, path, {"token": token}), token
+
+
+def playbook(sim_rack, kubeconfig: Path, playbook_name: str, *args: str, timeout: int = 900):
+    env = dict(sim_rack.env, K8S_AUTH_KUBECONFIG=str(kubeconfig), KUBECONFIG=str(kubeconfig))
+    env.update(ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    return subprocess.run(
+        [
+            str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook"),
+            "-i",
+            str(REPO_ROOT / "inventories" / "sim"),
+            str(REPO_ROOT / "playbooks" / playbook_name),
+            "-e",
+            json.dumps({"gpu_fabric_kubeconfig": str(kubeconfig)}),
+            *args,
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def recap(result: subprocess.CompletedProcess) -> dict[str, int]:
+    match = RECAP.search(result.stdout)
+    assert match, f"no PLAY RECAP:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+    return dict(zip(("ok", "changed", "unreachable", "failed"), (int(g) for g in match.groups())))
+
+
+def verify_vars(report_dir: Path, prefix: str, **extra: Any) -> str:
+    return json.dumps(
+        {
+            "gpu_fabric_report_dir": str(report_dir),
+            "gpu_fabric_verify_namespace_prefix": prefix,
+            "verify_imex_channel_timeout": 120,
+            "verify_nvbandwidth_timeout": 180,
+            "verify_nccl_timeout": 180,
+            **extra,
+        }
+    )
+
+
+def records(report_dir: Path) -> dict[str, dict[str, Any]]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sorted((report_dir / "records").glob("*/rack0.json"))}
+
+
+def uninstall_cluster_stage(sim_rack) -> None:
+    helm = str(sim_rack.bin_dir / "helm")
+    for release, namespace in (("gpu-operator", "gpu-operator"), ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")):
+        subprocess.run([helm, "uninstall", "-n", namespace, release, "--wait"], env=sim_rack.env, capture_output=True)
+    with urllib.request.urlopen(sim_rack.env["GPU_FABRIC_SIM_MPI_MANIFEST_URL"], timeout=30) as response:
+        manifest = response.read().decode()
+    sim_rack.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", input=manifest)
+    sim_rack.kubectl(
+        "delete", "crd", "--ignore-not-found", "clusterpolicies.nvidia.com", "computedomains.resource.nvidia.com"
+    )
+    sim_rack.kubectl(
+        "delete", "namespace", "--ignore-not-found", "--wait=true", "gpu-operator", "nvidia-dra-driver-gpu"
+    )
+    assert not cluster_stage_installed(sim_rack)
+
+
+@pytest.fixture(scope="module")
+def cluster_installed_as_sa(sim_rack, tmp_path_factory):
+    """playbooks/cluster.yml from scratch, then again, under the cluster-stage ServiceAccount."""
+    uninstall_cluster_stage(sim_rack)
+    service_account(sim_rack, "gpu-fabric-cluster")
+    sim_rack.kubectl("apply", "-f", str(RBAC / "cluster-stage.yaml"))
+    kubeconfig, _token = token_kubeconfig(sim_rack, "gpu-fabric-cluster", tmp_path_factory.mktemp("rbac") / "kc")
+    first = playbook(sim_rack, kubeconfig, "cluster.yml")
+    second = playbook(sim_rack, kubeconfig, "cluster.yml")
+    return first, second
+
+
+@pytest.fixture(scope="module")
+def verify_sa(cluster_installed_as_sa, sim_rack, tmp_path_factory) -> tuple[Path, str]:
+    """The verify-stage ServiceAccount with the shipped file applied (after the cluster stage: the file's
+    diagnostics Role lives in the DRA driver's namespace), and a token kubeconfig of it."""
+    service_account(sim_rack, "gpu-fabric-verify")
+    sim_rack.kubectl("apply", "-f", str(RBAC / "verify-stage.yaml"))
+    return token_kubeconfig(sim_rack, "gpu-fabric-verify", tmp_path_factory.mktemp("rbac") / "verify-kc")
+
+
+def test_the_cluster_stage_installs_and_converges_with_only_the_shipped_rbac(sim_rack, cluster_installed_as_sa):
+    first, second = cluster_installed_as_sa
+    assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-2000:]
+    assert recap(first)["changed"] > 0
+    assert cluster_stage_installed(sim_rack)
+    assert second.returncode == 0, second.stdout[-6000:] + second.stderr[-2000:]
+    assert recap(second)["changed"] == 0
+    # the first revision of each release: installed by the ServiceAccount, not left from an admin's install
+    for release, namespace in (("gpu-operator", "gpu-operator"), ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")):
+        names = sim_rack.kubectl("get", "secret", "-n", namespace, "-l", "owner=helm", "-o", "name").stdout.split()
+        assert names == [f"secret/sh.helm.release.v1.{release}.v1"]
+
+
+def test_the_cluster_stage_account_cannot_reach_outside_its_namespaces(sim_rack, verify_sa):
+    def can(*args: str) -> str:
+        return sim_rack.kubectl(
+            "auth", "can-i", *args, f"--as=system:serviceaccount:{SA_NAMESPACE}:gpu-fabric-cluster", check=False
+        ).stdout.strip()
+
+    assert can("create", "deployments", "-n", "gpu-operator") == "yes"
+    assert can("get", "secrets", "-n", "kube-system") == "no"
+    assert can("create", "pods", "-n", "default") == "no"
+    assert can("delete", "clusterroles/cluster-admin") == "no"
+    assert can("bind", "clusterroles/cluster-admin") == "no"
+
+
+def test_the_verify_stage_passes_with_only_the_shipped_rbac(sim_rack, verify_sa, tmp_path):
+    kubeconfig, _token = verify_sa
+    prefix = "rbac-verify"
+    extra = {
+        "gpu_fabric_verify_nccl": True,
+        "verify_nccl_image": "registry.invalid/nccl-tests:2.13-sim",
+        "report_label_nodes": True,
+    }
+    run = playbook(sim_rack, kubeconfig, "verify.yml", "-e", verify_vars(tmp_path, prefix, **extra))
+
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    found = records(tmp_path)
+    assert sorted(found) == ["cliques", "imex_channel", "nccl", "nvbandwidth"]
+    assert all(record["passed"] and record["objects_left"] == 0 for record in found.values()), found
+    assert verification_objects(sim_rack, prefix) == ZERO
+    trays = gpu_trays(sim_rack)["rack0"]
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in sim_rack.get_json("nodes")["items"]}
+    assert {labels[tray].get(VERDICT_LABEL) for tray in trays} == {"passed"}
+    for tray in trays:
+        sim_rack.kubectl("label", "node", tray, f"{VERDICT_LABEL}-")
+        sim_rack.kubectl("annotate", "node", tray, "gpu-fabric.nvidia.com/verification-")
+
+
+def test_the_verify_stage_without_one_needed_rule_fails_with_a_clear_message(sim_rack, verify_sa, tmp_path):
+    kubeconfig, _token = verify_sa
+    role = next(yaml.safe_load_all((RBAC / "verify-stage.yaml").read_text()))
+    assert role["kind"] == "ClusterRole" and role["metadata"]["name"] == "gpu-fabric-verify"
+    role["rules"] = [rule for rule in role["rules"] if rule["resources"] != ["pods/log"]]
+    sim_rack.apply(role)
+    try:
+        run = playbook(
+            sim_rack, kubeconfig, "verify.yml", "--tags", "imex_channel", "-e", verify_vars(tmp_path, "rbac-nolog")
+        )
+    finally:
+        sim_rack.kubectl("apply", "-f", str(RBAC / "verify-stage.yaml"))
+
+    assert run.returncode != 0
+    output = run.stdout + run.stderr
+    assert "Traceback" not in output
+    summary = records(tmp_path)["imex_channel"]["summary"]
+    assert summary.startswith(
+        "rack rack0: could not read the log of pod rbac-nolog-imex-channel-rack0/imex-channel-gb200-r0-t0: "
+        'pods "imex-channel-gb200-r0-t0" is forbidden: User "system:serviceaccount:gpu-fabric:gpu-fabric-verify" '
+        'cannot get resource "pods/log" in API group ""'
+    ), summary
+    assert "\n" not in summary
+    assert "FAILED: 1 rack, 0 of 1 checks passed; failed: imex_channel (rack0)" in output
+    assert verification_objects(sim_rack, "rbac-nolog") == ZERO  # the cleanup needs no log
+
+
+def client_certificate(sim_rack, user: str) -> dict[str, str]:
+    """A client certificate for ``user``, signed by the sim's CA (what a kubeconfig of an x509 user holds)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    pki = sim_rack.state / "pki"
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    ca = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, user)]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
+    return {
+        "client-certificate-data": base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode(),
+        "client-key-data": base64.b64encode(key_pem).decode(),
+    }
+
+
+def secret_forms(secret: str) -> list[str]:
+    """The secret as it could appear: as written, base64-decoded (PEM), and each line of a PEM body."""
+    forms = [secret]
+    try:
+        decoded = base64.b64decode(secret, validate=True).decode()
+    except ValueError:
+        return forms
+    forms.append(decoded)
+    forms += [line for line in decoded.splitlines() if len(line) >= 40 and not line.startswith("-----")]
+    return forms
+
+
+def test_a_vvv_run_never_prints_the_token_nor_the_client_key(sim_rack, verify_sa, tmp_path):
+    kubeconfig, token = verify_sa
+    # an x509 user of the same ClusterRole: its kubeconfig carries a client certificate and key
+    user = "gpu-fabric-verify-x509"
+    sim_rack.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": user},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpu-fabric-verify"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }
+    )
+    credentials = client_certificate(sim_rack, user)
+    cert_kubeconfig = write_kubeconfig(sim_rack, tmp_path / "x509-kc", credentials)
+    try:
+        for config, secrets in ((kubeconfig, [token]), (cert_kubeconfig, list(credentials.values()))):
+            run = playbook(
+                sim_rack,
+                config,
+                "verify.yml",
+                "-vvv",
+                "--tags",
+                "cliques",
+                "-e",
+                verify_vars(tmp_path / f"report-{config.name}", "rbac-vvv", report_label_nodes=False),
+            )
+            output = run.stdout + run.stderr
+            assert run.returncode == 0, output[-4000:]
+            assert "ESTABLISH LOCAL CONNECTION" in output  # -vvv is on
+            for secret in secrets:
+                for form in secret_forms(secret):
+                    assert form not in output, f"{config.name}: a secret of the kubeconfig is in the -vvv output"
+    finally:
+        sim_rack.kubectl("delete", "clusterrolebinding", user, "--ignore-not-found")
