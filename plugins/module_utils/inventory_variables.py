@@ -128,7 +128,7 @@ def type_problems(
     ``validate(argument_spec, parameters)`` returns the error messages (Ansible's ArgumentSpecValidator in the
     action plugin); ``required`` is dropped, since a role's own defaults are not among ``values``.
     """
-    problems: List[str] = []
+    roles_by_message: Dict[str, List[str]] = {}
     for role in sorted(options_by_role):
         spec = {
             name: {key: value for key, value in option.items() if key not in ("required", "description", "default")}
@@ -138,5 +138,10 @@ def type_problems(
         if not spec:
             continue
         given = {name: values[name] for name in spec}
-        problems.extend(f"role {role}: {message}" for message in validate(spec, given))
-    return problems
+        for message in validate(spec, given):
+            roles_by_message.setdefault(message, []).append(role)
+    # a shared variable (gpu_fabric_driver_owner) declared by several roles: said once, naming them all
+    return [
+        f"role{'s' if len(roles) > 1 else ''} {', '.join(roles)}: {message}"
+        for message, roles in roles_by_message.items()
+    ]

@@ -125,6 +125,13 @@ def test_a_wrong_type_for_any_role_is_found_before_the_role_runs(values, problem
     assert iv.type_problems(FOUND["options"], values, validate) == [problem]
 
 
+def test_a_shared_variable_that_several_roles_declare_is_reported_once():
+    assert iv.type_problems(FOUND["options"], {"gpu_fabric_driver_owner": "hostt"}, validate) == [
+        "roles dra_driver, gpu_operator, nvidia_driver, nvidia_imex, preflight: value of gpu_fabric_driver_owner "
+        "must be one of: operator, host, got: hostt"
+    ]
+
+
 def test_right_values_and_variables_of_no_role_pass_the_type_check():
     values = {"containerd_install_method": "package", "verify_nccl_timeout": "600", "site_name": 3}
     assert iv.type_problems(FOUND["options"], values, validate) == []
