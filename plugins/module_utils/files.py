@@ -5,16 +5,27 @@
 
 Config-file editors in this collection work the same way: read the current text, compute the
 whole new text in memory, compare, and only then (outside check mode) back the file up and
-replace it through ``module.atomic_move``. A file is never opened for writing in place, so a
-failure part way leaves the old bytes intact.
+replace it. A file is never opened for writing in place: the new bytes go to a temporary file in
+the same directory, which gets the old file's mode, owner and SELinux context and is flushed to
+disk before it is renamed over the old one; the directory is flushed after the rename. A failure at
+any point leaves either the old file or the new one, never a mix, and removes the temporary file.
+
+This is ``AnsibleModule.atomic_move`` made strict: that helper silently gives the file to the
+connecting user when it cannot keep the owner, does not flush the directory, and falls back to
+copying in place on some errors.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional
+
+# The mode of a file this collection creates (config files are world-readable, as packages ship them).
+NEW_FILE_MODE = 0o644
 
 
 class FileEditError(Exception):
@@ -63,37 +74,112 @@ def read_text(path: str) -> Optional[str]:
         ) from exc
 
 
+def _fsync_directory(directory: str) -> None:
+    """Flush a rename to disk; some file systems cannot flush a directory, which is not an error."""
+    try:
+        handle = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+def _owner(status: os.stat_result) -> tuple[int, int]:
+    return status.st_uid, status.st_gid
+
+
+def _check_writable(path: str, current: os.stat_result) -> None:
+    if not stat.S_ISREG(current.st_mode):
+        raise FileEditError(f"{path} is not a regular file; expected a file. Point the path at the file itself.")
+    mode = stat.S_IMODE(current.st_mode)
+    if not mode & 0o222 or not os.access(path, os.W_OK):
+        raise FileEditError(
+            f"{path} is read-only (mode {mode:04o}); it was left unchanged. Make it writable (chmod u+w) "
+            "if it is meant to be edited, or run with become."
+        )
+
+
+def replace_file(path: str, data: bytes, module: Any = None) -> None:
+    """Replace ``path`` with ``data`` atomically, keeping its mode, owner and SELinux context.
+
+    A new file gets mode 0644. ``module`` (an AnsibleModule) supplies the SELinux context, when
+    SELinux is on. Raises FileEditError, with the old file (or no file) in place, when any step fails.
+    """
+    directory = os.path.dirname(path) or "."
+    try:
+        current: Optional[os.stat_result] = os.stat(path)
+    except FileNotFoundError:
+        current = None
+    if current is not None:
+        _check_writable(path, current)
+    try:
+        handle, tmp_path = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise FileEditError(
+            f"cannot write {path}: no temporary file can be created in {directory} ({exc.strerror}); "
+            "it was left unchanged. Run with become or fix the directory's permissions."
+        ) from exc
+    try:
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                if current is not None:
+                    if (current.st_uid, current.st_gid) != _owner(os.fstat(stream.fileno())):
+                        os.fchown(stream.fileno(), current.st_uid, current.st_gid)
+                    os.fchmod(stream.fileno(), stat.S_IMODE(current.st_mode))  # after fchown, which clears setuid
+                else:
+                    os.fchmod(stream.fileno(), NEW_FILE_MODE)
+                os.fsync(stream.fileno())
+            if module is not None and module.selinux_enabled():
+                context = module.selinux_context(path) if current else module.selinux_default_context(path)
+                module.set_context_if_different(tmp_path, context, False)
+            os.replace(tmp_path, path)
+        except PermissionError as exc:
+            if current is not None and exc.filename is None:
+                raise FileEditError(
+                    f"cannot write {path} as its owner {current.st_uid}:{current.st_gid} ({exc.strerror}); "
+                    "it was left unchanged. Run with become."
+                ) from exc
+            raise FileEditError(f"cannot write {path}: {exc.strerror}; it was left unchanged.") from exc
+        except OSError as exc:
+            raise FileEditError(f"cannot write {path}: {exc.strerror or exc}; it was left unchanged.") from exc
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_path)
+        raise
+    _fsync_directory(directory)
+
+
 def write_change(module: Any, change: FileChange, backup: bool, create_parents: bool = False) -> Optional[str]:
     """Write ``change.after`` to ``change.path`` unless it is unchanged or in check mode.
 
-    Returns the backup file's path when a backup of an existing file was made. The new text goes
-    to a temporary file in the destination directory and is moved over the old file, which keeps
-    the old file's owner, mode and SELinux context (``atomic_move``).
+    Returns the backup file's path when a backup of an existing file was made. A symbolic link is
+    kept: the file it points to is the one replaced. See ``replace_file`` for how the file is written.
     """
     if not change.changed or module.check_mode:
         return None
-    directory = os.path.dirname(change.path) or "."
+    path = os.path.realpath(change.path) if os.path.islink(change.path) else change.path
+    directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         if not create_parents:
             raise FileEditError(
                 f"directory {directory} does not exist, so {change.path} cannot be written; "
                 "create it first (is the package that owns it installed?)."
             )
-        os.makedirs(directory, mode=0o755, exist_ok=True)
+        try:
+            os.makedirs(directory, mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise FileEditError(f"cannot create the directory {directory}: {exc.strerror}.") from exc
     backup_file = None
-    if backup and change.before is not None:
-        backup_file = module.backup_local(change.path)
-    fd, tmp_path = tempfile.mkstemp(prefix=".gpu_fabric-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(change.after.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        if change.before is None:
-            # mkstemp creates 0600; a new config file gets the usual 0644.
-            os.chmod(tmp_path, 0o644)
-        module.atomic_move(tmp_path, change.path, unsafe_writes=module.params.get("unsafe_writes", False))
-    finally:
-        if os.path.exists(tmp_path):
-            os.unlink(tmp_path)
+    if change.before is not None:
+        with contextlib.suppress(FileNotFoundError):
+            _check_writable(path, os.stat(path))
+        if backup:
+            backup_file = module.backup_local(path)
+    replace_file(path, change.after.encode("utf-8"), module)
     return backup_file
