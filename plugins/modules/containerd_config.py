@@ -17,8 +17,16 @@ description:
     C(containerd.runtimes). C(version = 3) (containerd 2.x) keeps O(enable_cdi), O(cdi_spec_dirs) and the
     runtimes under C([plugins."io.containerd.cri.v1.runtime"]).
   - A file without a C(version) key is a version 1 file (removed in containerd 2.0) and is refused.
-  - A file that is not valid TOML is never written; the module fails naming the line and column.
-  - The new text is computed first and the file is replaced atomically only when it differs.
+  - A file that is not valid TOML (a key or table defined twice included) is never written; the module fails
+    naming the line and column.
+  - A table may be written in any shape TOML allows, as tools write them, and is edited in that shape; its
+    pieces may be out of order (k3s's generated file, a runtime appended at the end), C(options) may be an
+    inline table or dotted keys (C(options.SystemdCgroup = true)), and a table implied by deeper headers gets
+    its own header only when a key is added to it.
+  - The new text is computed first and checked to read back with only the requested keys changed; the file is
+    replaced atomically (temporary file, flushed, renamed, directory flushed) only when it differs, keeping its
+    mode, owner and SELinux context. A read-only file (no write permission bit) is refused and left as it is.
+    A symbolic link is kept and the file it points to is edited.
   - On config version 2, containerd 1.x merges imported files over the main file section by section. The
     module warns when an imported file defines the whole CRI plugin section (as the NVIDIA Container Toolkit's
     drop-in does), because the main file's CRI settings are then masked.
@@ -66,8 +74,11 @@ options:
     description:
       - Whether the C(runc) runtime uses the systemd cgroup driver (C(options.SystemdCgroup)); it must match the
         kubelet's C(cgroupDriver).
-      - Also applied to every runtime named in O(runtimes) whose C(runtime_type) is C(io.containerd.runc.v2) and
-        whose O(runtimes) entry does not set C(SystemdCgroup) itself.
+      - Also applied to every runtime named in O(runtimes) whose C(runtime_type) is C(io.containerd.runc.v2) or
+        C(io.containerd.runc.v1) and whose O(runtimes) entry does not set C(SystemdCgroup) itself.
+      - containerd decodes the options of both runc shims as runc options, so the deprecated
+        C(io.containerd.runc.v1) honours C(SystemdCgroup) too; the module sets it and warns that containerd 2.0
+        removed that shim. A runtime of another shim (for example Kata) is left alone, with a warning.
     type: bool
   runtimes:
     description:

@@ -276,3 +276,173 @@ def test_drop_in_with_the_whole_cri_section_is_reported_on_v2(tmp_path):
     assert result.warnings[0].startswith(f"{conf_d / '99-nvidia.toml'} (imported by {tmp_path / 'config.toml'})")
     unrelated = edit_config(before, str(tmp_path / "config.toml"), ContainerdRequest(imports=["/etc/x.toml"]))
     assert unrelated.warnings == []
+
+
+# -- shapes real tools write, and files containerd refuses -----------------------------------------
+
+REALWORLD = CONTAINERD / "realworld"
+NVIDIA = parse_runtimes({"nvidia": {"binary_name": "/usr/bin/nvidia-container-runtime"}})
+
+
+def realworld(name: str) -> str:
+    return (REALWORLD / name).read_text(encoding="utf-8")
+
+
+def added_lines(before: str, after: str) -> list[str]:
+    """The lines of ``after`` that are not in ``before``, after checking that every old line is kept in order."""
+    import difflib
+
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    opcodes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+    assert [op for op in opcodes if op[0] not in ("equal", "insert")] == []
+    return [line for tag, _i1, _i2, j1, j2 in opcodes if tag == "insert" for line in new[j1:j2]]
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = false\n  enable_cdi = true\n', 4),
+        ('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  x = 1\n[plugins."io.containerd.grpc.v1.cri"]\n', 4),
+        ("version = 2\n[a.b]\n  x = 1\n[c]\n[a.b]\n  y = 2\n", 5),
+    ],
+)
+def test_a_key_or_table_defined_twice_is_refused_naming_its_line(text, line):
+    with pytest.raises(ContainerdConfigError) as error:
+        edit_config(text, "/etc/containerd/config.toml", ContainerdRequest(enable_cdi=True))
+    assert str(error.value).startswith(f"/etc/containerd/config.toml is not valid TOML at line {line}, column ")
+    assert "\n" not in str(error.value)
+
+
+def test_k3s_config_with_runtimes_after_the_registry_gets_a_runtime_and_the_defaults():
+    before = realworld("k3s-v2-nvidia-runtimes.toml")
+    request = ContainerdRequest(
+        enable_cdi=True,
+        systemd_cgroup=True,
+        runtimes=parse_runtimes({"nvidia-dra": {"binary_name": "/usr/bin/nvidia-container-runtime.cdi"}}),
+        default_runtime_name="nvidia",
+    )
+    result = edit_config(before, "config.toml", request)
+    assert added_lines(before, result.text) == [
+        "  enable_cdi = true\n",
+        '  default_runtime_name = "nvidia"\n',
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-dra]\n',
+        '  runtime_type = "io.containerd.runc.v2"\n',
+        "\n",
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-dra.options]\n',
+        '  BinaryName = "/usr/bin/nvidia-container-runtime.cdi"\n',
+        "  SystemdCgroup = true\n",
+        "\n",
+    ]
+    runtimes = table(result.text, (*V2_CRI, "containerd", "runtimes"))
+    assert runtimes["runc"]["options"] == {"SystemdCgroup": True}  # already there, untouched
+    assert runtimes["nvidia"]["options"] == {"BinaryName": "/usr/bin/nvidia-container-runtime"}
+    assert edit_config(result.text, "config.toml", request).text == result.text
+
+
+def test_a_runtime_appended_at_the_end_of_the_file_is_edited_where_it_is():
+    appended = (
+        '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n'
+        '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+        '    BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+    )
+    before = fixture("config-default-1.7.24.toml") + appended
+    request = ContainerdRequest(enable_cdi=True, systemd_cgroup=True, runtimes=NVIDIA, default_runtime_name="nvidia")
+    result = edit_config(before, "config.toml", request)
+    assert result.text.endswith(appended.replace('runtime"\n', 'runtime"\n    SystemdCgroup = true\n'))
+    assert table(result.text, (*V2_CRI, "containerd"))["default_runtime_name"] == "nvidia"
+    assert edit_config(result.text, "config.toml", request).changed_keys == []
+
+
+def test_inline_options_are_edited_in_place():
+    before = (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n  options = { SystemdCgroup = false }  # kubelet: cgroupfs\n'
+    )
+    result = edit_config(before, "config.toml", ContainerdRequest(systemd_cgroup=True))
+    assert only_changed_lines(before, result.text) == [
+        (
+            "  options = { SystemdCgroup = false }  # kubelet: cgroupfs\n",
+            "  options = { SystemdCgroup = true }  # kubelet: cgroupfs\n",
+        )
+    ]
+
+
+def test_dotted_options_get_a_dotted_key_and_the_second_run_reads_it_back():
+    before = (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n  options.BinaryName = "/usr/bin/runc"\n'
+    )
+    request = ContainerdRequest(systemd_cgroup=True)
+    first = edit_config(before, "config.toml", request)
+    assert first.text == before + "  options.SystemdCgroup = true\n"
+    second = edit_config(first.text, "config.toml", request)
+    assert second.text == first.text
+    assert second.changed_keys == []
+
+
+def test_systemd_cgroup_reaches_a_runc_v1_runtime_with_a_warning():
+    # containerd 1.x decodes the options of io.containerd.runc.v1 and .v2 as the same runc options,
+    # and the v1 shim passes SystemdCgroup to runc: leaving it out would run it on cgroupfs.
+    before = realworld("nvidia-ctk-testdata-config_v2.toml")
+    result = edit_config(before, "config.toml", ContainerdRequest(systemd_cgroup=True))
+    runc = table(result.text, (*V2_CRI, "containerd", "runtimes", "runc"))
+    assert runc["runtime_type"] == "io.containerd.runc.v1"
+    assert runc["options"] == {"SystemdCgroup": True}
+    assert result.warnings == [
+        "runtime 'runc' uses the io.containerd.runc.v1 shim, deprecated since containerd 1.4 (containerd 2.0 "
+        "removed it); set its runtime_type to io.containerd.runc.v2."
+    ]
+
+
+def test_systemd_cgroup_on_a_runtime_of_another_shim_is_not_set_and_says_so():
+    before = (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+        '  runtime_type = "io.containerd.kata.v2"\n'
+    )
+    result = edit_config(before, "config.toml", ContainerdRequest(systemd_cgroup=True))
+    assert result.text == before
+    assert result.warnings[0].startswith("systemd_cgroup was not applied to runtime 'runc': its runtime_type is ")
+
+
+def test_a_table_implied_by_deeper_headers_gets_its_own_header():
+    before = (
+        'version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n'
+    )
+    result = edit_config(before, "config.toml", ContainerdRequest(enable_cdi=True))
+    assert result.text == before.replace(
+        "\n\n", '\n\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = true\n\n', 1
+    )
+    assert table(result.text, V2_CRI)["enable_cdi"] is True
+
+
+def test_crlf_file_stays_crlf():
+    before = fixture("config-default-1.7.24.toml").replace("\n", "\r\n")
+    result = edit_config(before, "config.toml", ContainerdRequest(enable_cdi=True, runtimes=NVIDIA))
+    assert "\n" not in result.text.replace("\r\n", "")
+    assert result.text.count("\r\n") == before.count("\r\n") + 6
+
+
+def test_a_value_where_a_table_belongs_is_refused():
+    before = (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n  options = "x"\n'
+    )
+    with pytest.raises(ContainerdConfigError, match=r"runtimes.runc.options is a string in the file, but containerd"):
+        edit_config(before, "config.toml", ContainerdRequest(systemd_cgroup=True))
+
+
+def test_a_valid_file_tomlkit_cannot_read_is_refused_as_such_not_as_invalid():
+    # valid TOML (tomllib and containerd read it): an indented options header before its runtime's header
+    before = (
+        "version = 3\n"
+        '  [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]\n'
+        '    BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+        '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n'
+    )
+    with pytest.raises(ContainerdConfigError) as error:
+        edit_config(before, "/etc/containerd/config.toml", ContainerdRequest(enable_cdi=True))
+    assert str(error.value).startswith("/etc/containerd/config.toml is valid TOML, but the tomlkit library (")
+    assert "the file was left unchanged" in str(error.value)
