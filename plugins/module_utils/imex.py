@@ -7,7 +7,9 @@
 other byte stays as it was (comments, blank lines with trailing spaces, order, line endings). A key
 that has no active line is inserted right after a commented-out ``#KEY=...`` line when the file has
 one (so it stays next to its description), otherwise appended at the end. The commented line itself
-is kept. The nodes file is owned whole: it holds exactly the given addresses, in the given order.
+is kept. A value ends where a ``#`` preceded by a blank starts a trailing comment
+(``SERVER_PORT=50000 # default``); a new value replaces only the value, the comment and the spacing
+around it stay. The nodes file is owned whole: it holds exactly the given addresses, in the given order.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ DEFAULT_NODES_PATH = "/etc/nvidia-imex/nodes_config.cfg"
 NODES_KEY = "IMEX_NODE_CONFIG_FILE"
 
 _KEY = r"[A-Za-z_][A-Za-z0-9_]*"
-_ACTIVE = re.compile(rf"^(?P<lead>[ \t]*)(?P<key>{_KEY})(?P<sep>[ \t]*=[ \t]*)(?P<value>[^\r\n]*)(?P<eol>\r?\n|\r)?$")
+_ACTIVE = re.compile(rf"^(?P<lead>[ \t]*)(?P<key>{_KEY})(?P<sep>[ \t]*=)(?P<rest>[^\r\n]*)(?P<eol>\r?\n|\r)?$")
+# What follows "=": blanks, the value, then blanks and a trailing "# comment" (a "#" after a blank).
+_REST = re.compile(r"^(?P<pre>[ \t]*)(?P<value>.*?)(?P<tail>[ \t]*(?:(?<![^ \t])#.*)?)$")
 _COMMENTED = re.compile(rf"^[ \t]*#[ \t]?(?P<key>{_KEY})[ \t]*=")
 
 _PORT_KEYS = {"SERVER_PORT", "IMEX_CMD_PORT"}
@@ -100,7 +104,13 @@ def render_value(key: str, value: Any) -> str:
     if isinstance(value, str):
         if "\n" in value or "\r" in value:
             raise ImexConfigError(f"settings.{key} contains a line break; a config.cfg value is one line.")
-        return value.strip()
+        value = value.strip()
+        if re.search(r"[ \t]#", value) or value.startswith("#"):
+            raise ImexConfigError(
+                f"settings.{key}={value!r} holds a '#' after a blank, which config.cfg reads as the start "
+                "of a comment; give the value without it."
+            )
+        return value
     raise ImexConfigError(
         f"settings.{key} is a {type(value).__name__}; expected a string, number or boolean (written as KEY=value)."
     )
@@ -111,6 +121,8 @@ def _check_value(key: str, value: str) -> None:
         if not (value.isdigit() and 0 <= int(value) <= 65535) and not (key == "IMEX_CMD_PORT" and value == ""):
             raise ImexConfigError(f"settings.{key}={value!r} is not a TCP port; expected a number from 0 to 65535.")
     elif key in _IP_KEYS:
+        if "%" in value:
+            raise ImexConfigError(_zone_index_message(f"settings.{key}", value))
         if value:
             try:
                 ipaddress.ip_address(value)
@@ -136,6 +148,24 @@ def _check_value(key: str, value: str) -> None:
         )
 
 
+def _zone_index_message(name: str, text: str) -> str:
+    return (
+        f"{name} = {text!r} has a zone index; write the address without '%...' and set "
+        "NETWORK_INTERFACE in settings to pick the interface of a link-local address."
+    )
+
+
+def _lines(text: str) -> list[str]:
+    """The lines of ``text`` with their endings, split at line feeds only (as IMEX reads the file)."""
+    return [line for line in re.split(r"(?<=\n)", text) if line]
+
+
+def _split_rest(rest: str) -> tuple[str, str, str]:
+    """(blanks before the value, the value, blanks and trailing comment after it)."""
+    match = _REST.match(rest)
+    return match.group("pre"), match.group("value"), match.group("tail")
+
+
 def validate_settings(settings: Optional[dict[str, Any]]) -> tuple[dict[str, str], list[str]]:
     """Render and check every setting; return them with warnings for keys IMEX 580 does not know."""
     rendered: dict[str, str] = {}
@@ -159,16 +189,16 @@ def validate_settings(settings: Optional[dict[str, Any]]) -> tuple[dict[str, str
 def parse_settings(text: str) -> dict[str, str]:
     """The active KEY=value lines of a config.cfg (the last one wins when a key repeats)."""
     found = {}
-    for line in text.splitlines(keepends=True):
+    for line in _lines(text):
         match = _ACTIVE.match(line)
         if match:
-            found[match.group("key")] = match.group("value").strip()
+            found[match.group("key")] = _split_rest(match.group("rest"))[1]
     return found
 
 
 def edit_settings(text: str, settings: dict[str, str]) -> SettingsEdit:
     """Set each key's active line(s) to the value; insert missing keys (see the module docstring)."""
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text)
     changed: list[str] = []
     seen: set[str] = set()
     for index, line in enumerate(lines):
@@ -177,9 +207,13 @@ def edit_settings(text: str, settings: dict[str, str]) -> SettingsEdit:
             continue
         key = match.group("key")
         seen.add(key)
-        if match.group("value") == settings[key]:
+        pre, value, tail = _split_rest(match.group("rest"))
+        if value == settings[key]:
             continue
-        lines[index] = f"{match.group('lead')}{key}{match.group('sep')}{settings[key]}{match.group('eol') or ''}"
+        if tail.startswith("#") and settings[key]:
+            tail = f" {tail}"  # "KEY=1# note" would read as the value "1# note"
+        new_rest = f"{pre}{settings[key]}{tail}"
+        lines[index] = f"{match.group('lead')}{key}{match.group('sep')}{new_rest}{match.group('eol') or ''}"
         if key not in changed:
             changed.append(key)
     newline = _newline_of(text)
@@ -216,7 +250,7 @@ def _last_commented(lines: list[str], key: str) -> Optional[int]:
 def duplicate_active_keys(text: str, keys: set[str]) -> list[str]:
     """Keys among ``keys`` that have more than one active line (all of them are set)."""
     counts: dict[str, int] = {}
-    for line in text.splitlines():
+    for line in _lines(text):
         match = _ACTIVE.match(line)
         if match and match.group("key") in keys:
             counts[match.group("key")] = counts.get(match.group("key"), 0) + 1
@@ -227,7 +261,9 @@ def validate_nodes(nodes: list[Any]) -> list[str]:
     """Check the peer list; return the addresses in their canonical form, order kept.
 
     Everything is checked before anything is written: an invalid address, a zone index or a
-    duplicate (also written differently, e.g. ``fd00::1`` and ``fd00:0::1``) is refused naming it.
+    duplicate (also written differently, e.g. ``fd00::1`` and ``fd00:0::1``, or ``10.0.0.1`` and
+    its IPv4-mapped form ``::ffff:10.0.0.1``) is refused naming it. An IPv4-mapped IPv6 address is
+    an IPv4 node and is written as its IPv4 address.
     """
     if not nodes:
         raise ImexConfigError(
@@ -239,10 +275,7 @@ def validate_nodes(nodes: list[Any]) -> list[str]:
     for index, entry in enumerate(nodes):
         text = str(entry).strip() if entry is not None else ""
         if "%" in text:
-            raise ImexConfigError(
-                f"nodes[{index}] = {text!r} has a zone index; write the address without '%...' and set "
-                "NETWORK_INTERFACE in settings to pick the interface of a link-local address."
-            )
+            raise ImexConfigError(_zone_index_message(f"nodes[{index}]", text))
         try:
             address = ipaddress.ip_address(text)
         except ValueError as exc:
@@ -250,6 +283,8 @@ def validate_nodes(nodes: list[Any]) -> list[str]:
                 f"nodes[{index}] = {text!r} is not an IPv4 or IPv6 address; the IMEX nodes file holds one IP "
                 "address per line (no host names, no ports, no CIDR suffix)."
             ) from exc
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
         if address in first_seen:
             raise ImexConfigError(
                 f"nodes[{index}] = {text!r} repeats nodes[{first_seen[address]}] ({address}); list every node once."

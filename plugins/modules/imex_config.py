@@ -15,8 +15,13 @@ description:
     byte for byte. A key with no active C(KEY=value) line is inserted right after a commented-out C(#KEY=...)
     line when the file has one (keeping it next to its description; the commented line stays), otherwise
     appended at the end of the file. A key with several active lines has all of them set, with a warning.
+  - A trailing comment after a value (a C(#) that follows a blank, as in C(SERVER_PORT=50000) then a comment) is
+    kept; only the value changes, and a value that is already right leaves the line as it is.
   - The nodes file is written whole from O(nodes). Every address is checked before anything is written;
-    invalid addresses, zone indexes and duplicates are refused, naming the entry.
+    invalid addresses, zone indexes and duplicates (also an IPv4 address and its IPv4-mapped IPv6 form
+    C(::ffff:a.b.c.d)) are refused, naming the entry. Zone indexes are refused in C(BIND_INTERFACE_IP) and
+    C(IMEX_CMD_BIND_INTERFACE_IP) too.
+  - Files are replaced atomically, keeping their mode and owner; a read-only file is refused and left as it is.
   - IMEX reads these files only at start; restart C(nvidia-imex) when C(changed=true). With Kubernetes
     ComputeDomains the DRA driver runs its own IMEX daemons and the host service must stay masked; this module
     is for the host-managed mode.
@@ -44,7 +49,8 @@ options:
   nodes:
     description:
       - The IPv4/IPv6 addresses of every node of the IMEX domain, this one included, in the order to write them.
-      - Written in canonical form (for example C(fd00::1) for C(fd00:0:0::1)). Host names are not accepted.
+      - Written in canonical form (for example C(fd00::1) for C(fd00:0:0::1), C(10.0.0.1) for C(::ffff:10.0.0.1)).
+        Host names are not accepted.
     type: list
     elements: str
   nodes_path:

@@ -8,6 +8,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import (
     DEFAULT_NODES_PATH,
     KNOWN_KEYS,
     ImexConfigError,
+    SettingsEdit,
     duplicate_active_keys,
     edit_settings,
     parse_settings,
@@ -111,6 +112,10 @@ def test_unknown_key_is_written_with_a_warning():
         ({"SERVER PORT": 1}, "settings key 'SERVER PORT' is not a config.cfg key"),
         ({"LOG_FILE_NAME": "/var/log/a\nLOG_LEVEL=0"}, "settings.LOG_FILE_NAME contains a line break"),
         ({"SERVER_PORT": [1]}, "settings.SERVER_PORT is a list; expected a string, number or boolean"),
+        # the same rule as the nodes: a zone index is refused, NETWORK_INTERFACE picks the interface
+        ({"BIND_INTERFACE_IP": "fe80::1%eth0"}, "settings.BIND_INTERFACE_IP = 'fe80::1%eth0' has a zone index"),
+        ({"IMEX_CMD_BIND_INTERFACE_IP": "fe80::1%2"}, "settings.IMEX_CMD_BIND_INTERFACE_IP = 'fe80::1%2' has a zone"),
+        ({"LOG_FILE_NAME": "/var/log/imex.log # new"}, "holds a '#' after a blank"),
     ],
 )
 def test_bad_settings_are_refused(settings, message):
@@ -134,6 +139,8 @@ def test_nodes_keep_order_and_take_canonical_form():
         (["10.0.0.1", "10.0.0.2", "10.0.0.1"], "nodes[2] = '10.0.0.1' repeats nodes[0] (10.0.0.1)"),
         (["fd00::1", "fd00:0::1"], "nodes[1] = 'fd00:0::1' repeats nodes[0] (fd00::1)"),
         (["fe80::1%eth0"], "nodes[0] = 'fe80::1%eth0' has a zone index"),
+        (["10.0.0.1", "::ffff:10.0.0.1"], "nodes[1] = '::ffff:10.0.0.1' repeats nodes[0] (10.0.0.1)"),
+        (["::FFFF:10.0.0.1", "10.0.0.1"], "nodes[1] = '10.0.0.1' repeats nodes[0] (10.0.0.1)"),
         ([], "nodes is empty"),
     ],
 )
@@ -151,3 +158,32 @@ def test_nodes_path_comes_from_the_option_then_the_config():
     assert resolve_nodes_path(None, {}, {"IMEX_NODE_CONFIG_FILE": ""}) == DEFAULT_NODES_PATH
     with pytest.raises(ImexConfigError, match=r"IMEX_NODE_CONFIG_FILE='peers' in config.cfg is not an absolute path"):
         resolve_nodes_path(None, {}, {"IMEX_NODE_CONFIG_FILE": "peers"})
+
+
+def test_an_ipv4_mapped_node_is_written_as_its_ipv4_address():
+    assert validate_nodes(["::ffff:10.0.0.7", "fd00::1"]) == ["10.0.0.7", "fd00::1"]
+
+
+def test_a_trailing_comment_is_not_part_of_the_value_and_is_kept():
+    # invented: a hand-edited line of the real file with a comment after the value
+    before = REAL_CONFIG.replace("SERVER_PORT=50000\n", "SERVER_PORT=50000 # default\n")
+    assert parse_settings(before)["SERVER_PORT"] == "50000"
+    assert edit_settings(before, {"SERVER_PORT": "50000"}) == SettingsEdit(text=before, changed_keys=[])
+    changed = edit_settings(before, {"SERVER_PORT": "50010"})
+    assert changed.text == before.replace("SERVER_PORT=50000 # default\n", "SERVER_PORT=50010 # default\n")
+    spaced = "SERVER_PORT = 50000\t# default\r\nIMEX_CMD_PORT=# unset\r\n"
+    assert edit_settings(spaced, {"SERVER_PORT": "50000", "IMEX_CMD_PORT": ""}).text == spaced
+    assert edit_settings(spaced, {"IMEX_CMD_PORT": "50005"}).text == (
+        "SERVER_PORT = 50000\t# default\r\nIMEX_CMD_PORT=50005 # unset\r\n"
+    )
+
+
+def test_a_value_with_a_hash_but_no_blank_before_it_is_a_value():
+    assert parse_settings("IMEX_SERVER_KEY=/etc/imex/key#1\n") == {"IMEX_SERVER_KEY": "/etc/imex/key#1"}
+
+
+def test_only_line_feeds_end_lines():
+    # a form feed or a unicode line separator inside a comment does not start a new KEY= line
+    before = "# note\x0cSERVER_PORT=1\n# \u2028LOG_LEVEL=0\nSERVER_PORT=50000\n"
+    assert parse_settings(before) == {"SERVER_PORT": "50000"}
+    assert edit_settings(before, {"SERVER_PORT": "50000"}).text == before
