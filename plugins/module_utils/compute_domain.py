@@ -261,10 +261,13 @@ RESOURCE_CLAIM_TEMPLATE_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1bet
 class ComputeDomainError(Exception):
     """A failure the module reports with ``fail_json``; ``result`` holds what was learnt so far."""
 
-    def __init__(self, message: str, result: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, message: str, result: Optional[Dict[str, Any]] = None, not_run: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.result = result or {}
+        # True: the cluster refused or lacks what the call needs (an API error, no CRD), nothing of the
+        # fabric was learnt; False: the domain itself did not become what was asked (its daemons, its nodes)
+        self.not_run = not_run
 
 
 @dataclass
@@ -294,7 +297,8 @@ def ensure(
     except DynamicApiError as exc:
         req = request
         raise ComputeDomainError(
-            f"the API server refused a call for ComputeDomain {req.namespace}/{req.name}: {api_error_text(exc)}"
+            f"the API server refused a call for ComputeDomain {req.namespace}/{req.name}: {api_error_text(exc)}",
+            not_run=True,
         ) from exc
 
 
@@ -312,7 +316,8 @@ def _ensure(
     if resource is None:
         raise ComputeDomainError(
             f"the API server does not serve {KIND} in {API_VERSION}: the CRD computedomains.resource.nvidia.com "
-            "is missing. Install the NVIDIA DRA driver 25.8.0 (role gpu_fabric.mnnvl.dra_driver) first."
+            "is missing. Install the NVIDIA DRA driver 25.8.0 (role gpu_fabric.mnnvl.dra_driver) first.",
+            not_run=True,
         )
     existing = get_object(client, resource, request.name, request.namespace)
     session = _Session(client, resource, request, sleep, clock)

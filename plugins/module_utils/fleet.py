@@ -34,6 +34,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     to_dict,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
+    OUTCOME_ERROR,
     OUTCOME_FAILED,
     OUTCOME_PASSED,
     RackPlan,
@@ -296,18 +297,22 @@ class RackRun:
             summary, failed_nodes, problems = exc.summary, exc.failed_nodes, exc.node_problems
             details.update(exc.details)
         except ApiUnavailable as exc:
+            outcome = OUTCOME_ERROR
             summary = f"could not {exc}; the check did not finish, which says nothing of the fabric: run it again"
         except NotRun as exc:
+            outcome = OUTCOME_ERROR
             summary = f"the check could not run: {exc}"
-        except cd.ComputeDomainError as exc:
+        except cd.ComputeDomainError as exc:  # refused by the API server: ours; not ready in time: the fabric's
+            outcome = OUTCOME_ERROR if exc.not_run or is_transient(exc) else OUTCOME_FAILED
             summary = str(exc)
         except Exception as exc:  # a bug of ours: still clean up, and say it is not the fabric
+            outcome = OUTCOME_ERROR
             summary = f"the check stopped on an unexpected error ({type(exc).__name__}: {exc}); please report it"
         summary = f"rack {self.plan.name}: {one_line(summary)}"
         cleanup_errors = self.clean_up()
         left, uncounted = self.count_left()
-        if left:
-            outcome = OUTCOME_FAILED
+        if left:  # our cleanup did not finish: a measurement that passed is not a verdict either
+            outcome = OUTCOME_ERROR if outcome == OUTCOME_PASSED else outcome
             summary += f"; {plural(left, 'object')} left in namespace {self.namespace} after the cleanup"
             if cleanup_errors:
                 summary += ": " + "; ".join(cleanup_errors)

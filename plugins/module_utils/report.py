@@ -6,10 +6,16 @@
 Every check writes one record per rack, ``<report dir>/records/<check>/<rack>.json``::
 
     {"check": "nvbandwidth", "rack": "rack1", "clique": "<uuid>.<id>", "run_id": "20261201T101500Z-ab12",
-     "outcome": "failed", "passed": false, "summary": "one line",
+     "outcome": "failed", "passed": false, "summary": "one line",  # outcome: passed|failed|incomplete|error
      "nodes": [trays measured], "failed_nodes": [trays blamed], "node_problems": {tray: "one line"},
      "trays": {"expected": 18, "found": [every GPU tray of the rack], "skipped": [{"node", "reason"}]},
      "details": {...}, "started": "2026-...Z", "finished": "2026-...Z", "cluster": {...}, "objects_left": 0}
+
+Every record and the report carry a ``verdict`` a pipeline can act on: ``passed``; ``failed``, a check
+ran and found a problem of the racks (or too few usable trays to verify one); ``error``, a check could
+not run or finish (the API server unreachable, a component it needs missing, its own objects left
+behind, a record that cannot be read): nothing is known of the fabric, run it again. A fabric failure
+wins over an error in the report's verdict.
 
 The records of 0.1.0, ``records/<check>.json``, are read as rack ``-``. With a ``run_id`` only the
 records of that run are current: the others are left out of the verdict and only named.
@@ -55,11 +61,12 @@ TEMPLATE_FORMATS = ("markdown", "html")
 JUNIT_SUITE = "gpu_fabric.mnnvl.verify"
 NO_RACK = "-"  # the rack of a 0.1.0 record, which names none
 
-PASSED, FAILED, INCOMPLETE = "passed", "failed", "incomplete"
-OUTCOMES = (PASSED, FAILED, INCOMPLETE)
+PASSED, FAILED, INCOMPLETE, ERROR = "passed", "failed", "incomplete", "error"
+OUTCOMES = (PASSED, FAILED, INCOMPLETE, ERROR)
+VERDICTS = (PASSED, FAILED, ERROR)
 SKIPPED = "skipped"  # a tray no check of the run blamed, and one skipped or none cleared
 
-CELL_TEXT = {PASSED: "PASS", FAILED: "FAIL", INCOMPLETE: "INCOMPLETE"}
+CELL_TEXT = {PASSED: "PASS", FAILED: "FAIL", INCOMPLETE: "INCOMPLETE", ERROR: "ERROR"}
 NO_CELL = "\u2014"  # em dash: the check has no record for the rack
 # A report lists this many pairs, GPUs or problems per check; report.json keeps them all.
 LIST_LIMIT = 20
@@ -126,7 +133,8 @@ def _unreadable(check: str, rack: str, source: str, problem: str, run_id: Option
         "rack": rack,
         "clique": None,
         "run_id": run_id,
-        "outcome": FAILED,
+        "outcome": ERROR,
+        "verdict": ERROR,
         "passed": False,
         "summary": f"the record {source} {problem}; run the check again to rewrite it",
         "nodes": [],
@@ -159,7 +167,7 @@ def normalise_record(raw: Any, source: str, check: str = "", rack: str = NO_RACK
     outcome = raw.get("outcome", PASSED if passed else FAILED)
     if outcome not in OUTCOMES:
         return _unreadable(check, rack, source, f"has outcome={outcome!r}, not {', '.join(OUTCOMES)}", run_id)
-    if (outcome == PASSED and not passed) or (outcome == FAILED and passed):
+    if (outcome == PASSED and not passed) or (outcome in (FAILED, ERROR) and passed):
         return _unreadable(check, rack, source, f"has outcome={outcome} but passed={str(passed).lower()}", run_id)
     details = raw["details"] if isinstance(raw.get("details"), dict) else {}
     problems = raw.get("node_problems") if isinstance(raw.get("node_problems"), dict) else {}
@@ -171,6 +179,7 @@ def normalise_record(raw: Any, source: str, check: str = "", rack: str = NO_RACK
         clique=str(clique) if clique else None,
         run_id=run_id or "",
         outcome=outcome,
+        verdict=verdict_of(outcome, passed),
         summary=one_line(raw["summary"]),
         nodes=_names(raw["nodes"]) if isinstance(raw.get("nodes"), list) else _legacy_nodes(details),
         failed_nodes=_names(raw.get("failed_nodes")),
@@ -180,6 +189,13 @@ def normalise_record(raw: Any, source: str, check: str = "", rack: str = NO_RACK
         source=source,
     )
     return record
+
+
+def verdict_of(outcome: str, passed: bool) -> str:
+    """A record's verdict: ``error`` when its check could not run or finish, else passed or failed."""
+    if outcome == ERROR:
+        return ERROR
+    return PASSED if passed else FAILED
 
 
 def read_record(path: str, check: str, rack: str) -> dict[str, Any]:
@@ -342,6 +358,9 @@ def _tray_summary(node: str, verdict: str, records: list[dict[str, Any]]) -> str
             missing.append(f"{record['check']} ({reasons[0]})")
         text = "passed " + ", ".join(record["check"] for record in measured)
         return text + (f"; not measured by {', '.join(missing)}" if missing else "")
+    could_not = [record["check"] for record in measured if record["verdict"] == ERROR]
+    if could_not:
+        return f"not verified: {', '.join(could_not)} could not run"
     doubtful = [record["check"] for record in measured if not _clears(record, node)]
     if doubtful:
         return f"not verified: {', '.join(doubtful)} failed without naming a tray"
@@ -388,8 +407,10 @@ def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def rack_verdict(records: list[dict[str, Any]]) -> str:
-    if any(not record["passed"] for record in records):
+    if any(record["verdict"] == FAILED for record in records):
         return FAILED
+    if any(record["verdict"] == ERROR for record in records):
+        return ERROR
     if any(record["outcome"] == INCOMPLETE for record in records):
         return INCOMPLETE
     return PASSED
@@ -439,7 +460,8 @@ def build_report(records: list[dict[str, Any]], title: str, run_id: str = "") ->
     older = sorted((record for record in records if not is_current(record, run_id)), key=_record_key)
     trays = tray_verdicts(current)
     racks = racks_of(current, trays)
-    failed = [record for record in current if not record["passed"]]
+    failed = [record for record in current if record["verdict"] == FAILED]
+    errors = [record for record in current if record["verdict"] == ERROR]
     incomplete = [record for record in current if record["outcome"] == INCOMPLETE and record["passed"]]
     finished = [record["finished"] for record in current if isinstance(record.get("finished"), str)]
     started = [record["started"] for record in current if isinstance(record.get("started"), str)]
@@ -449,16 +471,19 @@ def build_report(records: list[dict[str, Any]], title: str, run_id: str = "") ->
         "generated": max(finished) if finished else None,
         "started": min(started) if started else None,
         "cluster": cluster_of(current),
-        "passed": bool(current) and not failed,
+        "passed": bool(current) and not failed and not errors,
+        "verdict": FAILED if failed else ERROR if errors or not current else PASSED,
         "totals": {
             "racks": len(racks),
             "checks": len(current),
-            "passed": len(current) - len(failed),
+            "passed": len(current) - len(failed) - len(errors),
             "failed": len(failed),
+            "errors": len(errors),
             "incomplete": sum(1 for record in current if record["outcome"] == INCOMPLETE),
             "not_current": len(older),
         },
         "failed_checks": [_entry(record) for record in failed],
+        "error_checks": [_entry(record) for record in errors],
         "incomplete_checks": [_entry(record) for record in incomplete],
         "checks": [dict(record, duration_seconds=duration_seconds(record)) for record in current],
         "not_current": [_older(record) for record in older],
@@ -494,6 +519,8 @@ def verdict_words(report: dict[str, Any]) -> str:
     words = [f"{plural(totals['racks'], 'rack')}, {totals['passed']} of {totals['checks']} checks passed"]
     if report["failed_checks"]:
         words.append(f"failed: {_by_check(report['failed_checks'])}")
+    if report["error_checks"]:
+        words.append(f"could not run (not a verdict on the fabric): {_by_check(report['error_checks'])}")
     if report["incomplete_checks"]:
         words.append(f"incomplete, allowed: {_by_check(report['incomplete_checks'])}")
     return "; ".join(words)
@@ -509,7 +536,7 @@ def coverage_words(coverage: dict[str, Any]) -> str:
 
 
 def summary_line(report: dict[str, Any]) -> str:
-    verdict = "PASSED" if report["passed"] else "FAILED"
+    verdict = report["verdict"].upper()
     return f"{verdict}: {verdict_words(report)}; {coverage_words(report['coverage'])}"
 
 
@@ -877,6 +904,8 @@ def _anchor(*parts: str) -> str:
 def _result(record: dict[str, Any]) -> tuple[str, str]:
     """(text, CSS class) of a record's verdict."""
     text = CELL_TEXT[record["outcome"]]
+    if record["verdict"] == ERROR:
+        return text, "error"
     if not record["passed"]:
         return text, "fail"
     return text, "incomplete" if record["outcome"] == INCOMPLETE else "pass"
@@ -983,8 +1012,8 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
         )
     return {
         "title": report["title"],
-        "verdict": "PASSED" if report["passed"] else "FAILED",
-        "verdict_css": "pass" if report["passed"] else "fail",
+        "verdict": report["verdict"].upper(),
+        "verdict_css": {PASSED: "pass", FAILED: "fail", ERROR: "error"}[report["verdict"]],
         "verdict_words": verdict_words(report),
         "facts": [{"label": label, "text": text} for label, text in run_facts(report)],
         "columns": columns,
@@ -1074,7 +1103,7 @@ def render_junit(report: dict[str, Any]) -> str:
     counts = {
         "tests": str(totals["checks"]),
         "failures": str(totals["failed"]),
-        "errors": "0",
+        "errors": str(totals["errors"]),
         "skipped": str(len(skipped)),
         "time": f"{total_time:.3f}",
     }
@@ -1093,7 +1122,10 @@ def render_junit(report: dict[str, Any]) -> str:
                 "time": f"{record.get('duration_seconds') or 0.0:.3f}",
             },
         )
-        if not record["passed"]:
+        if record["verdict"] == ERROR:  # the check could not run: a CI system shows it apart from failures
+            error = ET.SubElement(case, "error", {"message": record["summary"], "type": "VerificationError"})
+            error.text = _failure_text(record)
+        elif not record["passed"]:
             kind = "VerificationIncomplete" if record["outcome"] == INCOMPLETE else "VerificationFailed"
             failure = ET.SubElement(case, "failure", {"message": record["summary"], "type": kind})
             failure.text = _failure_text(record)

@@ -140,6 +140,7 @@ a { color: inherit; }
 .pass { color: #1a7f37; font-weight: bold; }
 .fail { color: #cf222e; font-weight: bold; }
 .incomplete { color: #9a6700; font-weight: bold; }
+.error { color: #8250df; font-weight: bold; }
 .none { color: #57606a; }
 table.facts th { background: #f6f8fa; font-weight: normal; color: #57606a; }
 table.facts { margin: 0.3em 0 1em; }

@@ -45,6 +45,7 @@ MIN_TRAYS = 2  # a multi-node check needs two trays; a rack with fewer is incomp
 OUTCOME_PASSED = "passed"
 OUTCOME_FAILED = "failed"
 OUTCOME_INCOMPLETE = "incomplete"
+OUTCOME_ERROR = "error"  # the check could not run or finish: says nothing of the fabric
 
 _DNS_LABEL_MAX = 63
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -398,14 +399,17 @@ def record_for(
     run_id: str = "",
     allow_incomplete: bool = False,
 ) -> Dict[str, Any]:
-    """The record of one (check, rack); ``passed`` follows the outcome (and allow_incomplete)."""
+    """The record of one (check, rack); ``passed`` follows the outcome (and allow_incomplete), ``verdict``
+    is what a pipeline acts on: passed, failed (the racks have a problem) or error (the check could not run)."""
+    passed = outcome == OUTCOME_PASSED or (outcome == OUTCOME_INCOMPLETE and allow_incomplete)
     return {
         "check": check,
         "rack": plan.name,
         "clique": plan.clique,
         "run_id": run_id,
         "outcome": outcome,
-        "passed": outcome == OUTCOME_PASSED or (outcome == OUTCOME_INCOMPLETE and allow_incomplete),
+        "verdict": OUTCOME_ERROR if outcome == OUTCOME_ERROR else OUTCOME_PASSED if passed else OUTCOME_FAILED,
+        "passed": passed,
         "summary": one_line(summary),
         "nodes": list(plan.nodes),
         "failed_nodes": by_name(failed_nodes),

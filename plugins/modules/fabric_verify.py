@@ -314,6 +314,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
     judge_nvbandwidth_log,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
+    OUTCOME_ERROR,
     OUTCOME_FAILED,
     OUTCOME_PASSED,
     RackPlan,
@@ -559,7 +560,7 @@ def main() -> None:
         message = "no GPU node found: check that GPU Feature Discovery labels the nodes (nvidia.com/gpu.present=true)"
         records = [
             record_for(
-                params["check"], empty, OUTCOME_FAILED, message, {"violations": [message]}, run_id=params["run_id"]
+                params["check"], empty, OUTCOME_ERROR, message, {"violations": [message]}, run_id=params["run_id"]
             )
         ]
     elif unusable:
@@ -567,7 +568,7 @@ def main() -> None:
             record_for(
                 params["check"],
                 rack,
-                OUTCOME_FAILED,
+                OUTCOME_ERROR,
                 f"rack {rack.name}: {unusable}",
                 {"violations": [unusable]},
                 run_id=params["run_id"],

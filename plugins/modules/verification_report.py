@@ -101,6 +101,16 @@ passed:
   returned: always
   type: bool
   sample: false
+verdict:
+  description:
+    - C(passed); C(failed) (a check ran and found a problem of the racks); C(error) (no fabric failure, but a
+      check could not run or finish - the API server unreachable, a component missing, its objects left behind,
+      a record unreadable, or no record of the run at all - so nothing is known of those racks; run it again).
+    - A fabric failure wins over an error.
+  returned: always
+  type: str
+  choices: [passed, failed, error]
+  sample: failed
 summary:
   description: The verdict in one line, with the counts and the coverage (the first line of C(report.md)).
   returned: always
@@ -110,10 +120,11 @@ summary:
 totals:
   description:
     - Counts of the run's records (one per check and rack) - C(checks), C(passed) (an allowed incomplete one
-      included), C(failed), C(incomplete); of C(racks); and of the records of other runs (C(not_current)).
+      included), C(failed), C(errors) (could not run), C(incomplete); of C(racks); and of the records of other
+      runs (C(not_current)).
   returned: always
   type: dict
-  sample: {"racks": 3, "checks": 9, "passed": 8, "failed": 1, "incomplete": 1, "not_current": 1}
+  sample: {"racks": 3, "checks": 9, "passed": 8, "failed": 1, "errors": 0, "incomplete": 1, "not_current": 1}
 checks:
   description: One entry per record of the run, by rack then check.
   returned: always
@@ -279,10 +290,11 @@ def main() -> None:
         changed=changed,
         files=files,
         passed=report["passed"],
+        verdict=report["verdict"],
         summary=report["summary"],
         totals=report["totals"],
         checks=[
-            {key: record[key] for key in ("check", "rack", "clique", "outcome", "passed", "summary")}
+            {key: record[key] for key in ("check", "rack", "clique", "outcome", "verdict", "passed", "summary")}
             for record in report["checks"]
         ],
         racks=report["racks"],

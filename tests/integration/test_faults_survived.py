@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import xml.etree.ElementTree as ET
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -85,9 +86,17 @@ def test_no_mpi_operator_is_said_in_one_line_and_leaves_nothing(cluster_stage: S
         )
     assert run.process.returncode != 0
     for record in one_line_summaries(run):
-        assert record["passed"] is False
+        assert (record["passed"], record["verdict"]) == (False, "error")
         assert "the check could not run: MPIJob " in record["summary"], record["summary"]
         assert "has no status after 60 s: no MPI operator is running" in record["summary"]
+    # the pipeline sees "could not run", not "the racks are broken"
+    report = run.report()
+    assert report["verdict"] == "error" and report["totals"]["failed"] == 0
+    assert (
+        "ERROR: 2 racks, 0 of 2 checks passed; could not run (not a verdict on the fabric): nvbandwidth" in run.output
+    )
+    junit = ET.parse(run.report_dir / "report.junit.xml").getroot()
+    assert (junit.get("errors"), junit.get("failures")) == ("2", "0")
     nothing_left(cluster_stage, run)
 
 

@@ -79,6 +79,7 @@ def run_verify(
     extra_vars: dict[str, Any] | None = None,
     timeout: int = 900,
     cwd: Path = REPO_ROOT,
+    env: dict[str, str] | None = None,
 ) -> VerifyRun:
     """verify.yml with a namespace prefix of this test (the rack is shared) and a report directory of its own
     (``None``: the default one; a relative one is relative to ``cwd``, where ansible-playbook runs)."""
@@ -105,7 +106,7 @@ def run_verify(
             *args,
         ],
         cwd=cwd,
-        env=sim_rack.env,
+        env={**sim_rack.env, **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

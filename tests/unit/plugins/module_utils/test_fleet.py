@@ -248,3 +248,47 @@ def test_a_refused_log_read_is_not_retried():
     with pytest.raises(fleet.ApiUnavailable, match="403 Forbidden"):
         rack_run(api).read_log("l")
     assert api.reads == 1
+
+
+class GoneApi:
+    """An API server on which the check's namespace is already gone (the cleanup has nothing to do)."""
+
+    def delete(self, *args, **kwargs):
+        return None
+
+    def get(self, *args, **kwargs):
+        return None
+
+
+class Raising(fleet.Check):
+    name = "nvbandwidth"
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def measure(self, run):
+        raise self.exc
+
+
+def record_after(exc) -> dict:
+    plan = fleet.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    return fleet.RackRun(Raising(exc), GoneApi(), plan, fleet.Settings(), sleep=lambda s: None).run()
+
+
+@pytest.mark.parametrize(
+    ("exc", "verdict", "start"),
+    [
+        (fleet.ApiUnavailable("list Pod ns: 503 Service Unavailable"), "error", "rack rack0: could not list Pod ns"),
+        (fleet.NotRun("MPIJob ns/j has no status after 60 s"), "error", "rack rack0: the check could not run: "),
+        (KeyError("spec"), "error", "rack rack0: the check stopped on an unexpected error (KeyError: 'spec')"),
+        (fleet.cd.ComputeDomainError("no CRD", not_run=True), "error", "rack rack0: no CRD"),
+        (fleet.cd.ComputeDomainError("ComputeDomain ns/d not Ready after 60 s"), "failed", "rack rack0: ComputeDomain"),
+        (fleet.CheckFailed("3 GPU pairs below 765.00 GB/s", failed_nodes=["t1"]), "failed", "rack rack0: 3 GPU"),
+    ],
+)
+def test_a_check_that_could_not_run_is_an_error_never_a_fabric_failure(exc, verdict, start):
+    record = record_after(exc)
+    assert (record["verdict"], record["passed"]) == (verdict, False)
+    assert record["outcome"] == verdict
+    assert record["summary"].startswith(start) and "\n" not in record["summary"]
+    assert record["objects_left"] == 0

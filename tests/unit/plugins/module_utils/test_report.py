@@ -106,11 +106,11 @@ def test_a_record_of_0_1_0_is_rack_dash_with_its_nodes_from_the_details(tmp_path
     assert is_current(record, RUN) is False
     report = build_report([record], "t", RUN)
     assert report["totals"]["checks"] == 0
-    assert report["summary"] == (f"FAILED: no check of run {RUN} wrote a record; 0 of 0 GPU trays verified; 0 skipped")
+    assert report["summary"] == (f"ERROR: no check of run {RUN} wrote a record; 0 of 0 GPU trays verified; 0 skipped")
     assert render_markdown(report).splitlines()[6] == "- not run this time: nvbandwidth (record without a run id)"
 
 
-def test_unreadable_and_malformed_records_are_failures_naming_the_file(tmp_path):
+def test_unreadable_and_malformed_records_are_errors_naming_the_file(tmp_path):
     directory = copy_records(tmp_path)
     bad = directory / "nccl"
     (bad / "rack1.json").write_text("{not json")
@@ -126,22 +126,25 @@ def test_unreadable_and_malformed_records_are_failures_naming_the_file(tmp_path)
     assert [records[rack]["summary"] for rack in ("rack2", "rack3", "rack4", "rack5")] == [
         f"the record {bad / 'rack2.json'} lacks the keys summary; run the check again to rewrite it",
         f"the record {bad / 'rack3.json'} has passed='yes', not true or false; run the check again to rewrite it",
-        f"the record {bad / 'rack4.json'} has outcome='done', not passed, failed, incomplete; "
+        f"the record {bad / 'rack4.json'} has outcome='done', not passed, failed, incomplete, error; "
         "run the check again to rewrite it",
         f"the record {bad / 'rack5.json'} has outcome=failed but passed=true; run the check again to rewrite it",
     ]
     assert all(records[rack]["passed"] is False for rack in ("rack1", "rack2", "rack3", "rack4", "rack5"))
-    # a file that says nothing of its run fails every run until it is rewritten
+    assert all(records[rack]["verdict"] == "error" for rack in ("rack1", "rack2", "rack3", "rack4", "rack5"))
+    # a file that says nothing of its run is an error of every run until it is rewritten; the fabric
+    # failure of the run still decides the verdict
     report = build_report(load_records(str(directory)), "t", RUN)
-    failed = [(entry["check"], entry["rack"]) for entry in report["failed_checks"]]
-    assert failed == [
-        ("nvbandwidth", "rack1"),
+    assert [(entry["check"], entry["rack"]) for entry in report["failed_checks"]] == [("nvbandwidth", "rack1")]
+    assert [(entry["check"], entry["rack"]) for entry in report["error_checks"]] == [
         ("nccl", "rack1"),
         ("nccl", "rack2"),
         ("nccl", "rack3"),
         ("nccl", "rack4"),
         ("nccl", "rack5"),
     ]
+    assert report["verdict"] == "failed" and report["summary"].startswith("FAILED: ")
+    assert "could not run (not a verdict on the fabric): nccl (rack1, rack2, rack3, rack4, rack5)" in report["summary"]
 
 
 def test_duration_needs_both_timestamps():
@@ -159,6 +162,7 @@ def test_only_the_records_of_the_run_count(report):
         "checks": 9,
         "passed": 8,
         "failed": 1,
+        "errors": 0,
         "incomplete": 1,
         "not_current": 1,
     }
@@ -783,3 +787,63 @@ def test_render_report_names_the_files(report):
     files = render_report(report, ["junit", "markdown"])
     assert [(item.format, item.name) for item in files] == [("junit", "report.junit.xml"), ("markdown", "report.md")]
     assert re.match(r'<\?xml version="1.0" encoding="utf-8"\?>\n<testsuites ', files[0].content)
+
+
+# ----------------------------------------------------------------------------------------- passed, failed, error
+
+
+def verdict_record(check: str, rack: str, outcome: str, summary: str) -> dict:
+    raw = {
+        "check": check,
+        "rack": rack,
+        "run_id": RUN,
+        "outcome": outcome,
+        "passed": outcome == "passed",
+        "summary": summary,
+        "nodes": [f"{rack}-t0", f"{rack}-t1"],
+        "trays": {"expected": 2, "found": [f"{rack}-t0", f"{rack}-t1"], "skipped": []},
+    }
+    return normalise_record(raw, f"records/{check}/{rack}.json")
+
+
+def test_a_run_that_could_not_run_is_an_error_not_a_fabric_failure():
+    errored = [
+        verdict_record("nvbandwidth", "rack0", "error", "rack rack0: could not list Pod: 503 Service Unavailable"),
+        verdict_record("nvbandwidth", "rack1", "error", "rack rack1: could not list Pod: 503 Service Unavailable"),
+        verdict_record("cliques", "rack0", "passed", "rack rack0: 2 trays in one clique"),
+    ]
+    report = build_report(errored, "t", RUN)
+    assert (report["verdict"], report["passed"]) == ("error", False)
+    assert report["totals"]["errors"] == 2 and report["totals"]["failed"] == 0
+    assert report["failed_checks"] == []
+    assert report["summary"].startswith(
+        "ERROR: 2 racks, 1 of 3 checks passed; could not run (not a verdict on the fabric): nvbandwidth (rack0, rack1)"
+    )
+    assert report["racks"]["rack1"]["verdict"] == "error"
+    assert report["trays"]["rack1-t0"]["summary"] == "not verified: nvbandwidth could not run"
+    root = ET.fromstring(render_junit(report))
+    assert root.get("errors") == "2" and root.get("failures") == "0"
+    cases = {(c.get("classname"), c.get("name")): c for c in root.iter("testcase")}
+    error = cases[("gpu_fabric.nvbandwidth", "rack0")].find("error")
+    assert error is not None and error.get("type") == "VerificationError"
+    assert cases[("gpu_fabric.nvbandwidth", "rack0")].find("failure") is None
+
+
+def test_a_fabric_failure_wins_over_an_error():
+    records = [
+        verdict_record("nvbandwidth", "rack0", "failed", "rack rack0: 1 GPU pair below 765.00 GB/s"),
+        verdict_record("nvbandwidth", "rack1", "error", "rack rack1: could not read the log"),
+    ]
+    report = build_report(records, "t", RUN)
+    assert report["verdict"] == "failed" and report["summary"].startswith("FAILED: ")
+    root = ET.fromstring(render_junit(report))
+    assert (root.get("failures"), root.get("errors")) == ("1", "1")
+
+
+def test_an_error_record_that_says_it_passed_is_refused():
+    record = verdict_record("nvbandwidth", "rack0", "error", "x")
+    assert record["verdict"] == "error"
+    bad = normalise_record(
+        {"check": "nccl", "passed": True, "summary": "x", "outcome": "error"}, "records/nccl/rack0.json", "nccl"
+    )
+    assert bad["verdict"] == "error" and "has outcome=error but passed=true" in bad["summary"]

@@ -69,7 +69,15 @@ def test_writes_four_reports_of_the_run_then_changes_nothing(records, tmp_path):
         "FAILED: 3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); incomplete, allowed: nvbandwidth (rack0); "
         "36 of 54 GPU trays verified; 18 skipped"
     )
-    assert first["totals"] == {"racks": 3, "checks": 9, "passed": 8, "failed": 1, "incomplete": 1, "not_current": 1}
+    assert first["totals"] == {
+        "racks": 3,
+        "checks": 9,
+        "passed": 8,
+        "failed": 1,
+        "errors": 0,
+        "incomplete": 1,
+        "not_current": 1,
+    }
     assert first["files"] == {
         "json": str(dest / "report.json"),
         "markdown": str(dest / "report.md"),
@@ -90,6 +98,7 @@ def test_writes_four_reports_of_the_run_then_changes_nothing(records, tmp_path):
         "rack": "rack1",
         "clique": "5e6f7a8b-1111-4000-8000-00000000c11f.1",
         "outcome": "failed",
+        "verdict": "failed",
         "passed": False,
         "summary": first["checks"][5]["summary"],
     }
@@ -140,7 +149,15 @@ def test_a_run_of_one_check_reports_only_that_check(records, tmp_path):
         {"records_dir": str(records), "dest": str(tmp_path / "out"), "run_id": OLD_RUN, "formats": ["markdown"]}
     )
     assert result["passed"] is True
-    assert result["totals"] == {"racks": 1, "checks": 1, "passed": 1, "failed": 0, "incomplete": 0, "not_current": 9}
+    assert result["totals"] == {
+        "racks": 1,
+        "checks": 1,
+        "passed": 1,
+        "failed": 0,
+        "errors": 0,
+        "incomplete": 0,
+        "not_current": 9,
+    }
     assert [(check["check"], check["rack"]) for check in result["checks"]] == [("nccl", "rack0")]
     text = (tmp_path / "out" / "report.md").read_text()
     assert "**PASSED**: 1 rack, 1 of 1 checks passed.\n" in text
