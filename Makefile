@@ -17,7 +17,7 @@ SANITY_TREE := $(CURDIR)/.tmp/sanity/ansible_collections/gpu_fabric/mnnvl
 SANITY_PY   ?= 3.11
 MOLECULE_SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help venv layout lint sanity units molecule integration test build install-collection demo sim-up sim-down changelog clean
+.PHONY: help venv layout lint sanity units artifact molecule integration test build install-collection demo sim-up sim-down changelog clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -82,10 +82,13 @@ molecule: venv layout  ## every Molecule scenario: converge, idempotence (change
 integration: venv layout  ## end-to-end tests against the simulated rack (sim/rack up once per run)
 	pytest tests/integration
 
-test: lint sanity units molecule integration  ## THE test command (what CI runs)
+test: lint sanity units artifact molecule integration  ## THE test command (what CI runs)
 
 build: venv  ## build the collection artifact
 	ansible-galaxy collection build --force --output-path .tmp/dist
+
+artifact: build  ## what the built collection ships: nothing that only works in a clone
+	$(BIN)/python tests/build/check_artifact.py .tmp/dist/gpu_fabric-mnnvl-$$(sed -n 's/^version: *//p' galaxy.yml).tar.gz
 
 install-collection: build  ## install the built artifact into .tmp/installed
 	ansible-galaxy collection install --force -p .tmp/installed .tmp/dist/gpu_fabric-mnnvl-*.tar.gz

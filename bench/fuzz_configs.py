@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Fuzz the host-stage file editors (containerd_config, imex_config) with real files, mutated.
