@@ -1,7 +1,8 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Filters ``nvbandwidth_parse`` and ``clique_groups`` (documentation: the YAML files beside this one)."""
+"""Filters ``nvbandwidth_parse``, ``clique_groups`` and ``openshift_detected`` (documentation: the YAML files beside
+this one)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth impor
     NvbandwidthParseError,
     parse_nvbandwidth,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.openshift import is_openshift
 
 
 def nvbandwidth_parse(data: Any, format: str = "auto") -> Dict[str, Dict[str, Any]]:
@@ -61,6 +63,18 @@ def clique_groups(
     return result
 
 
+def openshift_detected(apis: Any) -> bool:
+    """k8s_cluster_info's ``apis`` (or an APIGroupList, or group/versions) -> whether the cluster is OpenShift."""
+    try:
+        return is_openshift(apis)
+    except TypeError as exc:
+        raise AnsibleFilterError(f"openshift_detected: {exc}") from exc
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"nvbandwidth_parse": nvbandwidth_parse, "clique_groups": clique_groups}
+        return {
+            "nvbandwidth_parse": nvbandwidth_parse,
+            "clique_groups": clique_groups,
+            "openshift_detected": openshift_detected,
+        }

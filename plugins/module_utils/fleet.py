@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_error_text,
     get_object,
@@ -241,6 +242,9 @@ class Settings:
     allow_incomplete: bool = False
     pod_security_level: str = "baseline"
     cluster: Dict[str, str] = field(default_factory=dict)
+    openshift: bool = False
+    # seconds OpenShift's namespace controller is given to write the namespace's SCC annotations
+    openshift_annotation_wait: float = 60.0
 
 
 class RackRun:
@@ -272,6 +276,7 @@ class RackRun:
         self.claim_template = dns_label(self.compute_domain, "channel")
         self.deadline = 0.0
         self.created_domain = False
+        self.uid_range: Optional[openshift.UidRange] = None  # the namespace's SCC user range (OpenShift)
         self.timings: Dict[str, float] = {}  # step -> seconds, in the record: where a rack's time went
 
     def timed(self, step: str, fn: Callable[[], Any]) -> Any:
@@ -385,6 +390,39 @@ class RackRun:
             f"the default ServiceAccount of namespace {self.namespace}",
             lambda: self.api.get("ServiceAccount", "v1", "default", self.namespace),
         )
+        if self.settings.openshift:
+            self.uid_range = self.read_uid_range()
+
+    def read_uid_range(self) -> openshift.UidRange:
+        """The namespace's SCC user range, which OpenShift's namespace controller writes a moment after the
+        namespace is created; waited for a bounded time (``openshift_annotation_wait``)."""
+        started, reads = self.clock(), 0
+        while True:
+            found = openshift.namespace_uid_range(self.api.get("Namespace", "v1", self.namespace))
+            reads += 1
+            if found is not None:
+                return found
+            if self.clock() - started >= self.settings.openshift_annotation_wait:
+                raise NotRun(
+                    f"namespace {self.namespace} has no {openshift.UID_RANGE_ANNOTATION} annotation after "
+                    f"{reads} reads ({self.clock() - started:.0f} s): OpenShift's namespace controller (in "
+                    "openshift-controller-manager) did not annotate it; check that it runs"
+                )
+            self.sleep(min(self.settings.poll, 1.0))
+
+    def create_pod(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        """Create a pod of the check; SCC admission refusing it ends the check with one line saying why."""
+        try:
+            return self.api.create(body)
+        except ApiUnavailable as exc:
+            if openshift.is_scc_refusal(str(exc)):
+                user = ((body.get("spec") or {}).get("securityContext") or {}).get("runAsUser")
+                raise NotRun(
+                    openshift.scc_refusal_message(
+                        f"pod {self.namespace}/{body['metadata']['name']}", str(exc), self.namespace, user
+                    )
+                ) from exc
+            raise
 
     def domain_request(self, state: str, wait_nodes: Sequence[str] = ()) -> cd.Request:
         return cd.Request(
@@ -578,10 +616,10 @@ class ImexChannelCheck(Check):
         names = {node: imex_pod_name(node) for node in nodes}
         run.create_namespace()
         run.create_compute_domain()
+        # on OpenShift, a user outside the namespace's range is left to the SCC: ls runs as any user
+        user = openshift.pod_run_as_user(self.run_as_user, run.uid_range, arbitrary_uid_works=True)
         for node in nodes:
-            run.api.create(
-                imex_pod_manifest(node, run.namespace, run.plan.name, run.claim_template, self.image, self.run_as_user)
-            )
+            run.create_pod(imex_pod_manifest(node, run.namespace, run.plan.name, run.claim_template, self.image, user))
 
         def unscheduled() -> List[str]:
             pods = self._pods(run)
@@ -618,6 +656,7 @@ class ImexChannelCheck(Check):
                     "node": node,
                     "pod": names[node],
                     "phase": ((pods.get(names[node]) or {}).get("status") or {}).get("phase"),
+                    "security_context": ((pods.get(names[node]) or {}).get("spec") or {}).get("securityContext"),
                     "channel0": channel0_line(listing),
                     "listing": listing.splitlines(),
                 }
@@ -625,6 +664,8 @@ class ImexChannelCheck(Check):
         bad = {node: text for node, (ok, text) in seen.items() if not ok}
         details = {
             "compute_domain": run.compute_domain,
+            "run_as_user": user,
+            "uid_range": str(run.uid_range) if run.uid_range else None,
             "pods": pods_out,
             "violations": [f"{node}: {text}" for node, text in bad.items()],
         }
@@ -731,6 +772,8 @@ class MpiJobCheck(Check):
         created = run.clock()
 
         def finished() -> Optional[Dict[str, str]]:
+            if run.settings.openshift:
+                self.raise_scc_refusal(run, job)
             for pod in run.api.list("Pod", "v1", run.namespace, "training.kubeflow.org/job-role=worker"):
                 node = (pod.get("spec") or {}).get("nodeName")
                 if node:
@@ -765,6 +808,20 @@ class MpiJobCheck(Check):
         result = self.judge(run, log, self.rank_nodes(run, job, placement))
         result.details.setdefault("job", job)
         return result
+
+    def raise_scc_refusal(self, run: RackRun, job: str) -> None:
+        """The MPI operator creates the pods: a refusal by SCC admission shows in its events (FailedCreate)."""
+        for event in run.api.list("Event", "v1", run.namespace):
+            if event.get("type") == "Warning" and openshift.is_scc_refusal(event.get("message") or ""):
+                raise NotRun(
+                    openshift.scc_refusal_message(
+                        f"pods of MPIJob {run.namespace}/{job}",
+                        event.get("message") or "",
+                        run.namespace,
+                        int(self.mpi["run_as_user"]),
+                        "the mpiuser of the mpi-operator images: their sshd runs as no other user",
+                    )
+                )
 
     def rank_nodes(self, run: RackRun, job: str, placement: Mapping[str, str]) -> List[str]:
         """The tray of each worker in rank order: ranks fill worker 0 first (``ppr:<slots>:node``), and the

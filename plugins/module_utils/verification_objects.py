@@ -63,22 +63,33 @@ CONTAINER_SECURITY: Dict[str, Any] = {
 # one capability.
 SSHD_CAPABILITIES: Dict[str, List[str]] = {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
 
+# On OpenShift the MPI pods keep their fixed user (uid 1000) although restricted-v2 admits only the
+# namespace's range: in those images mpiuser is the only account (``useradd -m mpiuser``), its home and
+# sshd config (PidFile, HostKey under /home/mpiuser) belong to it, and OpenSSH needs a passwd entry for the
+# user it runs as (the launcher's ssh exits with "No user exists for uid N", sshd refuses an unknown user).
+# The namespace's service account must be allowed SCC nonroot-v2 (docs/openshift.md).
 
-def container_security(run_as_user: int, capabilities: Optional[Mapping[str, List[str]]] = None) -> Dict[str, Any]:
+
+def _user(run_as_user: Optional[int]) -> Dict[str, Any]:
+    """runAsNonRoot, and the user and group; ``None``: no fixed user, the namespace decides (OpenShift's SCC
+    assigns the first ID of the namespace's range)."""
+    if run_as_user is None:
+        return {"runAsNonRoot": True}
+    return {"runAsNonRoot": True, "runAsUser": int(run_as_user), "runAsGroup": int(run_as_user)}
+
+
+def container_security(
+    run_as_user: Optional[int], capabilities: Optional[Mapping[str, List[str]]] = None
+) -> Dict[str, Any]:
     security = {key: (dict(value) if isinstance(value, dict) else value) for key, value in CONTAINER_SECURITY.items()}
-    security.update(runAsNonRoot=True, runAsUser=int(run_as_user), runAsGroup=int(run_as_user))
+    security.update(_user(run_as_user))
     if capabilities is not None:
         security["capabilities"] = {key: list(value) for key, value in capabilities.items()}
     return security
 
 
-def pod_security(run_as_user: int) -> Dict[str, Any]:
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": int(run_as_user),
-        "runAsGroup": int(run_as_user),
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+def pod_security(run_as_user: Optional[int]) -> Dict[str, Any]:
+    return dict(_user(run_as_user), seccompProfile={"type": "RuntimeDefault"})
 
 
 def common_labels(check: str, rack: str) -> Dict[str, str]:
@@ -108,9 +119,12 @@ def imex_pod_name(node: str) -> str:
 
 
 def imex_pod_manifest(
-    node: str, namespace: str, rack: str, claim_template: str, image: str, run_as_user: int
+    node: str, namespace: str, rack: str, claim_template: str, image: str, run_as_user: Optional[int]
 ) -> Dict[str, Any]:
-    """A pod on ``node`` that claims the rack's IMEX channel and lists the channel directory."""
+    """A pod on ``node`` that claims the rack's IMEX channel and lists the channel directory.
+
+    ``run_as_user`` None: no fixed user (on OpenShift, the namespace's SCC range decides; ``ls`` runs as any).
+    """
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -94,6 +94,12 @@ options:
       - Each cleanup step has a third of it again.
     type: int
     default: 900
+  openshift:
+    description:
+      - Whether the cluster is OpenShift (then the checks read the SCC user range the namespace controller
+        writes on their namespace, and leave the IMEX pods' user to it). Unset - detected (the cluster serves
+        C(security.openshift.io) and C(config.openshift.io)).
+    type: bool
   poll_delay:
     description: Seconds between two reads while waiting.
     type: float
@@ -301,7 +307,7 @@ files:
 import json
 import os
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     FileChange,
     FileEditError,
@@ -344,6 +350,7 @@ ARGUMENT_SPEC = dict(
     namespace_prefix=dict(type="str", default="gpu-fabric-verify"),
     pod_security_level=dict(type="str", default="baseline"),
     timeout=dict(type="int", default=900),
+    openshift=dict(type="bool"),
     poll_delay=dict(type="float", default=3),
     api_patience=dict(type="int", default=90),
     driver_namespace=dict(type="str", default="nvidia-dra-driver-gpu"),
@@ -513,6 +520,12 @@ def cluster_facts(client) -> dict:
     return {"server_version": version, "host": str(getattr(client.configuration, "host", "unknown"))}
 
 
+def detect_openshift(api: fleet.Api) -> bool:
+    """GET /apis through the run's API (retried like every call)."""
+    groups = api.call("list the served API groups", lambda: api.client.client.request("get", "/apis"))
+    return openshift.is_openshift(groups.to_dict() if hasattr(groups, "to_dict") else groups)
+
+
 def main() -> None:
     module = build_module()
     params = module.params
@@ -554,6 +567,11 @@ def main() -> None:
         pod_security_level=params["pod_security_level"],
         cluster=cluster_facts(client),
     )
+    try:
+        settings.openshift = detect_openshift(api) if params["openshift"] is None else params["openshift"]
+    except fleet.ApiUnavailable as exc:
+        module.fail_json(msg=f"could not {exc}")
+    settings.cluster["openshift"] = str(settings.openshift).lower()
     racks = [r.to_dict() for r in plan.racks]
     if not plan.racks:
         empty = RackPlan(name="fleet", cliques=[], found=[], nodes=[], skipped=[], gpus_per_tray=0, gpu_product="")

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import FilterModule, clique_groups, nvbandwidth_parse
+from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
+    FilterModule,
+    clique_groups,
+    nvbandwidth_parse,
+    openshift_detected,
+)
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 NVBW = FIXTURES / "nvbandwidth"
@@ -19,7 +24,19 @@ REAL_CLIQUE = "69a19a31-f41c-45a5-8245-579b6bce5bdd.32766"
 
 
 def test_filters_are_exported():
-    assert FilterModule().filters() == {"nvbandwidth_parse": nvbandwidth_parse, "clique_groups": clique_groups}
+    assert FilterModule().filters() == {
+        "nvbandwidth_parse": nvbandwidth_parse,
+        "clique_groups": clique_groups,
+        "openshift_detected": openshift_detected,
+    }
+
+
+def test_openshift_detected_reads_k8s_cluster_info_apis():
+    apis = {"v1": {}, "security.openshift.io/v1": {}, "config.openshift.io/v1": {}}
+    assert openshift_detected(apis) is True
+    assert openshift_detected({"v1": {}, "apps/v1": {}}) is False
+    with pytest.raises(AnsibleFilterError, match="openshift_detected: expected"):
+        openshift_detected(None)
 
 
 def test_nvbandwidth_parse_gb200_text():
