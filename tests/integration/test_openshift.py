@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import threading
 import uuid
 from pathlib import Path
@@ -41,8 +42,6 @@ def served_groups(sim_rack) -> set[str]:
 
 
 def preflight(sim_rack):
-    import subprocess
-
     env = dict(sim_rack.env, ANSIBLE_NOCOLOR="1")
     return subprocess.run(
         [
@@ -142,3 +141,39 @@ def test_imex_pods_leave_their_user_to_the_namespace_range(openshift_groups, clu
         assert pod["security_context"]["runAsNonRoot"] is True
         assert "runAsUser" not in pod["security_context"] and "runAsGroup" not in pod["security_context"]
         assert re.match(r"^crw", pod["channel0"] or ""), pod
+
+
+def test_gpu_operator_installed_by_olm_is_not_installed_again_with_helm(openshift_groups, cluster_stage):
+    subscription = json.loads(
+        (REPO_ROOT / "tests" / "fixtures" / "k8s" / "olm-gpu-operator-subscription.json").read_text()
+    )
+    subscription["metadata"]["namespace"] = "gpu-operator"  # where the sim's operator stand-in runs
+    subscription.pop("status")  # no OLM here: nothing resolves the CSV
+    cluster_stage.apply(subscription)
+    env = dict(cluster_stage.env, ANSIBLE_NOCOLOR="1")
+    result = subprocess.run(
+        [
+            str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook"),
+            "-i",
+            str(REPO_ROOT / "inventories" / "sim"),
+            str(REPO_ROOT / "playbooks" / "cluster.yml"),
+            "--tags",
+            "gpu_operator",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        timeout=600,
+        check=False,
+    )
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert (
+        "GPU Operator installed by OLM (Subscription gpu-operator/gpu-operator-certified, CSV not resolved yet)" in text
+    )
+    # the Helm release task was skipped, the readiness checks ran
+    assert re.search(
+        r"TASK \[gpu_fabric\.mnnvl\.gpu_operator : Install or upgrade the gpu-operator release\] \*+ skipping", text
+    )
+    assert "GPU nodes: gb200-r0-t0=4" in text
