@@ -101,14 +101,14 @@ def validate_spec(spec: ComputeDomainSpec) -> List[str]:
     return problems
 
 
-def desired_object(name: str, namespace: str, spec: ComputeDomainSpec) -> Dict[str, Any]:
+def desired_object(
+    name: str, namespace: str, spec: ComputeDomainSpec, labels: Optional[Dict[str, str]] = None
+) -> Dict[str, Any]:
     """The ComputeDomain manifest to create."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec.to_api(),
-    }
+    metadata: Dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec.to_api()}
 
 
 def spec_from_object(obj: Dict[str, Any]) -> ComputeDomainSpec:
@@ -283,6 +283,7 @@ class Request:
     force: bool = False
     driver_namespace: str = "nvidia-dra-driver-gpu"
     check_mode: bool = False
+    labels: Dict[str, str] = field(default_factory=dict)
 
 
 def ensure(
@@ -340,7 +341,7 @@ class _Session:
         problems = validate_spec(req.spec)
         if problems:
             raise ComputeDomainError("; ".join(problems))
-        desired = desired_object(req.name, req.namespace, req.spec)
+        desired = desired_object(req.name, req.namespace, req.spec, req.labels)
         diff = {"before": diff_view(existing), "after": diff_view(desired)}
         changed = False
         current = existing

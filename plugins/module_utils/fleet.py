@@ -48,10 +48,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     MPIJOB_API_VERSION,
+    common_labels,
     imex_pod_manifest,
     imex_pod_name,
     mpijob_manifest,
     namespace_manifest,
+    own_selector,
+    owned_by_pods,
 )
 
 try:
@@ -129,6 +132,24 @@ def error_text(exc: BaseException) -> str:
     return one_line(f"{type(exc).__name__}: {text}")[:300]
 
 
+@dataclass(frozen=True)
+class Right:
+    """One verb on one kind in a namespace, as RBAC grants it (docs/rbac/verify-stage-namespaced.yaml)."""
+
+    verb: str
+    group: str
+    resource: str
+    subresource: str = ""
+
+    def __str__(self) -> str:
+        kind = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {kind}" + (f".{self.group}" if self.group else "")
+
+
+def grant(verbs: str, group: str, resource: str, subresource: str = "") -> Tuple[Right, ...]:
+    return tuple(Right(verb, group, resource, subresource) for verb in verbs.split())
+
+
 class Api:
     """The Kubernetes calls of a run; every call retries transient failures until ``patience`` runs out."""
 
@@ -144,6 +165,7 @@ class Api:
         self.sleep = sleep
         self.clock = clock
         self._resources: Dict[Tuple[str, str], Any] = {}
+        self._answers: Dict[Tuple[Right, str], bool] = {}
         self._lock = threading.Lock()
 
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
@@ -221,6 +243,33 @@ class Api:
 
         self.call(f"delete {kind} {namespace + '/' if namespace else ''}{name}", delete)
 
+    def can(self, right: Right, namespace: str) -> bool:
+        """Whether the identity of the run holds ``right`` in ``namespace`` (a SelfSubjectAccessReview, which
+        every authenticated user may create); each answer is asked once per run."""
+        key = (right, namespace)
+        with self._lock:
+            if key in self._answers:
+                return self._answers[key]
+        resource = self.resource("SelfSubjectAccessReview", "authorization.k8s.io/v1")
+        attributes = {"namespace": namespace, "verb": right.verb, "group": right.group, "resource": right.resource}
+        if right.subresource:
+            attributes["subresource"] = right.subresource
+        if right.resource == "namespaces":
+            attributes["name"] = namespace
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        review = self.call(
+            f"ask whether this identity may {right} in namespace {namespace}",
+            lambda: to_dict(self.client.create(resource, body)),
+        )
+        allowed = bool((review.get("status") or {}).get("allowed"))
+        with self._lock:
+            self._answers[key] = allowed
+        return allowed
+
     def log(self, pod: str, namespace: str) -> str:
         resource = self.resource("Pod", "v1")
         response = self.call(
@@ -245,15 +294,34 @@ class Settings:
     openshift: bool = False
     # seconds OpenShift's namespace controller is given to write the namespace's SCC annotations
     openshift_annotation_wait: float = 60.0
+    # rack -> an existing namespace the site gives (verification.given_namespaces); a rack not in it gets
+    # a namespace of its own, created and deleted by the check
+    namespaces: Dict[str, str] = field(default_factory=dict)
 
 
 class RackRun:
-    """One check on one rack, from namespace to record."""
+    """One check on one rack, from namespace to record.
+
+    In a namespace of its own (the default) the check creates the namespace and deletes it at the end. In a
+    namespace the site gives (``Settings.namespaces``), which racks and checks may share, the namespace is
+    only read: the check asks first whether it holds every right it needs there, creates only namespaced
+    objects named after the check and the rack, and deletes and counts only the objects that carry its
+    labels (``own_selector``) and the claims its pods own.
+    """
 
     objects: Tuple[Tuple[str, str], ...] = (
         ("Pod", "v1"),
         ("ComputeDomain", cd.API_VERSION),
         ("ResourceClaim", "resource.k8s.io/v1"),
+    )
+    # What every check needs in a given namespace; each check adds its own (Check.rights).
+    rights: Tuple[Right, ...] = (
+        Right("get", "", "namespaces"),
+        *grant("list create delete", "", "pods"),
+        Right("get", "", "pods", "log"),
+        *grant("get list create delete", "resource.nvidia.com", "computedomains"),
+        Right("get", "resource.k8s.io", "resourceclaimtemplates"),
+        Right("list", "resource.k8s.io", "resourceclaims"),
     )
 
     def __init__(
@@ -271,9 +339,15 @@ class RackRun:
         self.settings = settings
         self.sleep = sleep
         self.clock = clock
-        self.namespace = rack_namespace(settings.namespace_prefix, check.name, plan.name)
+        self.given = plan.name in settings.namespaces
+        self.namespace = settings.namespaces.get(plan.name) or rack_namespace(
+            settings.namespace_prefix, check.name, plan.name
+        )
+        # check and rack in every name: racks and checks sharing a given namespace never collide
         self.compute_domain = dns_label(check.name.replace("_", "-"), plan.name)
         self.claim_template = dns_label(self.compute_domain, "channel")
+        self.selector = own_selector(check.name, plan.name)
+        self.namespace_checked = False  # a given namespace: it exists and every right is held
         self.deadline = 0.0
         self.created_domain = False
         self.uid_range: Optional[openshift.UidRange] = None  # the namespace's SCC user range (OpenShift)
@@ -292,7 +366,7 @@ class RackRun:
         started = now_rfc3339()
         self.deadline = self.clock() + self.settings.timeout
         outcome, failed_nodes, problems = OUTCOME_FAILED, [], {}
-        details: Dict[str, Any] = {"namespace": self.namespace}
+        details: Dict[str, Any] = {"namespace": self.namespace, "namespace_given": self.given}
         try:
             result = self.check.measure(self)
             outcome = OUTCOME_PASSED if result.passed else OUTCOME_FAILED
@@ -368,7 +442,32 @@ class RackRun:
             self.sleep(min(self.settings.poll, max(self.deadline - self.clock(), 0.1)))
 
     def create_namespace(self) -> None:
-        self.timed("create the namespace", self._create_namespace)
+        if self.given:
+            self.timed("check the given namespace", self._check_given_namespace)
+        else:
+            self.timed("create the namespace", self._create_namespace)
+
+    def _check_given_namespace(self) -> None:
+        """The given namespace exists and every right the check needs is held there, before anything is created;
+        what an interrupted earlier run of this check on this rack left there is deleted first."""
+        needed = self.rights + self.check.rights
+        missing = [right for right in needed if not self.api.can(right, self.namespace)]
+        if missing:
+            raise NotRun(missing_rights_message(self.namespace, self.plan.name, missing, len(needed)))
+        if self.api.get("Namespace", "v1", self.namespace) is None:
+            raise NotRun(
+                f"namespace {self.namespace}, given for rack {self.plan.name}, does not exist: create it (the checks "
+                "never create nor delete a given namespace) or fix gpu_fabric_verify_namespace(s)"
+            )
+        self.namespace_checked = True
+        left, _uncounted = self.count_left()
+        if left:
+            errors = self.clean_up()
+            if errors:
+                raise CheckFailed(
+                    f"{plural(left, 'object')} of an earlier run of this check left in namespace {self.namespace} "
+                    f"could not be deleted: {'; '.join(errors)}"
+                )
 
     def _create_namespace(self) -> None:
         existing = self.api.get("Namespace", "v1", self.namespace)
@@ -435,6 +534,7 @@ class RackRun:
             wait_sleep=self.settings.poll,
             wait_nodes=list(wait_nodes),
             driver_namespace=self.settings.driver_namespace,
+            labels=common_labels(self.check.name, self.plan.name, self.settings.run_id),
         )
 
     def ensure_domain(self, what: str, state: str, wait_nodes: Sequence[str] = ()) -> None:
@@ -481,14 +581,23 @@ class RackRun:
         )
 
     def clean_up(self) -> List[str]:
-        """Delete the check's objects and the namespace; every step is tried, the failures are returned."""
+        """Delete the check's objects and its own namespace; every step is tried, the failures are returned.
+
+        In a given namespace the namespace stays: what carries the check's labels is deleted, and waited for.
+        Nothing is deleted there before the namespace and the rights were checked (nothing was created).
+        """
         errors: List[str] = []
+        if self.given and not self.namespace_checked:
+            return errors
         steps = list(self.check.cleanup_steps(self))
-        if self.created_domain:
+        if self.created_domain or self.given:
             steps.append(
                 (f"delete ComputeDomain {self.compute_domain}", lambda: self.ensure_domain("delete", "absent"))
             )
-        steps.append((f"delete namespace {self.namespace}", self.delete_namespace))
+        if self.given:
+            steps.append((f"delete what is left of this check in namespace {self.namespace}", self.delete_own))
+        else:
+            steps.append((f"delete namespace {self.namespace}", self.delete_namespace))
         for what, step in steps:
             self.deadline = max(self.deadline, self.clock() + self.settings.timeout / 3)
             try:
@@ -506,11 +615,34 @@ class RackRun:
         self.api.delete("Namespace", "v1", self.namespace)
         self.wait_for(f"namespace {self.namespace} to be empty", lambda: self.count_left() == (0, []))
 
+    def own_objects(self, kind: str, api_version: str) -> List[Dict[str, Any]]:
+        """The objects of ``kind`` in the namespace that this check made on this rack (see own_selector)."""
+        if kind == "ResourceClaim":  # they carry the labels of the DRA controller's template: found by owner
+            claims = self.api.list(kind, api_version, self.namespace)
+            return owned_by_pods(claims, lambda pod: self.check.owns_pod(self, pod))
+        return self.api.list(kind, api_version, self.namespace, self.selector)
+
+    def delete_own(self) -> None:
+        """Delete every object of the check's labels still in the given namespace, and wait until none is left."""
+        for kind, api_version in self.check.objects + self.objects:
+            if kind == "ResourceClaim" or not self.api.served(kind, api_version):
+                continue  # the claims go with their pods
+            for obj in self.own_objects(kind, api_version):
+                self.api.delete(kind, api_version, obj["metadata"]["name"], self.namespace, propagation="Foreground")
+        self.wait_for(
+            f"the objects of {self.check.name} on rack {self.plan.name} in namespace {self.namespace} to be deleted",
+            lambda: self.count_left() == (0, []),
+        )
+
     def count_left(self) -> Tuple[int, List[str]]:
         """Objects of the check still there: the namespace (unless it is being deleted) and what is in it.
 
         A namespace that is gone took its objects with it; one that is terminating is counted by its content.
+        In a given namespace only the check's own objects are counted, and the channel template of its
+        ComputeDomain (the DRA controller deletes it with the ComputeDomain); the namespace is not.
         """
+        if self.given:
+            return self._count_own_left()
         try:
             namespace = self.api.get("Namespace", "v1", self.namespace)
         except ApiUnavailable:
@@ -526,6 +658,42 @@ class RackRun:
             except ApiUnavailable:
                 uncounted.append(kind)
         return left, uncounted
+
+    def _count_own_left(self) -> Tuple[int, List[str]]:
+        if not self.namespace_checked:
+            return 0, []  # nothing was created
+        left, uncounted = 0, []
+        for kind, api_version in self.objects + self.check.objects:
+            try:
+                if self.api.served(kind, api_version):
+                    left += len(self.own_objects(kind, api_version))
+            except ApiUnavailable:
+                uncounted.append(kind)
+        try:
+            for api_version in cd.RESOURCE_CLAIM_TEMPLATE_VERSIONS:
+                if self.api.served("ResourceClaimTemplate", api_version):
+                    if self.api.get("ResourceClaimTemplate", api_version, self.claim_template, self.namespace):
+                        left += 1
+                    break
+        except ApiUnavailable:
+            uncounted.append("ResourceClaimTemplate")
+        return left, uncounted
+
+
+def missing_rights_message(namespace: str, rack: str, missing: Sequence[Right], needed: int) -> str:
+    """One line naming the rights the identity lacks in a given namespace, and the file that grants them."""
+    if len(missing) == needed:
+        found = f"holds none of the {needed} rights the check needs in namespace {namespace}, given for rack {rack}"
+        hint = " (create the namespace first if it does not exist)"
+    else:
+        found = f"lacks {plural(len(missing), 'right')} in namespace {namespace}, given for rack {rack}: " + ", ".join(
+            str(right) for right in missing
+        )
+        hint = ""
+    return (
+        f"this identity {found}; apply the Role and RoleBinding of docs/rbac/verify-stage-namespaced.yaml "
+        f"in namespace {namespace}{hint}"
+    )
 
 
 @dataclass
@@ -544,9 +712,14 @@ class Check:
     uses_gpus = True
     pod_security_level = ""
     objects: Tuple[Tuple[str, str], ...] = ()
+    rights: Tuple[Right, ...] = ()  # beyond RackRun.rights, in a given namespace
 
     def measure(self, run: RackRun) -> Result:
         raise NotImplementedError
+
+    def owns_pod(self, run: RackRun, name: str) -> bool:
+        """Whether the pod ``name`` is one this check makes on the rack of ``run`` (its claims are then ours)."""
+        return False
 
     def cleanup_steps(self, run: RackRun) -> List[Tuple[str, Callable[[], None]]]:
         return []
@@ -607,8 +780,11 @@ class ImexChannelCheck(Check):
         view["pods"] = [imex_pod_name(node) for node in run.plan.nodes]
         return view
 
+    def owns_pod(self, run: RackRun, name: str) -> bool:
+        return name in {imex_pod_name(node) for node in run.plan.nodes}
+
     def _pods(self, run: RackRun) -> Dict[str, Dict[str, Any]]:
-        pods = run.api.list("Pod", "v1", run.namespace)
+        pods = run.api.list("Pod", "v1", run.namespace, run.selector)
         return {p["metadata"]["name"]: p for p in pods}
 
     def measure(self, run: RackRun) -> Result:
@@ -619,7 +795,11 @@ class ImexChannelCheck(Check):
         # on OpenShift, a user outside the namespace's range is left to the SCC: ls runs as any user
         user = openshift.pod_run_as_user(self.run_as_user, run.uid_range, arbitrary_uid_works=True)
         for node in nodes:
-            run.create_pod(imex_pod_manifest(node, run.namespace, run.plan.name, run.claim_template, self.image, user))
+            run.create_pod(
+                imex_pod_manifest(
+                    node, run.namespace, run.plan.name, run.claim_template, self.image, user, run.settings.run_id
+                )
+            )
 
         def unscheduled() -> List[str]:
             pods = self._pods(run)
@@ -695,7 +875,7 @@ class ImexChannelCheck(Check):
         def delete_pods() -> None:
             for node in run.plan.nodes:
                 run.api.delete("Pod", "v1", imex_pod_name(node), run.namespace)
-            run.wait_for("the IMEX channel pods to be deleted", lambda: not run.api.list("Pod", "v1", run.namespace))
+            run.wait_for("the IMEX channel pods to be deleted", lambda: not self._pods(run))
 
         return [("delete the IMEX channel pods", delete_pods)]
 
@@ -717,6 +897,7 @@ class MpiJobCheck(Check):
     """A benchmark in an MPIJob over every usable tray of the rack, judged from the launcher's log."""
 
     objects = (("MPIJob", MPIJOB_API_VERSION),)
+    rights = grant("get list create delete", "kubeflow.org", "mpijobs")
     # Seconds an MPIJob may stay without any status condition: the MPI operator sets Created as soon as it
     # syncs the job, so none by then means no operator is running (or none watches the namespace).
     operator_grace = 60.0
@@ -731,6 +912,14 @@ class MpiJobCheck(Check):
 
     def launcher_args(self, run: RackRun) -> List[str]:
         raise NotImplementedError
+
+    def pod_selector(self, run: RackRun, role: str = "") -> str:
+        """The MPI operator's labels of this job's pods (role: launcher or worker; empty - both)."""
+        selector = f"training.kubeflow.org/job-name={self.job_name(run)}"
+        return selector + (f",training.kubeflow.org/job-role={role}" if role else "")
+
+    def owns_pod(self, run: RackRun, name: str) -> bool:
+        return re.fullmatch(rf"{re.escape(self.job_name(run))}-(launcher(-[a-z0-9]+)?|worker-\d+)", name) is not None
 
     def judge(self, run: RackRun, log: str, nodes: Sequence[str]) -> Result:
         """The check's judge (``judges.py``) on the launcher's log; ``nodes``: the tray of each worker in rank order."""
@@ -760,6 +949,7 @@ class MpiJobCheck(Check):
             self.image,
             self.launcher_args(run),
             self.mpi,
+            run.settings.run_id,
         )
 
     def measure(self, run: RackRun) -> Result:
@@ -774,7 +964,7 @@ class MpiJobCheck(Check):
         def finished() -> Optional[Dict[str, str]]:
             if run.settings.openshift:
                 self.raise_scc_refusal(run, job)
-            for pod in run.api.list("Pod", "v1", run.namespace, "training.kubeflow.org/job-role=worker"):
+            for pod in run.api.list("Pod", "v1", run.namespace, self.pod_selector(run, "worker")):
                 node = (pod.get("spec") or {}).get("nodeName")
                 if node:
                     placement[pod["metadata"]["name"]] = node
@@ -832,11 +1022,11 @@ class MpiJobCheck(Check):
         return list(run.plan.nodes)  # never seen running (a failed start): trays in name order
 
     def launcher(self, run: RackRun) -> Optional[Dict[str, Any]]:
-        pods = run.api.list("Pod", "v1", run.namespace, "training.kubeflow.org/job-role=launcher")
+        pods = run.api.list("Pod", "v1", run.namespace, self.pod_selector(run, "launcher"))
         return sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "")[-1] if pods else None
 
     def describe(self, run: RackRun) -> str:
-        pods = run.api.list("Pod", "v1", run.namespace)
+        pods = run.api.list("Pod", "v1", run.namespace, self.pod_selector(run))
         waiting = [pod_summary(p) for p in pods if (p.get("status") or {}).get("phase") != "Running"]
         return (f"{len(pods)} pod(s); " + "; ".join(waiting[:3])) if pods else "no pod was created"
 
@@ -928,6 +1118,7 @@ def warm_discovery(api: Api, check: Check) -> None:
         ("Deployment", "apps/v1"),
         ("DaemonSet", "apps/v1"),
         ("ComputeDomain", cd.API_VERSION),
+        ("SelfSubjectAccessReview", "authorization.k8s.io/v1"),
     ]
     kinds += [("ResourceClaimTemplate", v) for v in cd.RESOURCE_CLAIM_TEMPLATE_VERSIONS]
     kinds += list(RackRun.objects) + list(check.objects)

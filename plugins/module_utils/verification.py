@@ -385,6 +385,41 @@ def rack_namespace(prefix: str, check: str, rack: str) -> str:
     return dns_label(prefix, check.replace("_", "-"), rack)
 
 
+_NAMESPACE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def given_namespaces(racks: Sequence[str], per_rack: Mapping[str, str], shared: str) -> Dict[str, str]:
+    """Rack -> the existing namespace the site gives it (``per_rack`` first, then ``shared``).
+
+    Empty when the site gives none: each check then creates and deletes its own namespace per rack.
+    A rack left without one when only ``per_rack`` is set is an error, as is a name Kubernetes refuses.
+    """
+    per_rack = {str(rack): str(name or "") for rack, name in (per_rack or {}).items()}
+    if not per_rack and not shared:
+        return {}
+    resolved: Dict[str, str] = {}
+    missing = []
+    for rack in racks:
+        name = per_rack.get(rack) or shared
+        if not name:
+            missing.append(rack)
+            continue
+        if not _NAMESPACE_NAME.match(name):
+            source = "gpu_fabric_verify_namespaces" if per_rack.get(rack) else "gpu_fabric_verify_namespace"
+            raise ValueError(
+                f"{source} gives rack {rack} the namespace {name!r}, which is not a valid namespace name "
+                "(lower-case letters, digits and '-', at most 63)"
+            )
+        resolved[rack] = name
+    if missing:
+        raise ValueError(
+            f"gpu_fabric_verify_namespaces gives no namespace to {plural(len(missing), 'rack')} "
+            f"({', '.join(missing)}; it names {', '.join(sorted(per_rack)) or 'none'}): add them, or set "
+            "gpu_fabric_verify_namespace for the racks it does not name"
+        )
+    return resolved
+
+
 # -- records ------------------------------------------------------------------------------------------
 
 

@@ -9,7 +9,8 @@ collection creates is unit-tested and written once for every check.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+import re
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     UNVERIFIED_TAINT,
@@ -20,6 +21,7 @@ PART_OF_LABEL = "app.kubernetes.io/part-of"
 PART_OF = "gpu-fabric-verify"
 CHECK_LABEL = "gpu-fabric.nvidia.com/check"
 RACK_LABEL = "gpu-fabric.nvidia.com/rack"
+RUN_LABEL = "gpu-fabric.nvidia.com/run-id"
 MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
 
 # The checks' pods tolerate the taint this collection puts on failed trays, so a failed tray is
@@ -92,8 +94,43 @@ def pod_security(run_as_user: Optional[int]) -> Dict[str, Any]:
     return dict(_user(run_as_user), seccompProfile={"type": "RuntimeDefault"})
 
 
-def common_labels(check: str, rack: str) -> Dict[str, str]:
-    return {PART_OF_LABEL: PART_OF, CHECK_LABEL: check, RACK_LABEL: dns_label(rack)}
+def common_labels(check: str, rack: str, run_id: str = "") -> Dict[str, str]:
+    labels = {PART_OF_LABEL: PART_OF, CHECK_LABEL: check, RACK_LABEL: dns_label(rack)}
+    if run_id:
+        labels[RUN_LABEL] = label_value(run_id)
+    return labels
+
+
+def label_value(text: str) -> str:
+    """``text`` as a label value (at most 63 characters of ``[A-Za-z0-9._-]``, alphanumeric at both ends)."""
+    value = re.sub(r"[^A-Za-z0-9._-]", "-", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+def own_selector(check: str, rack: str) -> str:
+    """The label selector of the objects one check creates on one rack.
+
+    The run id is not part of it: objects an interrupted earlier run of the same check on the same rack
+    left behind carry the same names, so they are this check's to delete and to count as well.
+    """
+    labels = common_labels(check, rack)
+    return ",".join(f"{key}={labels[key]}" for key in (PART_OF_LABEL, CHECK_LABEL, RACK_LABEL))
+
+
+def owned_by_pods(objects: Sequence[Mapping[str, Any]], is_own_pod: Callable[[str], bool]) -> List[Mapping[str, Any]]:
+    """The objects (ResourceClaims made from a template) that a pod of ours owns.
+
+    A claim made for a pod's ``resourceClaimTemplateName`` carries the labels of the template, which the
+    DRA controller writes, not ours; its owner reference names the pod.
+    """
+    return [
+        obj
+        for obj in objects
+        if any(
+            ref.get("kind") == "Pod" and is_own_pod(str(ref.get("name") or ""))
+            for ref in ((obj.get("metadata") or {}).get("ownerReferences") or [])
+        )
+    ]
 
 
 def namespace_manifest(name: str, check: str, rack: str, pod_security_level: str) -> Dict[str, Any]:
@@ -115,11 +152,18 @@ def _pin_to(node: str) -> Dict[str, Any]:
 
 
 def imex_pod_name(node: str) -> str:
+    """``imex-channel-<node>``: a tray is in one rack only, so racks sharing a namespace never collide."""
     return dns_label("imex-channel", node)
 
 
 def imex_pod_manifest(
-    node: str, namespace: str, rack: str, claim_template: str, image: str, run_as_user: Optional[int]
+    node: str,
+    namespace: str,
+    rack: str,
+    claim_template: str,
+    image: str,
+    run_as_user: Optional[int],
+    run_id: str = "",
 ) -> Dict[str, Any]:
     """A pod on ``node`` that claims the rack's IMEX channel and lists the channel directory.
 
@@ -131,7 +175,9 @@ def imex_pod_manifest(
         "metadata": {
             "name": imex_pod_name(node),
             "namespace": namespace,
-            "labels": dict(common_labels("imex_channel", rack), **{"app.kubernetes.io/name": "imex-channel-injection"}),
+            "labels": dict(
+                common_labels("imex_channel", rack, run_id), **{"app.kubernetes.io/name": "imex-channel-injection"}
+            ),
         },
         "spec": {
             "restartPolicy": "Never",
@@ -164,12 +210,16 @@ def mpijob_manifest(
     image: str,
     launcher_args: Sequence[str],
     mpi: Mapping[str, Any],
+    run_id: str = "",
 ) -> Dict[str, Any]:
     """An MPIJob with one worker per tray (every GPU of it) and a launcher running ``launcher_args``.
 
     ``mpi``: run_as_user, ssh_auth_mount_path, worker_command, launcher_affinity, backoff_limit.
     ``launcher_args`` come after ``mpirun --bind-to core --map-by ppr:<slots>:node -np <ranks>``.
+    The pod templates carry the check's labels too (the MPI operator copies them onto its pods), so the
+    launcher and workers of one rack are found by label in a namespace that other racks share.
     """
+    labels = common_labels(check, rack, run_id)
     replica = f"{dns_label(check)}-replica"
     user = int(mpi["run_as_user"])
     mpirun = ["--bind-to", "core", "--map-by", f"ppr:{slots}:node", "-np", str(slots * len(nodes))]
@@ -177,7 +227,7 @@ def mpijob_manifest(
     return {
         "apiVersion": MPIJOB_API_VERSION,
         "kind": "MPIJob",
-        "metadata": {"name": name, "namespace": namespace, "labels": common_labels(check, rack)},
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {
             "slotsPerWorker": slots,
             "launcherCreationPolicy": "WaitForWorkersReady",
@@ -187,7 +237,7 @@ def mpijob_manifest(
                 "Launcher": {
                     "replicas": 1,
                     "template": {
-                        "metadata": {"labels": {replica: "mpi-launcher"}},
+                        "metadata": {"labels": dict(labels, **{replica: "mpi-launcher"})},
                         "spec": {
                             "automountServiceAccountToken": False,
                             "securityContext": pod_security(user),
@@ -208,7 +258,7 @@ def mpijob_manifest(
                 "Worker": {
                     "replicas": len(nodes),
                     "template": {
-                        "metadata": {"labels": {replica: "mpi-worker"}},
+                        "metadata": {"labels": dict(labels, **{replica: "mpi-worker"})},
                         "spec": {
                             "automountServiceAccountToken": False,
                             "securityContext": pod_security(user),

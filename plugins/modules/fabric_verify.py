@@ -12,10 +12,11 @@ description:
   - Reads the nodes and the pods once, groups the GPU trays into racks (one rack = one C(nvidia.com/gpu.clique)),
     and decides per rack which trays the check uses and which it skips, with the reason (cordoned, NotReady,
     tainted, GPUs held by other pods, fewer allocatable GPUs than the rack's trays, not selected).
-  - Runs the check on every rack concurrently (at most O(parallel_racks) at a time), each rack in its own
-    namespace with its own object names. V(cliques) reads labels only; V(imex_channel) creates one
-    ComputeDomain per rack and one pod per tray that claims its IMEX channel; V(nvbandwidth) and V(nccl) run one
-    MPIJob per rack over all its usable trays (18 trays x 4 GPUs = 72 ranks on a full GB200 NVL72).
+  - Runs the check on every rack concurrently (at most O(parallel_racks) at a time), each rack in a namespace
+    of its own, or in an existing one the site gives (O(namespace), O(namespaces)), with object names of its
+    own. V(cliques) reads labels only; V(imex_channel) creates one ComputeDomain per rack and one pod per tray
+    that claims its IMEX channel; V(nvbandwidth) and V(nccl) run one MPIJob per rack over all its usable trays
+    (18 trays x 4 GPUs = 72 ranks on a full GB200 NVL72).
   - Every rack's objects are deleted afterwards, also when the check failed, and what is left is counted.
     Transient API errors (connection refused, 429, 5xx) are retried; a call that still fails ends that rack's
     check with a one-line message, never a verdict about the fabric.
@@ -79,9 +80,26 @@ options:
     type: int
     default: 8
   namespace_prefix:
-    description: Prefix of the namespaces, C(<prefix>-<check>-<rack>).
+    description: Prefix of the namespaces, C(<prefix>-<check>-<rack>), that the checks create and delete.
     type: str
     default: gpu-fabric-verify
+  namespace:
+    description:
+      - An existing namespace in which every rack's check runs (racks not named by O(namespaces)); empty - each
+        check creates and deletes a namespace of its own per rack (C(<prefix>-<check>-<rack>)).
+      - In a given namespace the checks create only namespaced objects (ComputeDomain, pods, MPIJob), named after
+        the check and the rack and labelled C(gpu-fabric.nvidia.com/check) and C(gpu-fabric.nvidia.com/rack);
+        they delete and count only those, and never create nor delete the namespace.
+      - Before creating anything each rack asks (SelfSubjectAccessReview) for every right it needs there and
+        fails with one line naming the missing ones; C(docs/rbac/verify-stage-namespaced.yaml) grants them.
+    type: str
+    default: ""
+  namespaces:
+    description:
+      - Rack name -> an existing namespace for that rack's checks (see O(namespace)). A rack that is neither
+        listed here nor covered by O(namespace) fails the run before anything is created.
+    type: dict
+    default: {}
   pod_security_level:
     description:
       - Pod Security Admission level enforced on the MPIJob namespaces.
@@ -325,6 +343,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     OUTCOME_PASSED,
     RackPlan,
     Scope,
+    given_namespaces,
     group_racks,
     judge_cliques,
     parse_nodes_per_clique,
@@ -348,6 +367,8 @@ ARGUMENT_SPEC = dict(
     allow_incomplete=dict(type="bool", default=False),
     parallel_racks=dict(type="int", default=8),
     namespace_prefix=dict(type="str", default="gpu-fabric-verify"),
+    namespace=dict(type="str", default=""),
+    namespaces=dict(type="dict", default={}),
     pod_security_level=dict(type="str", default="baseline"),
     timeout=dict(type="int", default=900),
     openshift=dict(type="bool"),
@@ -557,6 +578,10 @@ def main() -> None:
             f"(racks selected: {known}); check gpu_fabric_verify_cliques and the node lists",
             racks=[r.to_dict() for r in plan.racks],
         )
+    try:
+        given = given_namespaces([r.name for r in plan.racks], params["namespaces"], params["namespace"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc), racks=[r.to_dict() for r in plan.racks])
     settings = fleet.Settings(
         namespace_prefix=params["namespace_prefix"],
         timeout=float(params["timeout"]),
@@ -566,6 +591,7 @@ def main() -> None:
         allow_incomplete=params["allow_incomplete"],
         pod_security_level=params["pod_security_level"],
         cluster=cluster_facts(client),
+        namespaces=given,
     )
     try:
         settings.openshift = detect_openshift(api) if params["openshift"] is None else params["openshift"]
