@@ -258,7 +258,9 @@ def neutral_text_mutations() -> List[Tuple[str, Mutation]]:
 
     def long_line(rng: random.Random, seed: Seed) -> str:
         lines = _lines(seed.content)
-        lines.insert(rng.randrange(len(lines)), " ".join(rng.choice(("1.00", "N/A", "x", "inf")) for _ in range(20000)))
+        lines.insert(
+            rng.randrange(len(lines)), " ".join(rng.choice(("1.00", "N/A", "x", "inf")) for cell in range(20000))
+        )
         return "\n".join(lines)
 
     def empty(rng: random.Random, _seed: Seed) -> str:
@@ -639,7 +641,7 @@ def nvbandwidth_target() -> Target:
         ("error key", json_set("error", "CUDA_ERROR_ILLEGAL_ADDRESS")),
         ("status Waived", json_set("status", "Waived")),
         ("bandwidth_matrix a string", json_set("bandwidth_matrix", "N/A")),
-        ("bandwidth_matrix rows not lists", json_set("bandwidth_matrix", lambda m: [393.7 for _ in m])),
+        ("bandwidth_matrix rows not lists", json_set("bandwidth_matrix", lambda m: [393.7 for row in m])),
         ("testcase not an object", json_testcase_not_object),
     ]
     return Target(

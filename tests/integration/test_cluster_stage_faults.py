@@ -79,7 +79,7 @@ def wait_pending_install(sim_rack: SimRack, run: subprocess.Popen, timeout: floa
 
 
 def finish(run: subprocess.Popen, timeout: float = 900) -> tuple[int, str]:
-    output, _ = run.communicate(timeout=timeout)
+    output = run.communicate(timeout=timeout)[0]
     return run.returncode, output
 
 

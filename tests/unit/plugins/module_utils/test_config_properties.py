@@ -203,7 +203,7 @@ IMEX_ACTIVE = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=")
 def imex_files(draw: Callable) -> str:
     lines = IMEX_FILE.splitlines(keepends=True)
     active = [i for i, line in enumerate(lines) if IMEX_ACTIVE.match(line)]
-    for _ in range(draw(st.integers(0, 5))):
+    for _edit in range(draw(st.integers(0, 5))):
         index = draw(st.sampled_from(active))
         operation = draw(st.sampled_from(["trailing", "spacing", "comment", "commented", "blank", "unknown"]))
         if operation == "trailing":
