@@ -202,7 +202,7 @@ def _terminated(block: list[str]) -> list[str]:
 def mutate_containerd(text: str, rng: random.Random) -> str:
     """A valid variant of ``text``: the same settings in shapes real files have."""
     lines = text.splitlines(keepends=True)
-    for _ in range(rng.randint(1, 5)):
+    for _edit in range(rng.randint(1, 5)):
         top, blocks = _blocks(lines)
         choice = rng.choice(("comment", "trailing", "unicode", "move", "append_runtime", "options", "imports", "blank"))
         if choice == "comment" and blocks:
@@ -433,7 +433,7 @@ def imex_value(rest: str) -> str:
 def mutate_imex(text: str, rng: random.Random) -> str:
     lines = text.splitlines(keepends=True)
     active = [i for i, line in enumerate(lines) if IMEX_ACTIVE.match(line)]
-    for _ in range(rng.randint(1, 5)):
+    for _edit in range(rng.randint(1, 5)):
         choice = rng.choice(("trailing", "spacing", "comment", "commented", "blank", "unknown", "unicode"))
         index = rng.choice(active) if active else 0
         if choice == "trailing" and active:
@@ -599,7 +599,7 @@ def _check_file_case(
     if asked:
         tally.add("changed as asked")
     if lost_keys or lost_lines:
-        tally.add("bytes lost", f"{case.name}: keys {lost_keys[:3]} lines {[line for line in lost_lines[:2]]}")
+        tally.add("bytes lost", f"{case.name}: keys {lost_keys[:3]} lines {list(lost_lines[:2])}")
     digest = path.read_bytes()
     again, error = run_module(module_file, args)
     if error is not None:

@@ -149,7 +149,7 @@ class Target:
     def run(self, content: Any, seed: Seed) -> Observation:
         try:
             return _clean_reason(self.observe(content, seed.options))
-        except self.allowed as exc:
+        except self.allowed as exc:  # pylint: disable=catching-non-exception  # a tuple of exception classes
             reason = str(exc)
             if not reason.strip() or "\n" in reason:
                 raise Unclean(f"unclean error: {reason!r}") from None

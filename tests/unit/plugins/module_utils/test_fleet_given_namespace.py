@@ -324,7 +324,7 @@ def test_the_shipped_role_grants_exactly_the_rights_the_checks_ask_for():
     granted = set()
     for rule in role["rules"]:
         for group, resource, verb in itertools.product(rule["apiGroups"], rule["resources"], rule["verbs"]):
-            base, _, sub = resource.partition("/")
+            base, _slash, sub = resource.partition("/")
             granted.add((verb, group, base, sub))
         if rule["resources"] == ["namespaces"]:
             assert rule["resourceNames"] == ["VERIFY_NAMESPACE"]
