@@ -21,17 +21,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_obje
 )
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
+from mpi_settings import MPI
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 LISTING = (Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "imex-channel-injection-pod.log").read_text()
 MISSING = "ls: cannot access '/dev/nvidia-caps-imex-channels': No such file or directory\n"
-MPI = {
-    "run_as_user": 1000,
-    "ssh_auth_mount_path": "/home/mpiuser/.ssh",
-    "worker_command": ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"],
-    "launcher_affinity": {},
-    "backoff_limit": 0,
-}
 
 
 def test_the_real_listing_shows_a_character_device():

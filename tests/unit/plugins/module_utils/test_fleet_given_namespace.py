@@ -34,15 +34,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_obje
 )
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError, api_exception
+from mpi_settings import MPI
 
 RBAC = Path(__file__).resolve().parents[4] / "docs" / "rbac" / "verify-stage-namespaced.yaml"
-MPI = {
-    "run_as_user": 1000,
-    "ssh_auth_mount_path": "/home/mpiuser/.ssh",
-    "worker_command": ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"],
-    "launcher_affinity": {},
-    "backoff_limit": 0,
-}
 SERVED = {
     ("Namespace", "v1"),
     ("Pod", "v1"),

@@ -13,16 +13,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, ope
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import imex_pod_manifest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
+from mpi_settings import MPI
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "k8s"
 FORBIDDEN = (FIXTURES / "openshift-scc-forbidden-pod.json").read_text()
-MPI = {
-    "run_as_user": 1000,
-    "ssh_auth_mount_path": "/home/mpiuser/.ssh",
-    "worker_command": ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"],
-    "launcher_affinity": {},
-    "backoff_limit": 0,
-}
 
 # GET /apis of a cluster (APIGroupList), trimmed to the names
 KUBERNETES_GROUPS = {"kind": "APIGroupList", "groups": [{"name": "apps"}, {"name": "resource.k8s.io"}]}
