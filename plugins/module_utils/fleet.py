@@ -460,6 +460,8 @@ class RackRun:
                 "never create nor delete a given namespace) or fix gpu_fabric_verify_namespace(s)"
             )
         self.namespace_checked = True
+        if self.settings.openshift:  # annotated when the site made it; the pods' user follows it as in our own
+            self.uid_range = self.read_uid_range()
         left, _uncounted = self.count_left()
         if left:
             errors = self.clean_up()

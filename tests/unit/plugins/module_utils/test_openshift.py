@@ -163,3 +163,22 @@ def test_the_namespace_annotation_is_waited_for_a_bounded_time():
     run = fleet.RackRun(fleet.ImexChannelCheck("busybox"), NamespaceApi(100), plan, settings, clock.sleep, clock)
     with pytest.raises(fleet.NotRun, match=r"has no openshift.io/sa.scc.uid-range annotation after 11 reads \(10 s\)"):
         run.read_uid_range()
+
+
+class GivenNamespaceApi(NamespaceApi):
+    """A namespace the site gave, annotated long ago; every right held, nothing of an earlier run left."""
+
+    def can(self, right, namespace):
+        return True
+
+    def served(self, kind, api_version):
+        return False
+
+
+def test_a_given_namespace_on_openshift_has_its_user_range_read_too():
+    plan = fleet.RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
+    clock = Clock()
+    settings = fleet.Settings(openshift=True, namespaces={"rack0": "site-gpu"})
+    run = fleet.RackRun(fleet.ImexChannelCheck("busybox"), GivenNamespaceApi(0), plan, settings, clock.sleep, clock)
+    run.create_namespace()
+    assert run.namespace == "site-gpu" and run.uid_range == openshift.UidRange(1000680000, 10000)
