@@ -309,12 +309,14 @@ def coverage_of(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Which GPU trays the records found, which were verified, and which were skipped and why.
 
     A tray is verified when a record measured it and no record skipped it; a tray any record skipped
-    is skipped, even when another record measured it. The rest were measured by none (unmeasured).
+    is skipped, even when another record measured it. The rest were measured by none (unmeasured): a
+    check that could not run (verdict error) measured nothing.
     """
     trays = _tray_racks(records)
     skipped = _skip_entries(records)
     skipped_nodes = {entry["node"] for entry in skipped}
-    verified = {node for record in records for node in record["nodes"]} - skipped_nodes
+    measured = {node for record in records if record["verdict"] != ERROR for node in record["nodes"]}
+    verified = measured - skipped_nodes
     unmeasured = [node for node in trays if node not in verified and node not in skipped_nodes]
     return {
         "trays": _sorted_names(trays),

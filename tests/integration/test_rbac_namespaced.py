@@ -183,5 +183,9 @@ def test_a_namespace_without_the_role_fails_with_one_line_before_anything_is_cre
         f"; apply the Role and RoleBinding of docs/rbac/verify-stage-namespaced.yaml in namespace {NO_ROLE}"
     ), summary
     assert "\n" not in summary
-    assert "failed: imex_channel (rack0, rack1)" in output
+    # a right the identity lacks: the check could not run, which says nothing of the fabric
+    assert rack_records(tmp_path)[("imex_channel", "rack0")]["verdict"] == "error"
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["verdict"] == "error"
+    assert "could not run (not a verdict on the fabric): imex_channel (rack0, rack1)" in report["summary"]
     nothing_left(sim_rack, NO_ROLE)

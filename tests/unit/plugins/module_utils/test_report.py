@@ -820,6 +820,9 @@ def test_a_run_that_could_not_run_is_an_error_not_a_fabric_failure():
         "ERROR: 2 racks, 1 of 3 checks passed; could not run (not a verdict on the fabric): nvbandwidth (rack0, rack1)"
     )
     assert report["racks"]["rack1"]["verdict"] == "error"
+    # the trays of a check that could not run were not measured: none of rack1's counts as verified
+    assert report["coverage"]["counts"] == {"trays": 4, "verified": 2, "skipped": 0, "unmeasured": 2}
+    assert report["summary"].endswith("2 of 4 GPU trays verified; 0 skipped; 2 not measured by any check")
     assert report["trays"]["rack1-t0"]["summary"] == "not verified: nvbandwidth could not run"
     root = ET.fromstring(render_junit(report))
     assert root.get("errors") == "2" and root.get("failures") == "0"
