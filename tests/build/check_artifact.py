@@ -11,16 +11,21 @@ Checks the tarball that `ansible-galaxy collection build` wrote:
   ``docs/...``, ``playbooks/...``) in a shipped Markdown file names a file that is in the tarball;
 * a shipped Markdown file (or the released changelog) names the repository's own tooling
   (``sim/``, ``tests/``, ``bench/``, ``molecule/``, ``make ...``) only under a heading that says
-  so ("in a clone"), or as a link to the repository.
+  so ("in a clone"), or as a link to the repository;
+* requirements.yml and galaxy.yml's dependencies name exactly the collections that the shipped roles,
+  playbooks and plugins use (their tasks, roles, filters, lookups and Python imports by FQCN).
 Prints one line per problem and exits 1 when there is any.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import tarfile
-from typing import Iterable, List, Sequence, Set
+from typing import Dict, Iterable, List, Sequence, Set
+
+import yaml
 
 # Paths a user's install must not carry (prefixes of the tarball's member names).
 FORBIDDEN = (
@@ -48,6 +53,17 @@ CLONE_HEADING = re.compile(r"in a clone", re.IGNORECASE)  # "(in a clone)", "(pr
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 CODE = re.compile(r"`([^`\n]+)`")
 HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+# A collection named by the shipped code: a task's module, a role, a filter or lookup, a Python import.
+FQCN = r"([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\.[a-z][a-z0-9_]*"
+USES = (
+    re.compile(rf"^\s*(?:-\s+)?{FQCN}:", re.MULTILINE),
+    re.compile(rf"\brole:\s*['\"]?{FQCN}"),
+    re.compile(rf"\|\s*{FQCN}"),
+    re.compile(rf"\blookup\(\s*['\"]{FQCN}"),
+    re.compile(r"\bansible_collections\.([a-z][a-z0-9_]*)\.([a-z][a-z0-9_]*)\."),
+)
+NOT_A_DEPENDENCY = {"ansible.builtin", "ansible.legacy"}
+CODE_ROOTS = ("roles/", "playbooks/", "plugins/")
 
 
 def members(tarball: str) -> Set[str]:
@@ -120,10 +136,53 @@ def changelog_problems(name: str, text: str) -> List[str]:
     ]
 
 
+def collections_used(text: str) -> Set[str]:
+    return {f"{namespace}.{name}" for pattern in USES for namespace, name in pattern.findall(text)}
+
+
+def collection_problems(used: Set[str], requirements: Dict[str, str], where: str) -> List[str]:
+    """The collections that `where` (requirements.yml, galaxy.yml) declares against the ones the code uses."""
+    problems = [
+        f"{where}: lacks {name}, which the roles, playbooks or plugins use" for name in sorted(used - set(requirements))
+    ]
+    problems.extend(
+        f"{where}: lists {name}, which no role, playbook or plugin uses" for name in sorted(set(requirements) - used)
+    )
+    return problems
+
+
+def dependency_problems(archive: tarfile.TarFile, own: str) -> List[str]:
+    used: Set[str] = set()
+    texts: Dict[str, str] = {}
+    for member in archive.getmembers():
+        if not member.isfile():
+            continue
+        if member.name.startswith(CODE_ROOTS) or member.name in ("requirements.yml", "MANIFEST.json"):
+            handle = archive.extractfile(member)
+            text = handle.read().decode("utf-8", "replace") if handle else ""
+            if member.name.startswith(CODE_ROOTS):
+                used |= collections_used(text)
+            else:
+                texts[member.name] = text
+    used -= NOT_A_DEPENDENCY | {own}
+    problems = []
+    if "requirements.yml" in texts:
+        entries = (yaml.safe_load(texts["requirements.yml"]) or {}).get("collections", [])
+        listed = {entry["name"] if isinstance(entry, dict) else entry: "" for entry in entries}
+        problems.extend(collection_problems(used, listed, "requirements.yml"))
+    if "MANIFEST.json" in texts:
+        dependencies = json.loads(texts["MANIFEST.json"])["collection_info"].get("dependencies") or {}
+        problems.extend(collection_problems(used, dependencies, "galaxy.yml dependencies"))
+    return problems
+
+
 def check(tarball: str) -> List[str]:
     names = members(tarball)
     problems = forbidden(names)
     with tarfile.open(tarball) as archive:
+        manifest = archive.extractfile("MANIFEST.json") if "MANIFEST.json" in names else None
+        info = json.load(manifest)["collection_info"] if manifest else {}
+        problems.extend(dependency_problems(archive, f"{info.get('namespace')}.{info.get('name')}"))
         for member in archive.getmembers():
             if not member.isfile() or not (member.name.endswith(".md") or member.name == "changelogs/changelog.yaml"):
                 continue

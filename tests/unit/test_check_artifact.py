@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import io
+import json
 import sys
 import tarfile
 from pathlib import Path
@@ -64,4 +65,34 @@ def test_a_tarball_with_the_sim_inventory_and_fragments_is_refused(tmp_path):
         "changelogs/fragments/x.yml: ships a file of the repository's tooling",
         "inventories/sim/hosts.yml: ships a file of the repository's tooling",
         "changelogs/changelog.yaml:2: names sim/ (only in a clone)",
+    ]
+
+
+def test_requirements_and_dependencies_name_the_collections_the_code_uses(tmp_path):
+    tarball = tmp_path / "c.tar.gz"
+    info = {"namespace": "gpu_fabric", "name": "mnnvl", "dependencies": {"kubernetes.core": "*"}}
+    manifest = {"collection_info": info}
+    files = (
+        ("MANIFEST.json", json.dumps(manifest)),
+        ("requirements.yml", "collections:\n  - name: kubernetes.core\n  - name: ansible.posix\n"),
+        (
+            "roles/x/tasks/main.yml",
+            "- name: Read\n  kubernetes.core.k8s_info:\n    kind: Node\n"
+            "- community.general.modprobe:\n    name: nvidia\n"
+            "- ansible.builtin.debug:\n"
+            '    msg: "{{ x | gpu_fabric.mnnvl.clique_groups }} report.json nvidia.com/gpu"\n',
+        ),
+        ("plugins/modules/m.py", "from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client\n"),
+        ("docs/x.md", "`community.docker.docker_container:` in a document is no dependency\n"),
+    )
+    with tarfile.open(tarball, "w:gz") as archive:
+        for name, text in files:
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    assert check_artifact.check(str(tarball)) == [
+        "requirements.yml: lacks community.general, which the roles, playbooks or plugins use",
+        "requirements.yml: lists ansible.posix, which no role, playbook or plugin uses",
+        "galaxy.yml dependencies: lacks community.general, which the roles, playbooks or plugins use",
     ]
