@@ -17,7 +17,7 @@ SANITY_TREE := $(CURDIR)/.tmp/sanity/ansible_collections/gpu_fabric/mnnvl
 SANITY_PY   ?= 3.11
 MOLECULE_SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help venv layout lint sanity units artifact molecule integration test build install-collection demo sim-up sim-down changelog clean
+.PHONY: help venv layout lint sanity units artifact ee molecule integration test build install-collection demo sim-up sim-down changelog clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -84,13 +84,23 @@ molecule: venv layout  ## every Molecule scenario: converge, idempotence (change
 integration: venv layout  ## end-to-end tests against the simulated rack (sim/rack up once per run)
 	pytest tests/integration
 
-test: lint sanity units artifact molecule integration  ## THE test command (what CI runs)
+test: lint sanity units artifact ee molecule integration  ## THE test command (what CI runs)
 
 build: venv  ## build the collection artifact
 	ansible-galaxy collection build --force --output-path .tmp/dist
 
 artifact: build  ## what the built collection ships: nothing that only works in a clone
 	$(BIN)/python tests/build/check_artifact.py .tmp/dist/gpu_fabric-mnnvl-$$(sed -n 's/^version: *//p' galaxy.yml).tar.gz
+
+# The execution environment's build context (no image is built: that needs a container engine and the
+# registries): ansible-builder create, then a check of its Containerfile and _build/ (tests/build/check_ee.py).
+EE_CONTEXT := $(CURDIR)/.tmp/ee
+ee: build  ## execution-environment.yml: ansible-builder create, then check the generated build context
+	mkdir -p dist
+	cp .tmp/dist/gpu_fabric-mnnvl-$$(sed -n 's/^version: *//p' galaxy.yml).tar.gz dist/gpu_fabric-mnnvl.tar.gz
+	rm -rf $(EE_CONTEXT)
+	ansible-builder create --file execution-environment.yml --context $(EE_CONTEXT) --output-filename Containerfile
+	$(BIN)/python tests/build/check_ee.py $(EE_CONTEXT) $(CURDIR)
 
 install-collection: build  ## install the built artifact into .tmp/installed
 	ansible-galaxy collection install --force -p .tmp/installed .tmp/dist/gpu_fabric-mnnvl-*.tar.gz
@@ -114,4 +124,4 @@ changelog: venv  ## render CHANGELOG.rst from the fragments
 	antsibull-changelog release
 
 clean:  ## remove build and test leftovers (not the simulated rack's binary cache)
-	rm -rf .tmp .pytest_cache .ruff_cache
+	rm -rf .tmp .pytest_cache .ruff_cache dist
