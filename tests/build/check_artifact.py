@@ -13,16 +13,23 @@ Checks the tarball that `ansible-galaxy collection build` wrote:
   (``sim/``, ``tests/``, ``bench/``, ``molecule/``, ``make ...``) only under a heading that says
   so ("in a clone"), or as a link to the repository;
 * requirements.yml and galaxy.yml's dependencies name exactly the collections that the shipped roles,
-  playbooks and plugins use (their tasks, roles, filters, lookups and Python imports by FQCN).
+  playbooks and plugins use (their tasks, roles, filters, lookups and Python imports by FQCN);
+* installed from the tarball alone (``ansible-galaxy collection install`` into a temporary collections
+  path, run from an empty directory, no ansible.cfg of the clone), every playbook passes
+  ``ansible-playbook --syntax-check gpu_fabric.mnnvl.<name>``.
 Prints one line per problem and exits 1 when there is any.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 import tarfile
+import tempfile
+from pathlib import Path
 from typing import Dict, Iterable, List, Sequence, Set
 
 import yaml
@@ -195,11 +202,46 @@ def check(tarball: str) -> List[str]:
     return problems
 
 
+def installed_playbooks_problems(tarball: str) -> List[str]:
+    """``ansible-playbook --syntax-check gpu_fabric.mnnvl.<name>`` of every playbook, from an install of the tarball."""
+    with tarfile.open(tarball) as archive:
+        manifest = json.load(archive.extractfile("MANIFEST.json"))["collection_info"]
+        playbooks = sorted(
+            Path(m.name).stem for m in archive.getmembers() if re.fullmatch(r"playbooks/[^/]+\.ya?ml", m.name)
+        )
+    fqcn = f"{manifest['namespace']}.{manifest['name']}"
+    tarball = str(Path(tarball).resolve())
+    bin_dir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory(prefix="installed-") as work:
+        (Path(work) / "ansible.cfg").write_text("[defaults]\n")
+        env = {
+            **os.environ,
+            "ANSIBLE_CONFIG": str(Path(work) / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(Path(work) / "collections"),
+        }
+        steps = {
+            "ansible-galaxy collection install": [
+                *(str(bin_dir / "ansible-galaxy"), "collection", "install", "--no-deps", "-p", "collections", tarball)
+            ],
+            "ansible-playbook --syntax-check": [
+                *(str(bin_dir / "ansible-playbook"), "-i", "localhost,", "--syntax-check"),
+                *(f"{fqcn}.{name}" for name in playbooks),
+            ],
+        }
+        for what, command in steps.items():
+            result = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                lines = (result.stdout + result.stderr).strip().splitlines()
+                errors = [line for line in lines if "ERROR" in line] or lines[-6:]
+                return [f"{what}: exit {result.returncode}: {line}" for line in errors]
+    return []
+
+
 def main(argv: Sequence[str]) -> int:
     if len(argv) != 1:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    problems = check(argv[0])
+    problems = check(argv[0]) + installed_playbooks_problems(argv[0])
     for problem in problems:
         print(problem)
     print(f"{argv[0]}: {len(members(argv[0]))} entries, {len(problems)} problem(s)")
