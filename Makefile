@@ -17,7 +17,7 @@ SANITY_TREE := $(CURDIR)/.tmp/sanity/ansible_collections/gpu_fabric/mnnvl
 SANITY_PY   ?= 3.11
 MOLECULE_SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help venv layout lint sanity units artifact ee molecule integration test build install-collection demo sim-up sim-down changelog clean
+.PHONY: help venv layout lint sanity units artifact ee docs molecule integration test build install-collection demo sim-up sim-down changelog clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -84,7 +84,7 @@ molecule: venv layout  ## every Molecule scenario: converge, idempotence (change
 integration: venv layout  ## end-to-end tests against the simulated rack (sim/rack up once per run)
 	pytest tests/integration
 
-test: lint sanity units artifact ee molecule integration  ## THE test command (what CI runs)
+test: lint sanity units artifact ee docs molecule integration  ## THE test command (what CI runs)
 
 build: venv  ## build the collection artifact
 	ansible-galaxy collection build --force --output-path .tmp/dist
@@ -101,6 +101,21 @@ ee: build  ## execution-environment.yml: ansible-builder create, then check the 
 	rm -rf $(EE_CONTEXT)
 	ansible-builder create --file execution-environment.yml --context $(EE_CONTEXT) --output-filename Containerfile
 	$(BIN)/python tests/build/check_ee.py $(EE_CONTEXT) $(CURDIR)
+
+# The collection's documentation site (modules, filters, roles from their argument specs) as HTML:
+# antsibull-docs writes the reStructuredText, Sphinx the HTML, with -W (a warning fails the build).
+# tests/build/docs_conf.py makes it a build without network (no intersphinx inventory to fetch).
+DOCS_BUILD := $(CURDIR)/.tmp/docs
+docs: venv layout  ## the collection's documentation as HTML (antsibull-docs, Sphinx); any warning fails it
+	rm -rf $(DOCS_BUILD)
+	mkdir -p $(DOCS_BUILD)
+	chmod 755 $(DOCS_BUILD)
+	antsibull-docs sphinx-init --use-current --fail-on-error --dest-dir $(DOCS_BUILD) \
+	  --project gpu_fabric.mnnvl --copyright 'gpu_fabric.mnnvl contributors' \
+	  --title 'gpu_fabric.mnnvl' --html-short-title 'gpu_fabric.mnnvl' gpu_fabric.mnnvl >/dev/null
+	cat tests/build/docs_conf.py >>$(DOCS_BUILD)/conf.py
+	$(DOCS_BUILD)/build.sh
+	@echo "HTML: $(DOCS_BUILD)/build/html/index.html"
 
 install-collection: build  ## install the built artifact into .tmp/installed
 	ansible-galaxy collection install --force -p .tmp/installed .tmp/dist/gpu_fabric-mnnvl-*.tar.gz
