@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
@@ -108,6 +108,30 @@ def is_gpu_node(node: Mapping[str, Any]) -> bool:
     if labels.get(CLIQUE_LABEL):
         return True
     return gpu_count(node) > 0
+
+
+# The nodes whose metadata cannot tell whether they hold GPUs: without nvidia.com/gpu.present=true only
+# their nvidia.com/gpu capacity can (GPU Feature Discovery sets the label on every GPU node it runs on).
+NEEDS_STATUS_SELECTOR = f"{GPU_PRESENT_LABEL}!=true"
+
+
+def read_nodes_for_grouping(
+    list_nodes: Callable[[Optional[str], bool], List[Dict[str, Any]]], label_selector: Optional[str] = None
+) -> List[Dict[str, Any]]:
+    """Every node the grouping needs, reading whole Node objects only where the labels are not enough.
+
+    ``list_nodes(selector, metadata_only)`` lists the nodes matching ``selector``: with
+    ``metadata_only`` as ``PartialObjectMetadata`` (names and labels, no status), otherwise whole.
+    The GPU nodes of a fleet carry ``nvidia.com/gpu.present=true``, so their status (conditions,
+    images, node info: most of a Node's bytes) is never read; the others (control plane, CPU
+    workers, a GPU node GPU Feature Discovery has not labelled) are read whole, so that their
+    ``nvidia.com/gpu`` capacity still counts. A node created between the two lists is kept.
+    """
+    nodes = list_nodes(label_selector, True)
+    selector = ",".join(part for part in (label_selector, NEEDS_STATUS_SELECTOR) if part)
+    whole = {node_name(node): node for node in list_nodes(selector, False)}
+    merged = [whole.pop(node_name(node), node) for node in nodes]
+    return merged + list(whole.values())
 
 
 def clique_label(node: Mapping[str, Any], label: str = CLIQUE_LABEL) -> Optional[str]:

@@ -105,6 +105,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     CLIQUE_LABEL,
     check_clique_expectations,
     group_nodes_by_clique,
+    read_nodes_for_grouping,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import DynamicApiError, api_error_text, list_all
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
@@ -154,7 +155,12 @@ def main() -> None:
     params = module.params
     try:
         client = get_api_client(module=module)
-        nodes = list_all(client, "v1", "Node", label_selector=params["label_selector"], limit=params["page_size"])
+        nodes = read_nodes_for_grouping(
+            lambda selector, metadata_only: list_all(
+                client, "v1", "Node", label_selector=selector, limit=params["page_size"], metadata_only=metadata_only
+            ),
+            params["label_selector"],
+        )
     except CoreException as exc:
         module.fail_from_exception(exc)
     except DynamicApiError as exc:

@@ -13,6 +13,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     check_clique_expectations,
     group_nodes_by_clique,
     is_gpu_node,
+    read_nodes_for_grouping,
 )
 
 LABELS = Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "gb200-clique-labels.txt"
@@ -175,3 +176,27 @@ def test_clique_value_with_a_trailing_newline_is_malformed_and_shown_quoted():
         f"node gb200-pod2-f06-node06 has nvidia.com/gpu.clique='{REAL_CLIQUE}\\n', expected"
     )
     assert all("\n" not in v for v in violations)
+
+
+def test_whole_nodes_are_read_only_where_the_labels_do_not_tell():
+    gpu = {"metadata": {"name": "gb200-r1-t1", "labels": {"nvidia.com/gpu.present": "true"}}}
+    cpu_meta = {"kind": "PartialObjectMetadata", "metadata": {"name": "cpu-1", "labels": {}}}
+    cpu_whole = {"metadata": {"name": "cpu-1", "labels": {}}, "status": {"capacity": {"nvidia.com/gpu": "4"}}}
+    late = {"metadata": {"name": "late-1", "labels": {}}, "status": {"capacity": {"cpu": "8"}}}
+    calls = []
+
+    def list_nodes(selector, metadata_only):
+        calls.append((selector, metadata_only))
+        return [gpu, cpu_meta] if metadata_only else [cpu_whole, late]
+
+    nodes = read_nodes_for_grouping(list_nodes, "topology.kubernetes.io/zone=a")
+    assert calls == [
+        ("topology.kubernetes.io/zone=a", True),
+        ("topology.kubernetes.io/zone=a,nvidia.com/gpu.present!=true", False),
+    ]
+    assert nodes == [gpu, cpu_whole, late]
+    grouping = group_nodes_by_clique(nodes)
+    assert grouping.unlabelled_gpu_nodes == ["cpu-1", "gb200-r1-t1"]
+    assert grouping.non_gpu_nodes == ["late-1"]
+    read_nodes_for_grouping(list_nodes)
+    assert calls[-1] == ("nvidia.com/gpu.present!=true", False)

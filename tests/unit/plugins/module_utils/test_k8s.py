@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
+import io
+import json
 import types
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_error_text,
     iter_pages,
+    json_page,
     pod_summary,
     workload_summary,
 )
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 from urllib3.exceptions import MaxRetryError, NewConnectionError
+from urllib3.response import HTTPResponse
 
 # The API server's answer to a log read of a container that has not written yet (as kube-apiserver
 # 1.34 returns it through kwok's kubelet server), and a proxy's error page in front of an API server.
@@ -125,3 +129,16 @@ def test_pod_summary_names_waiting_reasons_and_scheduling_failures():
     assert (
         pod_summary(crashing) == "pod nvb-x7k2p-9jhmj on gb200-r0-t1: Running (compute-domain-daemon: CrashLoopBackOff)"
     )
+
+
+def test_json_page_reads_the_raw_http_body_of_a_list():
+    body = json.dumps({"metadata": {"continue": "t1"}, "items": [{"metadata": {"name": "gb200-r1-t1"}}]}).encode()
+    response = HTTPResponse(body=io.BytesIO(body), status=200, preload_content=True)
+    page = json_page(response)
+    assert page == {"metadata": {"continue": "t1"}, "items": [{"metadata": {"name": "gb200-r1-t1"}}]}
+    assert type(page["items"][0]["metadata"]) is dict
+
+
+def test_json_page_still_converts_a_client_that_answers_dicts_or_model_objects():
+    assert json_page({"items": [1]}) == {"items": [1]}
+    assert json_page(None) == {}
