@@ -17,7 +17,7 @@ SANITY_TREE := $(CURDIR)/.tmp/sanity/ansible_collections/gpu_fabric/mnnvl
 SANITY_PY   ?= 3.11
 MOLECULE_SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help venv layout lint sanity units artifact ee docs molecule integration test build install-collection demo sim-up sim-down changelog clean
+.PHONY: help venv layout lint sanity units artifact ee docs molecule integration bench-smoke test build install-collection demo sim-up sim-down changelog clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -84,7 +84,12 @@ molecule: venv layout  ## every Molecule scenario: converge, idempotence (change
 integration: venv layout  ## end-to-end tests against the simulated rack (sim/rack up once per run)
 	pytest tests/integration
 
-test: lint sanity units artifact ee docs molecule integration  ## THE test command (what CI runs)
+# Each benchmark at its smallest size, on simulated racks of its own (ports apart from the tests'):
+# proves they still run; the figures of docs/PERFORMANCE.md come from `bench/run` at full size.
+bench-smoke: venv layout  ## every benchmark of bench/ at its smallest size (bench/run --smoke)
+	bench/run --smoke
+
+test: lint sanity units artifact ee docs molecule integration bench-smoke  ## THE test command (what CI runs)
 
 build: venv  ## build the collection artifact
 	ansible-galaxy collection build --force --output-path .tmp/dist

@@ -1,0 +1,125 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Idempotent re-run: `cluster.yml` on a fresh simulated rack, then again (must change nothing).
+
+For each size a simulated rack of its own (own state directory and ports) is brought up, then
+`playbooks/cluster.yml` runs `--runs` times. The first run installs; every later one must report
+changed=0. Printed per run: wall time, the recap's ok/changed counts, and the second run's time
+as a fraction of the first (the goal is at most 1/3). With `--profile N`, the N slowest tasks of
+the last run (ansible.posix's profile_tasks) show where a no-op still spends its time.
+
+    python bench/rerun.py                          # 1x4 (with .venv/bin on PATH)
+    python bench/rerun.py 1x4 1x18 --runs 3 --profile 10 --json .tmp/bench-rerun.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RACK = REPO_ROOT / "sim" / "rack"
+PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
+# Ports apart from a rack on the defaults (6443, ...) and from the other benchmarks'.
+BENCH_PORTS = {
+    "GPU_FABRIC_SIM_APISERVER_PORT": "47443",
+    "GPU_FABRIC_SIM_ETCD_PORT": "47379",
+    "GPU_FABRIC_SIM_ETCD_PEER_PORT": "47380",
+    "GPU_FABRIC_SIM_KWOK_PORT": "47247",
+    "GPU_FABRIC_SIM_KCM_PORT": "47257",
+    "GPU_FABRIC_SIM_SCHEDULER_PORT": "47259",
+}
+RECAP = re.compile(r"^localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+# profile_tasks: "<role> : <task name> ------- 12.34s"
+PROFILE = re.compile(r"^(.+?) -{2,} (\d+\.\d+)s$", re.M)
+
+
+def run(cmd: list[str], env: dict[str, str], what: str) -> tuple[float, str]:
+    start = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
+    elapsed = time.monotonic() - start
+    if result.returncode != 0:
+        sys.exit(f"{what} failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
+    return elapsed, result.stdout
+
+
+def measure(size: str, runs: int, profile: int) -> dict:
+    racks, trays = (int(x) for x in size.lower().split("x"))
+    state = Path(tempfile.mkdtemp(prefix=f"rerun-bench-{size}-", dir=REPO_ROOT / ".tmp"))
+    env = dict(
+        os.environ, GPU_FABRIC_SIM_STATE=str(state), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"), **BENCH_PORTS
+    )
+    env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    if profile:
+        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
+        env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = str(profile)
+    print(f"--- {size}: {racks * trays} trays, state {state}", flush=True)
+    result: dict = {"size": size, "runs": []}
+    try:
+        run([str(RACK), "up", "--racks", str(racks), "--trays-per-rack", str(trays)], env, "sim/rack up")
+        for line in run([str(RACK), "env"], env, "sim/rack env")[1].splitlines():
+            key, value = line.removeprefix("export ").split("=", 1)
+            env[key] = value.replace("$PATH", env["PATH"]) if key == "PATH" else value
+        output = ""
+        for index in range(runs):
+            seconds, output = run([str(PLAYBOOK), "-i", "inventories/sim", "playbooks/cluster.yml"], env, "cluster.yml")
+            recap = RECAP.search(output)
+            ok, changed = (int(recap.group(1)), int(recap.group(2))) if recap else (None, None)
+            result["runs"].append({"run": index + 1, "wall_s": round(seconds, 1), "ok": ok, "changed": changed})
+        if profile:
+            result["slowest_tasks"] = [(name.strip(), float(s)) for name, s in PROFILE.findall(output)][:profile]
+    finally:
+        subprocess.run([str(RACK), "down"], env=env, capture_output=True, check=False)
+    first = result["runs"][0]["wall_s"]
+    for entry in result["runs"]:
+        entry["x_first"] = round(entry["wall_s"] / first, 2)
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| size | run | wall (s) | ok | changed | x first run |", "|---|---|---|---|---|---|"]
+    for r in results:
+        for entry in r["runs"]:
+            lines.append(
+                f"| {r['size']} | {entry['run']} | {entry['wall_s']} | {entry['ok']} | {entry['changed']} |"
+                f" {entry['x_first']:.2f} |"
+            )
+    for r in results:
+        if r.get("slowest_tasks"):
+            lines += ["", f"Slowest tasks of the last run, {r['size']}:", "", "| task | s |", "|---|---|"]
+            lines += [f"| {name} | {seconds} |" for name, seconds in r["slowest_tasks"]]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sizes", nargs="*", default=["1x4"], help="RACKSxTRAYS (default 1x4)")
+    parser.add_argument("--runs", type=int, default=2, help="cluster.yml runs per size (default 2)")
+    parser.add_argument("--profile", type=int, default=0, help="show the N slowest tasks of the last run")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    (REPO_ROOT / ".tmp").mkdir(exist_ok=True)
+    results = [measure(size, max(2, args.runs), args.profile) for size in args.sizes]
+    print()
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    bad = [r["size"] for r in results if any(e["changed"] for e in r["runs"][1:])]
+    if bad:
+        print(
+            f"\na later run changed something at {', '.join(bad)}: cluster.yml is not idempotent there", file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
