@@ -136,7 +136,7 @@ def test_json_page_reads_the_raw_http_body_of_a_list():
     response = HTTPResponse(body=io.BytesIO(body), status=200, preload_content=True)
     page = json_page(response)
     assert page == {"metadata": {"continue": "t1"}, "items": [{"metadata": {"name": "gb200-r1-t1"}}]}
-    assert type(page["items"][0]["metadata"]) is dict
+    assert isinstance(page["items"][0]["metadata"], dict)
 
 
 def test_json_page_still_converts_a_client_that_answers_dicts_or_model_objects():
