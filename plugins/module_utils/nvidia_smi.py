@@ -33,6 +33,14 @@ CommandRunner = Callable[[List[str]], Tuple[int, str, str]]
 
 FABRIC_STATE_COMPLETED = "Completed"
 FABRIC_STATUS_SUCCESS = "Success"
+# NVML's GPU_FABRIC_STATE_NOT_STARTED and _IN_PROGRESS: after a boot or a driver load the GPU waits
+# for the NVLink partition to become active; these states pass by themselves.
+FABRIC_STATES_PENDING = ("Not Started", "In Progress")
+# nvidia-smi's fabric health summary (NVML GPU_FABRIC_HEALTH_SUMMARY_*).
+HEALTH_UNHEALTHY = "Unhealthy"
+HEALTH_LIMITED_CAPACITY = "Limited Capacity"
+# The kernel module that Blackwell GPUs need (the proprietary one does not support them).
+KERNEL_MODULE_OPEN = "open"
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
 IMEX_CHANNELS_DEVICE = "nvidia-caps-imex-channels"
 
@@ -52,6 +60,12 @@ class Fabric:
     status: Optional[str] = None
     clique_id: Optional[int] = None
     cluster_uuid: Optional[str] = None
+    health_summary: Optional[str] = None
+
+    @property
+    def pending(self) -> bool:
+        """Registration with the NVLink fabric is still under way (it ends by itself)."""
+        return self.state in FABRIC_STATES_PENDING
 
     @property
     def attached(self) -> bool:
@@ -138,6 +152,7 @@ def parse_fabric(element: Optional[ET.Element]) -> Fabric:
         status=_text(element, "status"),
         clique_id=int(clique) if clique is not None and re.fullmatch(r"[0-9]+", clique) else None,
         cluster_uuid=_text(element, "clusterUuid"),
+        health_summary=_text(element, "health/summary"),
     )
 
 
@@ -287,29 +302,60 @@ def _gpu_name(gpu: Gpu) -> str:
     return f"GPU {gpu.index} ({gpu.pci_bus_id or gpu.uuid or 'unknown bus id'})"
 
 
-def fabric_problems(gpus: Sequence[Gpu]) -> List[str]:
-    """Why this host's GPUs are not ready for multi-node NVLink; empty when they are.
+@dataclass
+class FabricVerdict:
+    """What stands between this host's GPUs and multi-node NVLink.
 
-    Every GPU must be fabric-attached (state Completed, status Success, a non-zero cluster
-    UUID) and all of them must share one cluster UUID and clique id.
+    ``problems`` fail now; ``pending`` name GPUs whose fabric registration is still under way
+    (waiting may clear them); ``warnings`` do not fail.
     """
-    problems = []
+
+    problems: List[str] = field(default_factory=list)
+    pending: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        return not self.problems and not self.pending
+
+
+def fabric_verdict(gpus: Sequence[Gpu]) -> FabricVerdict:
+    """Judge every GPU's fabric registration and health, and the host's clique.
+
+    A GPU is ready when its fabric is attached (state Completed, status Success, a non-zero cluster
+    UUID) and its health summary is not ``Unhealthy``; all ready GPUs must share one cluster UUID
+    and clique id. ``Not Started``/``In Progress`` is pending, not a failure: NVML's status is only
+    meaningful once the state is Completed, so a status other than Success fails only then.
+    """
+    verdict = FabricVerdict()
+    expected = f"(expected {FABRIC_STATE_COMPLETED}/{FABRIC_STATUS_SUCCESS})"
     for gpu in gpus:
         fabric = gpu.fabric
-        if fabric.state is None and fabric.status is None:
-            problems.append(
-                f"{_gpu_name(gpu)}: no fabric state (N/A): the GPU is not registered with an NVLink fabric"
-                f" (expected {FABRIC_STATE_COMPLETED}/{FABRIC_STATUS_SUCCESS})"
+        if fabric.pending:
+            verdict.pending.append(
+                f"{_gpu_name(gpu)}: fabric state {fabric.state}, status {fabric.status or 'N/A'} {expected}"
+            )
+        elif fabric.state is None and fabric.status is None:
+            verdict.problems.append(
+                f"{_gpu_name(gpu)}: no fabric state (N/A): the GPU is not registered with an NVLink fabric {expected}"
             )
         elif fabric.state != FABRIC_STATE_COMPLETED or fabric.status != FABRIC_STATUS_SUCCESS:
-            problems.append(
-                f"{_gpu_name(gpu)}: fabric state {fabric.state or 'N/A'}, status {fabric.status or 'N/A'}"
-                f" (expected {FABRIC_STATE_COMPLETED}/{FABRIC_STATUS_SUCCESS})"
+            verdict.problems.append(
+                f"{_gpu_name(gpu)}: fabric state {fabric.state or 'N/A'}, status {fabric.status or 'N/A'} {expected}"
             )
         elif fabric.cluster_uuid in (None, ZERO_UUID):
-            problems.append(
+            verdict.problems.append(
                 f"{_gpu_name(gpu)}: fabric {fabric.state}/{fabric.status} but cluster UUID"
                 f" {fabric.cluster_uuid or 'N/A'}: the GPU is not in a multi-node NVLink domain"
+            )
+        elif fabric.health_summary == HEALTH_UNHEALTHY:
+            verdict.problems.append(
+                f"{_gpu_name(gpu)}: fabric {fabric.state}/{fabric.status} but health summary {HEALTH_UNHEALTHY}"
+                " (see the Fabric Health rows of 'nvidia-smi -q')"
+            )
+        elif fabric.health_summary == HEALTH_LIMITED_CAPACITY:
+            verdict.warnings.append(
+                f"{_gpu_name(gpu)}: fabric health summary {HEALTH_LIMITED_CAPACITY}: NVLink bandwidth is degraded"
             )
     attached = [gpu for gpu in gpus if gpu.fabric.attached]
     cliques = sorted({f"{gpu.fabric.cluster_uuid}.{gpu.fabric.clique_id}" for gpu in attached})
@@ -321,8 +367,71 @@ def fabric_problems(gpus: Sequence[Gpu]) -> List[str]:
             )
             for clique in cliques
         )
-        problems.append(f"GPUs are in {len(cliques)} cliques, expected one: {members}")
+        verdict.problems.append(f"GPUs are in {len(cliques)} cliques, expected one: {members}")
+    return verdict
+
+
+def fabric_problems(gpus: Sequence[Gpu]) -> List[str]:
+    """Why this host's GPUs are not ready for multi-node NVLink now (pending ones included); empty when they are."""
+    verdict = fabric_verdict(gpus)
+    return verdict.pending + verdict.problems
+
+
+def tray_problems(
+    facts: GpuHostFacts,
+    expected_gpus: int = 0,
+    min_active_nvlinks: int = 0,
+    require_open_kernel_module: bool = False,
+) -> List[str]:
+    """What makes this host not the tray it should be: GPU count, kernel module, NVLinks per GPU."""
+    problems = []
+    if expected_gpus and len(facts.gpus) != expected_gpus:
+        problems.append(
+            f"{len(facts.gpus)} GPUs ({', '.join(gpu.pci_bus_id or gpu.uuid or '?' for gpu in facts.gpus)}),"
+            f" expected {expected_gpus}: a GPU fell off the bus or is not bound to the driver (look at dmesg and"
+            " 'nvidia-smi -q')"
+        )
+    if require_open_kernel_module and facts.kernel_module != KERNEL_MODULE_OPEN:
+        found = (
+            "the kernel module flavour is unknown (no /proc/driver/nvidia/version)"
+            if facts.kernel_module is None
+            else f"the {facts.kernel_module} kernel module is loaded"
+        )
+        problems.append(
+            f"{found}, expected the open kernel module: Blackwell GPUs run only with it (the -open driver"
+            " packages, or the GPU Operator's driver.kernelModuleType=open)"
+        )
+    if min_active_nvlinks:
+        for gpu in facts.gpus:
+            links = gpu.nvlink
+            if links is None:
+                problems.append(
+                    f"{_gpu_name(gpu)}: NVLink state unknown ('nvidia-smi nvlink -s' failed),"
+                    f" expected {min_active_nvlinks} active links"
+                )
+            elif links.active_links < min_active_nvlinks:
+                problems.append(
+                    f"{_gpu_name(gpu)}: {links.active_links} active NVLinks ({links.inactive_links} inactive),"
+                    f" expected {min_active_nvlinks}"
+                )
     return problems
+
+
+def tray_failure_message(problems: Sequence[str]) -> str:
+    return (
+        "The GPUs are not those of a complete tray: "
+        + "; ".join(problems)
+        + ". Fix the tray, or change expected_gpus, min_active_nvlinks or require_open_kernel_module."
+    )
+
+
+def fabric_pending_message(pending: Sequence[str]) -> str:
+    return (
+        "GPU fabric registration is still under way: "
+        + "; ".join(pending)
+        + ". The NVLink partition of this tray is not active yet: right after a boot this passes by itself; if it"
+        " stays, check the NVLink switch trays (NMX) and the partition that holds this tray."
+    )
 
 
 def fabric_failure_message(problems: Sequence[str]) -> str:
@@ -462,6 +571,7 @@ class GpuHostFacts:
         data["gpu_count"] = len(self.gpus)
         for gpu_data, gpu in zip(data["gpus"], self.gpus):
             gpu_data["fabric"]["attached"] = gpu.fabric.attached
+            gpu_data["fabric"]["pending"] = gpu.fabric.pending
         return data
 
 

@@ -16,7 +16,11 @@ description:
     C(/proc/driver/nvidia/params), C(/proc/devices) and C(/dev/nvidia-caps-imex-channels/).
   - Computes the C(nvidia.com/gpu.clique) value that GPU Feature Discovery would set on the node.
   - Fails with a message that says what to do when there is no driver, no GPU, a driver below
-    O(min_driver_version), or, with O(require_fabric=true), a fabric that is not ready.
+    O(min_driver_version), a tray that is not complete (O(expected_gpus), O(min_active_nvlinks),
+    O(require_open_kernel_module)), or, with O(require_fabric=true), a fabric that is not ready.
+  - A GPU whose fabric is still C(Not Started) or C(In Progress) (right after a boot) fails with
+    RV(fabric_pending=true), so that a task can retry it with C(until); any other fabric problem
+    fails with RV(fabric_pending=false), at once.
   - Needs only the Python standard library on the host.
 author:
   - gpu_fabric.mnnvl contributors (@gpu-fabric)
@@ -52,6 +56,22 @@ options:
         all-zero cluster UUID; it is not in a multi-node NVLink domain and fails this check.
     type: bool
     default: false
+  expected_gpus:
+    description:
+      - Fail unless the host shows this many GPUs (4 on a GB200 compute tray); V(0) accepts any number.
+    type: int
+    default: 0
+  min_active_nvlinks:
+    description:
+      - Fail when a GPU has fewer active NVLinks than this (18 on a GB200), or when C(nvidia-smi nvlink -s)
+        cannot tell; V(0) does not check the links.
+    type: int
+    default: 0
+  require_open_kernel_module:
+    description:
+      - Fail unless C(/proc/driver/nvidia/version) shows the open kernel module, which Blackwell GPUs need.
+    type: bool
+    default: false
   proc_root:
     description:
       - Where the host's C(/proc) is mounted, for example V(/host/proc) inside a container.
@@ -70,6 +90,9 @@ seealso:
   - name: NVIDIA IMEX channels
     description: How IMEX channel devices are created.
     link: https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/imexchannels.html
+  - name: NVML fabric definitions
+    description: Fabric states and the health summary.
+    link: https://docs.nvidia.com/deploy/nvml-api/group__nvmlFabricDefs.html
 """
 
 EXAMPLES = r"""
@@ -87,9 +110,27 @@ EXAMPLES = r"""
     driver_root: /run/nvidia/driver
     min_driver_version: 570.158.01
     require_fabric: true
+    expected_gpus: 4
+    min_active_nvlinks: 18
+    require_open_kernel_module: true
+
+- name: Wait up to 10 minutes for the fabric after a boot, failing at once on any other problem
+  gpu_fabric.mnnvl.nvidia_gpu_info:
+    require_fabric: true
+  register: gpu_facts
+  until: gpu_facts is success or not gpu_facts.fabric_pending | default(false)
+  retries: 60
+  delay: 10
 """
 
 RETURN = r"""
+fabric_pending:
+  description:
+    - Whether the only thing that failed O(require_fabric) is a GPU whose fabric is still C(Not Started) or
+      C(In Progress); retrying may pass.
+  returned: always
+  type: bool
+  sample: false
 nvidia_gpu:
   description: Facts about the GPU host.
   returned: success
@@ -167,6 +208,14 @@ nvidia_gpu:
               description: Cluster UUID of the NVLink domain; all zeros outside a multi-node domain.
               type: str
               sample: 69a19a31-f41c-45a5-8245-579b6bce5bdd
+            health_summary:
+              description: Fabric health summary, for example C(Healthy), C(Unhealthy), C(Limited Capacity).
+              type: str
+              sample: Healthy
+            pending:
+              description: Whether the fabric state is C(Not Started) or C(In Progress).
+              type: bool
+              sample: false
             attached:
               description: Whether GPU Feature Discovery counts the GPU as fabric-attached.
               type: bool
@@ -228,9 +277,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import
     collect_gpu_facts,
     driver_floor_message,
     fabric_failure_message,
-    fabric_problems,
+    fabric_pending_message,
+    fabric_verdict,
     find_nvidia_smi,
     library_path_for,
+    tray_failure_message,
+    tray_problems,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.versions import parse_version
 
@@ -242,6 +294,9 @@ def build_module() -> AnsibleModule:
             driver_root=dict(type="path", default="/"),
             min_driver_version=dict(type="str"),
             require_fabric=dict(type="bool", default=False),
+            expected_gpus=dict(type="int", default=0),
+            min_active_nvlinks=dict(type="int", default=0),
+            require_open_kernel_module=dict(type="bool", default=False),
             proc_root=dict(type="path", default="/proc"),
             dev_root=dict(type="path", default="/dev"),
         ),
@@ -271,11 +326,11 @@ def main() -> None:
         smi = find_nvidia_smi(params["nvidia_smi_path"], params["driver_root"], module.get_bin_path)
         facts = collect_gpu_facts(run, smi, proc_root=params["proc_root"], dev_root=params["dev_root"])
     except GpuFactsError as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=str(exc), fabric_pending=False)
 
     for warning in facts.warnings:
         module.warn(warning)
-    result = dict(changed=False, nvidia_gpu=facts.as_dict())
+    result = dict(changed=False, fabric_pending=False, nvidia_gpu=facts.as_dict())
 
     if floor is not None:
         if facts.driver_version is None:
@@ -286,10 +341,23 @@ def main() -> None:
             module.fail_json(msg=f"{smi} reported a driver version that cannot be compared: {exc}", **result)
         if message:
             module.fail_json(msg=message, **result)
+    problems = tray_problems(
+        facts,
+        expected_gpus=params["expected_gpus"],
+        min_active_nvlinks=params["min_active_nvlinks"],
+        require_open_kernel_module=params["require_open_kernel_module"],
+    )
+    if problems:
+        module.fail_json(msg=tray_failure_message(problems), **result)
     if params["require_fabric"]:
-        problems = fabric_problems(facts.gpus)
-        if problems:
-            module.fail_json(msg=fabric_failure_message(problems), **result)
+        verdict = fabric_verdict(facts.gpus)
+        for warning in verdict.warnings:
+            module.warn(warning)
+        if verdict.problems:
+            module.fail_json(msg=fabric_failure_message(verdict.problems + verdict.pending), **result)
+        if verdict.pending:
+            result["fabric_pending"] = True
+            module.fail_json(msg=fabric_pending_message(verdict.pending), **result)
     module.exit_json(**result)
 
 

@@ -50,3 +50,8 @@ def test_operator_owner_installs_nothing_and_checks_the_operator_driver(host):
         "clique_label": CLIQUE,
         "fabric_checked": True,
     }
+
+
+def test_the_checks_waited_for_the_fabric(host):
+    # The stand-in shows the fabric In Progress for the first 2 reads; the checks passed after more reads.
+    assert int(host.file("/run/gpu-fabric-sim/fabric-reads").content_string) > 2

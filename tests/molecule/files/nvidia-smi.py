@@ -13,6 +13,8 @@ only where a scenario asks through /etc/gpu-fabric-sim/nvidia-smi.env (KEY=VALUE
   CLIQUE_ID        fabric clique id (captured: 0), CLIQUE_ID_<index> for one GPU
   CLUSTER_UUID     fabric cluster UUID (captured: all zeros), CLUSTER_UUID_<index> for one GPU
   DRIVER_LOADED    "no" makes every call fail as nvidia-smi does without a loaded driver
+  FABRIC_PENDING_READS  the first N `-q -x` reads (counted in /run/gpu-fabric-sim, so a reboot starts
+                   over) show every GPU's fabric "In Progress", as right after a boot
 
 Unknown options and query fields fail the way the real tool does (message, exit status 2).
 """
@@ -27,6 +29,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ENV_FILE = Path(os.environ.get("GPU_FABRIC_SIM_NVIDIA_SMI_ENV", "/etc/gpu-fabric-sim/nvidia-smi.env"))
+READS_FILE = Path("/run/gpu-fabric-sim/fabric-reads")
 CAPTURED_DRIVER = "580.159.04"
 CAPTURED_BUS_IDS = ("00000000:00:06.0", "00000000:00:07.0")
 CAPTURED_UUIDS = ("GPU-6f4c9d12-3e8b-4a70-b5d2-9e1a7c4b3f02", "GPU-1b0e2f50-7c2a-4d9e-9a61-0c3f5e8d2a01")
@@ -192,6 +195,17 @@ def summary(settings: dict[str, str], gpus: list[Gpu]) -> str:
     return "".join(out).replace(CAPTURED_DRIVER, settings.get("DRIVER_VERSION", CAPTURED_DRIVER))
 
 
+def fabric_still_pending(settings: dict[str, str]) -> bool:
+    """Count this read; True while it is one of the first FABRIC_PENDING_READS."""
+    pending = int(settings.get("FABRIC_PENDING_READS", "0"))
+    if pending <= 0:
+        return False
+    READS_FILE.parent.mkdir(parents=True, exist_ok=True)
+    reads = int(READS_FILE.read_text()) if READS_FILE.is_file() else 0
+    READS_FILE.write_text(str(reads + 1))
+    return reads < pending
+
+
 def main(argv: list[str]) -> int:
     settings = read_settings()
     if settings.get("DRIVER_LOADED", "yes").lower() in ("no", "false", "0"):
@@ -225,6 +239,9 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(query_text(settings, gpus))
         return 0
     if sorted(args) in (["-q", "-x"], ["--query", "--xml-format"], ["-q", "--xml-format"], ["--query", "-x"]):
+        if fabric_still_pending(settings):
+            for gpu in gpus:
+                gpu.fabric_state, gpu.fabric_status = "In Progress", "N/A"
         sys.stdout.write(query_xml(settings, gpus))
         return 0
     if args == ["nvlink", "-s"]:

@@ -15,6 +15,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import
     collect_gpu_facts,
     driver_floor_message,
     fabric_problems,
+    fabric_verdict,
     find_nvidia_smi,
     library_path_for,
     list_imex_channels,
@@ -25,6 +26,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import
     parse_query_xml,
     read_imex_info,
     smi_failure_message,
+    tray_problems,
 )
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -292,6 +294,104 @@ def test_fabric_problems_without_fabric():
     ]
 
 
+def test_fabric_verdict_ready_on_a_healthy_gb200():
+    gpus = gpus_from("synth-gb200-nvidia-smi-q.xml")
+    assert [gpu.fabric.health_summary for gpu in gpus] == ["Healthy"] * 4
+    verdict = fabric_verdict(gpus)
+    assert (verdict.ready, verdict.problems, verdict.pending, verdict.warnings) == (True, [], [], [])
+
+
+def test_fabric_verdict_in_progress_is_pending_not_a_problem():
+    verdict = fabric_verdict(gpus_from("synth-gb200-fabric-in-progress-nvidia-smi-q.xml"))
+    assert verdict.problems == []
+    assert verdict.pending == [
+        "GPU 2 (00000018:01:00.0): fabric state In Progress, status N/A (expected Completed/Success)"
+    ]
+    assert verdict.ready is False
+
+
+def test_fabric_verdict_failure_status_is_a_problem_at_once():
+    verdict = fabric_verdict(gpus_from("synth-gb200-fabric-failure-nvidia-smi-q.xml"))
+    assert verdict.pending == []
+    assert verdict.problems == [
+        "GPU 1 (00000009:01:00.0): fabric state Completed, status Failure (expected Completed/Success)"
+    ]
+
+
+def test_fabric_verdict_unhealthy_summary_is_a_problem():
+    gpus = gpus_from("synth-gb200-unhealthy-nvidia-smi-q.xml")
+    # GFD would still label this tray: the GPU is attached.
+    assert clique_label(gpus) == GB200_LABEL
+    assert fabric_verdict(gpus).problems == [
+        "GPU 3 (00000019:01:00.0): fabric Completed/Success but health summary Unhealthy"
+        " (see the Fabric Health rows of 'nvidia-smi -q')"
+    ]
+
+
+def test_fabric_verdict_limited_capacity_is_a_warning():
+    gpus = gpus_from("synth-gb200-nvidia-smi-q.xml")
+    gpus[0].fabric.health_summary = "Limited Capacity"
+    verdict = fabric_verdict(gpus)
+    assert verdict.ready is True
+    assert verdict.warnings == [
+        "GPU 0 (00000008:01:00.0): fabric health summary Limited Capacity: NVLink bandwidth is degraded"
+    ]
+
+
+def test_fabric_verdict_names_the_gpu_out_of_the_fabric():
+    gpus = gpus_from("synth-gb200-gpu-out-of-fabric-nvidia-smi-q.xml")
+    # The three attached GPUs agree, so GFD labels the tray anyway.
+    assert clique_label(gpus) == GB200_LABEL
+    assert fabric_verdict(gpus).problems == [
+        "GPU 1 (00000009:01:00.0): no fabric state (N/A): the GPU is not registered with an NVLink fabric"
+        " (expected Completed/Success)"
+    ]
+
+
+def gb200_facts(tmp_path, nvlink: str = "synth-gb200-nvidia-smi-nvlink-s.txt", version_file: str | None = None):
+    root = proc_tree(tmp_path)
+    if version_file is not None:
+        (root / "driver" / "nvidia" / "version").write_text(version_file)
+    run = FakeSmi(smi("synth-gb200-nvidia-smi-q.xml"), smi(nvlink))
+    return collect_gpu_facts(run, "/run/nvidia/driver/usr/bin/nvidia-smi", str(root), str(tmp_path / "dev"))
+
+
+def test_tray_problems_none_on_a_complete_gb200_tray(tmp_path):
+    facts = gb200_facts(tmp_path)
+    assert tray_problems(facts, expected_gpus=4, min_active_nvlinks=18, require_open_kernel_module=True) == []
+
+
+def test_tray_problems_names_the_gpu_with_fewer_links(tmp_path):
+    facts = gb200_facts(tmp_path, nvlink="synth-gb200-degraded-nvidia-smi-nvlink-s.txt")
+    assert tray_problems(facts, min_active_nvlinks=18) == [
+        "GPU 3 (00000019:01:00.0): 16 active NVLinks (2 inactive), expected 18"
+    ]
+    assert tray_problems(facts, min_active_nvlinks=16) == []
+
+
+def test_tray_problems_gpu_count_and_unknown_links(tmp_path):
+    facts = gb200_facts(tmp_path)
+    facts.gpus = facts.gpus[:3]
+    facts.gpus[0].nvlink = None
+    assert tray_problems(facts, expected_gpus=4, min_active_nvlinks=18) == [
+        "3 GPUs (00000008:01:00.0, 00000009:01:00.0, 00000018:01:00.0), expected 4: a GPU fell off the bus or is"
+        " not bound to the driver (look at dmesg and 'nvidia-smi -q')",
+        "GPU 0 (00000008:01:00.0): NVLink state unknown ('nvidia-smi nvlink -s' failed), expected 18 active links",
+    ]
+
+
+def test_tray_problems_refuses_the_proprietary_module(tmp_path):
+    text = "NVRM version: NVIDIA UNIX aarch64 Kernel Module  580.95.05  Tue Sep 23 10:00:00 UTC 2025\n"
+    facts = gb200_facts(tmp_path, version_file=text)
+    assert facts.kernel_module == "proprietary"
+    problems = tray_problems(facts, require_open_kernel_module=True)
+    assert problems == [
+        "the proprietary kernel module is loaded, expected the open kernel module: Blackwell GPUs run only with it"
+        " (the -open driver packages, or the GPU Operator's driver.kernelModuleType=open)"
+    ]
+    assert tray_problems(facts) == []
+
+
 def test_clique_label_ignores_unattached_gpus_like_gfd():
     gpus = gpus_from("synth-gb200-fabric-in-progress-nvidia-smi-q.xml")
     # GFD labels from the attached GPUs alone; require_fabric is what catches GPU 2.
@@ -415,7 +515,9 @@ def test_collect_gpu_facts_h200x2(tmp_path):
             "status": "Success",
             "clique_id": 0,
             "cluster_uuid": "00000000-0000-0000-0000-000000000000",
+            "health_summary": None,
             "attached": False,
+            "pending": False,
         },
         "nvlink": {"active_links": 18, "inactive_links": 0, "gbps_per_link": 26.562, "total_gbps": 478.116},
     }

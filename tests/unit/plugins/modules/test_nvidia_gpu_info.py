@@ -117,6 +117,9 @@ def test_build_module_argument_spec():
         "driver_root": "/",
         "min_driver_version": "570.158.01",
         "require_fabric": False,
+        "expected_gpus": 0,
+        "min_active_nvlinks": 0,
+        "require_open_kernel_module": False,
         "proc_root": "/proc",
         "dev_root": "/dev",
     }
@@ -159,9 +162,18 @@ def test_check_mode_reports_the_same_facts(capsys, h200x2):
     assert checked["changed"] is False
 
 
+def recorded_result(name: str) -> dict:
+    """A result recorded on the real H200, with the fabric keys added since (its XML: health summary N/A)."""
+    recorded = json.loads((SMI / name).read_text())
+    for gpu in recorded["nvidia_gpu"]["gpus"]:
+        gpu["fabric"].setdefault("health_summary", None)
+        gpu["fabric"].setdefault("pending", False)
+    return recorded
+
+
 def test_real_device_result_is_reproduced(capsys, tmp_path):
     # Replaying the raw outputs captured on the real H200 gives the result the module returned there.
-    recorded = json.loads((SMI / "h200-device-nvidia_gpu_info.json").read_text())
+    recorded = recorded_result("h200-device-nvidia_gpu_info.json")
     smi = fake_smi(
         tmp_path / "bin" / "nvidia-smi",
         SMI / "h200-device-nvidia-smi-q.xml",
@@ -183,7 +195,7 @@ def test_real_device_result_is_reproduced(capsys, tmp_path):
 
 
 def test_real_device_require_fabric_failure_is_reproduced(capsys, tmp_path):
-    recorded = json.loads((SMI / "h200-device-nvidia_gpu_info-require-fabric.json").read_text())
+    recorded = recorded_result("h200-device-nvidia_gpu_info-require-fabric.json")
     smi = fake_smi(tmp_path / "bin" / "nvidia-smi", SMI / "h200-device-nvidia-smi-q.xml")
     failed, result = run_module(
         capsys,
@@ -256,11 +268,59 @@ def test_fabric_in_progress_fails_require_fabric_naming_the_gpu(capsys, tmp_path
     failed, result = run_module(capsys, {**args, "require_fabric": True})
     assert failed is True
     assert result["msg"].startswith(
-        "GPU fabric is not ready for multi-node NVLink: GPU 2 (00000018:01:00.0): fabric state In Progress,"
+        "GPU fabric registration is still under way: GPU 2 (00000018:01:00.0): fabric state In Progress,"
         " status N/A (expected Completed/Success)."
     )
     for other in ("GPU 0", "GPU 1", "GPU 3"):
         assert other not in result["msg"]
+
+
+def test_fabric_in_progress_is_reported_as_pending_for_a_retry(capsys, tmp_path):
+    args = gb200(tmp_path, "synth-gb200-fabric-in-progress-nvidia-smi-q.xml")
+    failed, result = run_module(capsys, {**args, "require_fabric": True})
+    assert failed is True
+    assert result["fabric_pending"] is True
+    assert result["msg"].startswith(
+        "GPU fabric registration is still under way: GPU 2 (00000018:01:00.0): fabric state In Progress"
+    )
+    assert result["nvidia_gpu"]["gpus"][2]["fabric"]["pending"] is True
+
+
+@pytest.mark.parametrize(
+    "xml, named",
+    [
+        (
+            "synth-gb200-fabric-failure-nvidia-smi-q.xml",
+            "GPU 1 (00000009:01:00.0): fabric state Completed, status Failure",
+        ),
+        ("synth-gb200-unhealthy-nvidia-smi-q.xml", "GPU 3 (00000019:01:00.0): fabric Completed/Success but health"),
+        ("synth-gb200-gpu-out-of-fabric-nvidia-smi-q.xml", "GPU 1 (00000009:01:00.0): no fabric state (N/A)"),
+    ],
+)
+def test_fabric_failures_are_not_pending(capsys, tmp_path, xml, named):
+    failed, result = run_module(capsys, {**gb200(tmp_path, xml), "require_fabric": True})
+    assert failed is True
+    assert result["fabric_pending"] is False
+    assert result["msg"].startswith("GPU fabric is not ready for multi-node NVLink: " + named)
+
+
+def test_tray_with_fewer_links_fails_naming_the_gpu(capsys, tmp_path):
+    smi = fake_smi(
+        tmp_path / "bin" / "nvidia-smi",
+        SMI / "synth-gb200-nvidia-smi-q.xml",
+        SMI / "synth-gb200-degraded-nvidia-smi-nvlink-s.txt",
+    )
+    args = {"nvidia_smi_path": str(smi), "proc_root": str(proc_tree(tmp_path, "h200x2")), "dev_root": str(tmp_path)}
+    tray = {"expected_gpus": 4, "min_active_nvlinks": 18, "require_open_kernel_module": True, "require_fabric": True}
+    failed, result = run_module(capsys, {**args, **tray})
+    assert failed is True
+    assert result["fabric_pending"] is False
+    assert result["msg"] == (
+        "The GPUs are not those of a complete tray: GPU 3 (00000019:01:00.0): 16 active NVLinks (2 inactive),"
+        " expected 18. Fix the tray, or change expected_gpus, min_active_nvlinks or require_open_kernel_module."
+    )
+    failed, result = run_module(capsys, {**args, **tray, "min_active_nvlinks": 16})
+    assert failed is False
 
 
 def test_two_cliques_no_label_and_require_fabric_fails(capsys, tmp_path):
