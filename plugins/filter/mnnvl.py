@@ -1,8 +1,8 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Filters ``nvbandwidth_parse``, ``clique_groups`` and ``openshift_detected`` (documentation: the YAML files beside
-this one)."""
+"""Filters ``nvbandwidth_parse``, ``clique_groups``, ``openshift_detected`` and ``rack_waves``
+(documentation: the YAML files beside this one)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth impor
     parse_nvbandwidth,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.openshift import is_openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_waves as _rack_waves
 
 
 def nvbandwidth_parse(data: Any, format: str = "auto") -> Dict[str, Dict[str, Any]]:
@@ -71,10 +72,22 @@ def openshift_detected(apis: Any) -> bool:
         raise AnsibleFilterError(f"openshift_detected: {exc}") from exc
 
 
+def rack_waves(hosts: Any, racks: Any) -> List[List[str]]:
+    """Host names and {host: rack} -> waves that take at most one tray out of each rack."""
+    if not isinstance(hosts, (list, tuple)) or not all(isinstance(host, str) for host in hosts):
+        raise AnsibleFilterError(f"rack_waves expects a list of host names, got {hosts!r}")
+    if not isinstance(racks, Mapping):
+        raise AnsibleFilterError(
+            f"rack_waves expects racks as a mapping of host name to rack, got {type(racks).__name__}"
+        )
+    return _rack_waves(list(hosts), dict(racks))
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
         return {
             "nvbandwidth_parse": nvbandwidth_parse,
             "clique_groups": clique_groups,
             "openshift_detected": openshift_detected,
+            "rack_waves": rack_waves,
         }

@@ -52,6 +52,14 @@ def test_operator_owner_installs_nothing_and_checks_the_operator_driver(host):
     }
 
 
+def test_host_owner_rebooted_once_for_the_new_driver(host):
+    if host.backend.hostname != "drv-host":
+        pytest.skip("host driver tray only")
+    # One reboot in converge (the package was installed), none in the idempotence run.
+    assert host.file("/etc/gpu-fabric-sim/reboots").content_string == "reboot\n"
+    assert host.file("/etc/gpu-fabric-sim/boot-id").content_string.strip() != "first-boot"
+
+
 def test_the_checks_waited_for_the_fabric(host):
     # The stand-in shows the fabric In Progress for the first 2 reads; the checks passed after more reads.
     assert int(host.file("/run/gpu-fabric-sim/fabric-reads").content_string) > 2

@@ -15,6 +15,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     clique_groups,
     nvbandwidth_parse,
     openshift_detected,
+    rack_waves,
 )
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -28,6 +29,7 @@ def test_filters_are_exported():
         "nvbandwidth_parse": nvbandwidth_parse,
         "clique_groups": clique_groups,
         "openshift_detected": openshift_detected,
+        "rack_waves": rack_waves,
     }
 
 

@@ -1,0 +1,28 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Racks of trays: which rack a host is in, its rack peers, and orders of disruptive changes (reboots) that keep
+every NVL72 rack short of one tray at most."""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence
+
+
+def rack_waves(hosts: Sequence[str], racks: Mapping[str, Optional[str]]) -> List[List[str]]:
+    """Split ``hosts`` into waves that take at most one tray out of each rack.
+
+    Wave ``n`` holds the ``n``-th host (in the order given) of every rack, so racks change in
+    parallel and each rack loses one tray at a time. Hosts without a rack (missing or empty) are
+    treated as one rack: not knowing where a tray is, two of them must not go down together.
+    """
+    by_rack: Dict[str, List[str]] = {}
+    seen = set()
+    for host in hosts:
+        if host in seen:
+            continue
+        seen.add(host)
+        by_rack.setdefault(str(racks.get(host) or ""), []).append(host)
+    depth = max((len(members) for members in by_rack.values()), default=0)
+    return [[members[n] for members in by_rack.values() if n < len(members)] for n in range(depth)]
+
