@@ -1,8 +1,8 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Filters ``nvbandwidth_parse``, ``clique_groups``, ``openshift_detected`` and ``rack_waves``
-(documentation: the YAML files beside this one)."""
+"""Filters ``nvbandwidth_parse``, ``clique_groups``, ``openshift_detected``, ``rack_waves``, ``kernel_args_missing``
+and ``grub_cmdline_dropin`` (documentation: the YAML files beside this one)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     UNLABELLED_KEY,
     group_nodes_by_clique,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kernel_cmdline import grub_dropin, missing_kernel_args
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import (
     NvbandwidthParseError,
     parse_nvbandwidth,
@@ -83,6 +84,23 @@ def rack_waves(hosts: Any, racks: Any) -> List[List[str]]:
     return _rack_waves(list(hosts), dict(racks))
 
 
+def kernel_args_missing(cmdline: Any, wanted: Any) -> List[str]:
+    """/proc/cmdline and the wanted arguments -> those the running kernel was not booted with."""
+    if not isinstance(cmdline, str) or not isinstance(wanted, (list, tuple)):
+        raise AnsibleFilterError("kernel_args_missing expects /proc/cmdline as a string and a list of arguments")
+    return missing_kernel_args(cmdline, [str(arg) for arg in wanted])
+
+
+def grub_cmdline_dropin(args: Any) -> str:
+    """Kernel arguments -> a /etc/default/grub.d file that appends them to GRUB_CMDLINE_LINUX."""
+    if not isinstance(args, (list, tuple)):
+        raise AnsibleFilterError(f"grub_cmdline_dropin expects a list of kernel arguments, got {type(args).__name__}")
+    try:
+        return grub_dropin([str(arg) for arg in args])
+    except ValueError as exc:
+        raise AnsibleFilterError(f"grub_cmdline_dropin: {exc}") from exc
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
         return {
@@ -90,4 +108,6 @@ class FilterModule:
             "clique_groups": clique_groups,
             "openshift_detected": openshift_detected,
             "rack_waves": rack_waves,
+            "kernel_args_missing": kernel_args_missing,
+            "grub_cmdline_dropin": grub_cmdline_dropin,
         }

@@ -63,3 +63,22 @@ def test_host_owner_rebooted_once_for_the_new_driver(host):
 def test_the_checks_waited_for_the_fabric(host):
     # The stand-in shows the fabric In Progress for the first 2 reads; the checks passed after more reads.
     assert int(host.file("/run/gpu-fabric-sim/fabric-reads").content_string) > 2
+
+
+def test_host_owner_writes_the_gb200_kernel_settings(host):
+    if host.backend.hostname != "drv-host":
+        pytest.skip("host driver tray only")
+    dropin = host.file("/etc/default/grub.d/90-gpu-fabric-gb200.cfg")
+    assert dropin.mode == 0o644
+    assert dropin.content_string.endswith(
+        'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX'
+        ' init_on_alloc=0 acpi_power_meter.force_cap_on=y numa_balancing=disable"\n'
+    )
+    blacklist = host.file("/etc/modprobe.d/blacklist-nouveau-gpu-fabric.conf").content_string
+    assert "blacklist nouveau\noptions nouveau modeset=0\n" in blacklist
+
+
+def test_operator_owner_leaves_the_kernel_settings_alone(host):
+    if host.backend.hostname != "drv-operator":
+        pytest.skip("operator driver tray only")
+    assert not host.file("/etc/default/grub.d/90-gpu-fabric-gb200.cfg").exists

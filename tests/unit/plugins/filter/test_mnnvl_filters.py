@@ -13,6 +13,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     FilterModule,
     clique_groups,
+    grub_cmdline_dropin,
+    kernel_args_missing,
     nvbandwidth_parse,
     openshift_detected,
     rack_waves,
@@ -30,6 +32,8 @@ def test_filters_are_exported():
         "clique_groups": clique_groups,
         "openshift_detected": openshift_detected,
         "rack_waves": rack_waves,
+        "kernel_args_missing": kernel_args_missing,
+        "grub_cmdline_dropin": grub_cmdline_dropin,
     }
 
 
