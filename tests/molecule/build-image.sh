@@ -96,6 +96,26 @@ if [ -z "$deb" ]; then
 fi
 [ -n "$deb" ] || { log "containerd $containerd_version .deb not found"; exit 1; }
 
+# 2b. runc, which the containerd release tarball does not bring: the tray suite's package, downloaded
+#     the same way, served like https://github.com/opencontainers/runc/releases/download/v<version>/.
+runc_deb=$(find "$cache" -maxdepth 1 -name "runc_*_${arch}.deb" | head -n 1)
+if [ -z "$runc_deb" ]; then
+  log "apt-get download runc from $suite"
+  apt_tmp=$rootfs/tmp/apt-$suite
+  mkdir -p "$apt_tmp/lists/partial" "$apt_tmp/archives/partial"
+  echo "deb $mirror $suite main" >"$apt_tmp/sources.list"
+  cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
+  apt_opts=(-o "Dir::Etc::SourceList=/tmp/apt-$suite/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
+            -o "Dir::State::Lists=/tmp/apt-$suite/lists" -o "Dir::Cache::Archives=/tmp/apt-$suite/archives"
+            -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root" -qq)
+  chroot "$rootfs" apt-get "${apt_opts[@]}" update
+  chroot "$rootfs" sh -c "cd /tmp/apt-$suite && apt-get $(printf '%q ' "${apt_opts[@]}") download runc"
+  cp "$apt_tmp"/runc_*.deb "$cache/"
+  rm -rf "$apt_tmp"
+  runc_deb=$(find "$cache" -maxdepth 1 -name "runc_*_${arch}.deb" | head -n 1)
+fi
+[ -n "$runc_deb" ] || { log "runc .deb not found"; exit 1; }
+
 # 3. A release-style tarball (bin/containerd, bin/ctr, ...) and its .sha256sum, laid out like
 #    https://github.com/containerd/containerd/releases/download/v<version>/.
 log "release tarball from $(basename "$deb")"
@@ -109,6 +129,14 @@ mkdir -p "$release_dir"
 tarball=containerd-$containerd_version-linux-$arch.tar.gz
 tar -C "$work/release" --owner=0 --group=0 -czf "$release_dir/$tarball" bin
 (cd "$release_dir" && sha256sum "$tarball" >"$tarball.sha256sum")
+runc_version=$(basename "$runc_deb" | sed -E 's/^runc_([0-9.]+).*/\1/')
+dpkg-deb -x "$runc_deb" "$work/runc"
+runc_dir=$rootfs/srv/gpu-fabric-sim/opencontainers/runc/releases/download/v$runc_version
+mkdir -p "$runc_dir"
+install -m 0755 "$work/runc/usr/sbin/runc" "$runc_dir/runc.$arch"
+# The upstream file lists every architecture; the other one's line is a stand-in.
+(cd "$runc_dir" && sha256sum "runc.$arch" >runc.sha256sum &&
+  printf '%064d  runc.%s\n' 0 "$([ "$arch" = amd64 ] && echo arm64 || echo amd64)" >>runc.sha256sum)
 
 # 4. A local apt repository with the same package (containerd_install_method: package) and a
 #    stand-in driver package whose nvidia-smi is the stand-in (nvidia_driver_install: true).

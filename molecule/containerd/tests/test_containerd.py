@@ -64,3 +64,29 @@ def test_original_config_was_backed_up_once(host):
     assert backups == "1"
     backup = host.check_output("ls /etc/containerd/config.toml.*~")
     assert host.file(backup).content_string == SITE_CONFIG
+
+
+RUNC_VERSION = "1.1.5"
+
+
+def test_runc_installed_from_its_release_with_the_checksum(host):
+    runc = host.file("/usr/local/sbin/runc")
+    assert runc.is_file
+    assert runc.mode == 0o755
+    assert runc.user == "root"
+    assert f"runc version {RUNC_VERSION}" in host.check_output("/usr/local/sbin/runc --version")
+    published = host.file(f"/srv/gpu-fabric-sim/opencontainers/runc/releases/download/v{RUNC_VERSION}/runc.sha256sum")
+    expected = next(line.split()[0] for line in published.content_string.splitlines() if line.endswith(" runc.amd64"))
+    assert sha256(host, "/usr/local/sbin/runc") == expected
+
+
+def test_containerd_starts_a_container(host):
+    # A one-binary root file system made from the tray's own /bin/echo and its libraries; containerd
+    # runs it through the shim and runc, as the kubelet's first pod would.
+    host.check_output(
+        "rm -rf /tmp/probe-rootfs && mkdir -p /tmp/probe-rootfs/bin && cp /bin/echo /tmp/probe-rootfs/bin/"
+        " && for lib in $(ldd /bin/echo | grep -o '/lib[^ ]*'); do cp --parents $lib /tmp/probe-rootfs/; done"
+    )
+    run = host.run("/usr/local/bin/ctr run --rm --rootfs /tmp/probe-rootfs gpu-fabric-probe /bin/echo sandbox-started")
+    assert run.rc == 0, run.stderr
+    assert run.stdout.strip() == "sandbox-started"
