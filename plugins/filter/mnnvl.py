@@ -1,8 +1,9 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Filters ``nvbandwidth_parse``, ``clique_groups``, ``openshift_detected``, ``rack_waves``, ``kernel_args_missing``
-and ``grub_cmdline_dropin`` (documentation: the YAML files beside this one)."""
+"""Filters ``nvbandwidth_parse``, ``clique_groups``, ``openshift_detected``, ``rack_waves``, ``rack_peers``,
+``imex_driver_mismatch``, ``kernel_args_missing`` and ``grub_cmdline_dropin`` (documentation: the YAML files
+beside this one)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     UNLABELLED_KEY,
     group_nodes_by_clique,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import imex_driver_mismatch as _imex_driver_mismatch
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kernel_cmdline import grub_dropin, missing_kernel_args
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import (
     NvbandwidthParseError,
     parse_nvbandwidth,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.openshift import is_openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import host_racks
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_peers as _rack_peers
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_waves as _rack_waves
 
 
@@ -84,6 +88,23 @@ def rack_waves(hosts: Any, racks: Any) -> List[List[str]]:
     return _rack_waves(list(hosts), dict(racks))
 
 
+def rack_peers(hosts: Any, host: Any, hostvars: Any, rack_var: str = "gpu_fabric_rack", racks: Any = None) -> List[str]:
+    """The hosts of ``host``'s rack among ``hosts`` (all of them when the rack is unknown)."""
+    if not isinstance(hosts, (list, tuple)) or not all(isinstance(name, str) for name in hosts):
+        raise AnsibleFilterError(f"rack_peers expects a list of host names, got {hosts!r}")
+    if racks is not None and not isinstance(racks, Mapping):
+        raise AnsibleFilterError(f"rack_peers: racks must map rack names to host lists, got {type(racks).__name__}")
+    names = list(hosts) if host in hosts else [*hosts, host]
+    return _rack_peers(str(host), list(hosts), host_racks(names, hostvars, rack_var, racks))
+
+
+def imex_driver_mismatch(package_version: Any, package: str, nvrm_text: Any) -> str:
+    """IMEX package version, its name and /proc/driver/nvidia/version -> why the daemon would abort ('' if not)."""
+    if not isinstance(package_version, str) or not isinstance(nvrm_text, str):
+        raise AnsibleFilterError("imex_driver_mismatch expects the package version and the NVRM text as strings")
+    return _imex_driver_mismatch(package, package_version, nvrm_text)
+
+
 def kernel_args_missing(cmdline: Any, wanted: Any) -> List[str]:
     """/proc/cmdline and the wanted arguments -> those the running kernel was not booted with."""
     if not isinstance(cmdline, str) or not isinstance(wanted, (list, tuple)):
@@ -108,6 +129,8 @@ class FilterModule:
             "clique_groups": clique_groups,
             "openshift_detected": openshift_detected,
             "rack_waves": rack_waves,
+            "rack_peers": rack_peers,
+            "imex_driver_mismatch": imex_driver_mismatch,
             "kernel_args_missing": kernel_args_missing,
             "grub_cmdline_dropin": grub_cmdline_dropin,
         }

@@ -311,3 +311,45 @@ def resolve_nodes_path(explicit: Optional[str], requested: dict[str, str], curre
             "or give nodes_path."
         )
     return value
+
+
+# --------------------------------------------------------------------------- the daemon and the driver
+
+_NVRM_VERSION = re.compile(r"^NVRM version:.*?\s(\d+\.\d+(?:\.\d+)*)\s", re.M)
+
+
+def upstream_version(package_version: str) -> str:
+    """``1:580.159.04-0ubuntu1`` (deb) or ``580.159.04-1.el9`` (rpm) -> ``580.159.04``."""
+    version = package_version.strip()
+    if ":" in version:
+        version = version.split(":", 1)[1]
+    return version.split("-", 1)[0]
+
+
+def loaded_driver_version(nvrm_text: str) -> Optional[str]:
+    """The loaded kernel module's version from ``/proc/driver/nvidia/version``; None without an NVRM line."""
+    match = _NVRM_VERSION.search(nvrm_text + " ")
+    return match.group(1) if match else None
+
+
+def imex_driver_mismatch(package: str, package_version: str, nvrm_text: str) -> str:
+    """Why ``nvidia-imex`` would abort next to the loaded driver; empty when the versions agree.
+
+    At start the daemon checks the loaded kernel driver stack and aborts when it is not its own
+    version (NVIDIA IMEX guide, Getting started), so the package must carry the driver's version.
+    """
+    loaded = loaded_driver_version(nvrm_text)
+    if loaded is None:
+        return (
+            f"cannot compare {package} {package_version} with the loaded driver: /proc/driver/nvidia/version has no"
+            " 'NVRM version:' line (is the nvidia kernel module loaded?)"
+        )
+    imex = upstream_version(package_version)
+    if imex == loaded:
+        return ""
+    return (
+        f"{package} {package_version} is IMEX {imex} but the loaded NVIDIA driver is {loaded}: nvidia-imex checks the"
+        " loaded driver stack when it starts and aborts on a mismatch. Install the IMEX package of the driver's"
+        f" version ({package} {loaded}), or reboot if the driver was upgraded to {imex} and its old modules are"
+        " still loaded"
+    )

@@ -6,7 +6,7 @@ every NVL72 rack short of one tray at most."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 
 def rack_waves(hosts: Sequence[str], racks: Mapping[str, Optional[str]]) -> List[List[str]]:
@@ -26,3 +26,25 @@ def rack_waves(hosts: Sequence[str], racks: Mapping[str, Optional[str]]) -> List
     depth = max((len(members) for members in by_rack.values()), default=0)
     return [[members[n] for members in by_rack.values() if n < len(members)] for n in range(depth)]
 
+
+def host_racks(
+    hosts: Sequence[str],
+    host_vars: Mapping[str, Mapping[str, Any]],
+    rack_var: str = "gpu_fabric_rack",
+    racks: Optional[Mapping[str, Sequence[str]]] = None,
+) -> Dict[str, str]:
+    """Host -> rack: the host variable ``rack_var``, else the key of ``racks`` (rack -> hosts) listing the host."""
+    listed = {host: rack for rack, members in (racks or {}).items() for host in members or []}
+    result = {}
+    for host in hosts:
+        value = (host_vars.get(host) or {}).get(rack_var)
+        result[host] = str(value) if value not in (None, "") else str(listed.get(host, ""))
+    return result
+
+
+def rack_peers(host: str, hosts: Sequence[str], racks: Mapping[str, str]) -> List[str]:
+    """The hosts (in the order given) of ``host``'s rack; all of ``hosts`` when ``host`` has no rack."""
+    rack = racks.get(host) or ""
+    if not rack:
+        return list(hosts)
+    return [peer for peer in hosts if racks.get(peer) == rack]

@@ -32,11 +32,12 @@ def test_dra_tray_has_the_host_daemon_masked_and_stopped(host):
 def domain_addresses():
     import testinfra
 
-    # in the group's order, which the role keeps (sorting the strings would put 10.88.0.10 before 10.88.0.9)
+    # in the group's order, which the role keeps (sorting the strings would put 10.88.0.10 before 10.88.0.9);
+    # imex-dra is in gpu_nodes too, but in rack r2: not a peer
     return [eth0_address(testinfra.get_host(f"podman://{name}")) for name in DOMAIN]
 
 
-def test_host_mode_nodes_file_lists_every_tray_of_the_group(host, domain_addresses):
+def test_host_mode_nodes_file_lists_the_trays_of_its_rack_only(host, domain_addresses):
     if host.backend.hostname not in DOMAIN:
         pytest.skip("host-mode trays only")
     nodes = host.file("/etc/nvidia-imex/nodes_config.cfg")
@@ -63,3 +64,22 @@ def test_host_mode_daemon_runs_ready_and_listens_on_its_address(host):
     assert service.is_running
     assert host.check_output("nvidia-imex-ctl -c /etc/nvidia-imex/config.cfg -q") == "READY"
     assert host.socket(f"tcp://{eth0_address(host)}:50010").is_listening
+
+
+def test_host_mode_creates_imex_channel0_now_and_at_every_driver_load(host):
+    if host.backend.hostname not in DOMAIN:
+        pytest.skip("host-mode trays only")
+    # a character device: the major of nvidia-caps-imex-channels in the real machine's /proc/devices,
+    # the minor the channel number
+    assert host.check_output("stat -c '%F %t %T %a' /dev/nvidia-caps-imex-channels/channel0") == (
+        f"character special file {242:x} 0 666"
+    )
+    modprobe = host.file("/etc/modprobe.d/nvidia-imex-channel0.conf").content_string
+    assert "options nvidia NVreg_CreateImexChannel0=1\n" in modprobe
+
+
+def test_dra_tray_creates_no_channel(host):
+    if host.backend.hostname != "imex-dra":
+        pytest.skip("dra tray only")
+    assert not host.file("/dev/nvidia-caps-imex-channels").exists
+    assert not host.file("/etc/modprobe.d/nvidia-imex-channel0.conf").exists

@@ -14,9 +14,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     FilterModule,
     clique_groups,
     grub_cmdline_dropin,
+    imex_driver_mismatch,
     kernel_args_missing,
     nvbandwidth_parse,
     openshift_detected,
+    rack_peers,
     rack_waves,
 )
 
@@ -32,6 +34,8 @@ def test_filters_are_exported():
         "clique_groups": clique_groups,
         "openshift_detected": openshift_detected,
         "rack_waves": rack_waves,
+        "rack_peers": rack_peers,
+        "imex_driver_mismatch": imex_driver_mismatch,
         "kernel_args_missing": kernel_args_missing,
         "grub_cmdline_dropin": grub_cmdline_dropin,
     }

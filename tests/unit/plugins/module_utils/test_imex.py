@@ -11,9 +11,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import (
     SettingsEdit,
     duplicate_active_keys,
     edit_settings,
+    imex_driver_mismatch,
+    loaded_driver_version,
     parse_settings,
     render_nodes,
     resolve_nodes_path,
+    upstream_version,
     validate_nodes,
     validate_settings,
 )
@@ -187,3 +190,43 @@ def test_only_line_feeds_end_lines():
     before = "# note\x0cSERVER_PORT=1\n# \u2028LOG_LEVEL=0\nSERVER_PORT=50000\n"
     assert parse_settings(before) == {"SERVER_PORT": "50000"}
     assert edit_settings(before, {"SERVER_PORT": "50000"}).text == before
+
+
+# The version of the real package in tests/fixtures/imex (Ubuntu noble's nvidia-imex-580) and the
+# kernel module of the real H200 machine in tests/fixtures/proc.
+NOBLE_IMEX_VERSION = "580.178.04-0ubuntu0.24.04.1"
+
+
+def nvrm_text() -> str:
+    return (FIXTURES / "proc" / "h200x2-driver-nvidia-version.txt").read_text()
+
+
+def test_upstream_version_of_deb_and_rpm_versions():
+    assert upstream_version(NOBLE_IMEX_VERSION) == "580.178.04"
+    assert upstream_version("1:580.95.05-1.el9") == "580.95.05"
+    assert upstream_version("580.159.04") == "580.159.04"
+
+
+def test_loaded_driver_version_from_the_real_proc_file():
+    assert loaded_driver_version(nvrm_text()) == "580.159.04"
+    assert loaded_driver_version("GCC version: gcc 12\n") is None
+
+
+def test_imex_package_of_another_version_than_the_driver_is_refused():
+    message = imex_driver_mismatch("nvidia-imex-580", NOBLE_IMEX_VERSION, nvrm_text())
+    assert message == (
+        "nvidia-imex-580 580.178.04-0ubuntu0.24.04.1 is IMEX 580.178.04 but the loaded NVIDIA driver is 580.159.04:"
+        " nvidia-imex checks the loaded driver stack when it starts and aborts on a mismatch. Install the IMEX package"
+        " of the driver's version (nvidia-imex-580 580.159.04), or reboot if the driver was upgraded to 580.178.04 and"
+        " its old modules are still loaded"
+    )
+
+
+def test_imex_package_of_the_driver_version_passes():
+    assert imex_driver_mismatch("nvidia-imex-580", "580.159.04-0ubuntu0.24.04.1", nvrm_text()) == ""
+
+
+def test_imex_version_cannot_be_compared_without_a_loaded_module():
+    assert imex_driver_mismatch("nvidia-imex-580", NOBLE_IMEX_VERSION, "").startswith(
+        "cannot compare nvidia-imex-580 580.178.04-0ubuntu0.24.04.1 with the loaded driver"
+    )

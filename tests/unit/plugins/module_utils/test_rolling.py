@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import FilterModule
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_waves
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import host_racks, rack_peers, rack_waves
 
 
 def test_one_tray_per_rack_per_wave_in_the_given_order():
@@ -33,3 +33,31 @@ def test_filter_refuses_other_inputs():
     with pytest.raises(AnsibleFilterError, match="mapping of host name to rack"):
         waves(["a"], ["r1"])
 
+
+def test_host_racks_from_the_host_variable_or_the_racks_map():
+    host_vars = {"t1": {"gpu_fabric_rack": "r1"}, "t2": {}, "t3": {"gpu_fabric_rack": ""}, "t4": {}}
+    racks = {"r2": ["t2", "t3"]}
+    assert host_racks(["t1", "t2", "t3", "t4"], host_vars, "gpu_fabric_rack", racks) == {
+        "t1": "r1",
+        "t2": "r2",
+        "t3": "r2",
+        "t4": "",
+    }
+
+
+def test_rack_peers_keep_the_order_and_stay_in_the_rack():
+    racks = {"r1-t1": "r1", "r2-t1": "r2", "r1-t2": "r1", "r2-t2": "r2"}
+    hosts = ["r1-t1", "r2-t1", "r1-t2", "r2-t2"]
+    assert rack_peers("r1-t2", hosts, racks) == ["r1-t1", "r1-t2"]
+    assert rack_peers("r2-t1", hosts, racks) == ["r2-t1", "r2-t2"]
+    # Without a rack the whole list is the domain, as before racks were known.
+    assert rack_peers("lonely", hosts, racks) == hosts
+
+
+def test_rack_peers_filter_reads_hostvars():
+    peers = FilterModule().filters()["rack_peers"]
+    hostvars = {"a": {"gpu_fabric_rack": "r1"}, "b": {"gpu_fabric_rack": "r2"}, "c": {}}
+    assert peers(["a", "b", "c"], "a", hostvars) == ["a"]
+    assert peers(["a", "b", "c"], "c", hostvars, racks={"r2": ["c"]}) == ["b", "c"]
+    with pytest.raises(AnsibleFilterError, match="racks must map"):
+        peers(["a"], "a", hostvars, racks=["r1"])
