@@ -73,9 +73,8 @@ cluster_policies:
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
-    ResourceNotFoundError,
     api_error_text,
-    list_all,
+    list_served,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.olm import (
     CLUSTER_POLICY_API_VERSION,
@@ -92,13 +91,6 @@ def build_module() -> AnsibleK8SModule:
     argument_spec = dict(AUTH_ARG_SPEC)
     argument_spec.update(packages=dict(type="list", elements="str", default=["gpu-operator-certified", "gpu-operator"]))
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
-
-
-def list_served(client, api_version: str, kind: str) -> list:
-    try:
-        return list_all(client, api_version, kind)
-    except ResourceNotFoundError:  # the CRD is not installed: there is none
-        return []
 
 
 def main() -> None:

@@ -12,11 +12,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_error_text,
     iter_pages,
     json_page,
+    list_served,
     pod_summary,
     workload_summary,
 )
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import api_exception
+from kubernetes.dynamic.exceptions import ResourceNotFoundError, api_exception
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 from urllib3.response import HTTPResponse
 
@@ -142,3 +143,35 @@ def test_json_page_reads_the_raw_http_body_of_a_list():
 def test_json_page_still_converts_a_client_that_answers_dicts_or_model_objects():
     assert json_page({"items": [1]}) == {"items": [1]}
     assert json_page(None) == {}
+
+
+class GoneKindClient:
+    """A client whose discovery still lists a deleted CRD (its list answers 404), or no longer lists it."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def resource(self, kind, api_version):
+        if isinstance(self.error, ResourceNotFoundError):
+            raise self.error
+        return kind
+
+    def get(self, resource, **kwargs):
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ResourceNotFoundError("No matches found for {'api_version': 'kubeflow.org/v2beta1', 'kind': 'MPIJob'}"),
+        client_error(404, "Not Found", b"404 page not found", "text/plain"),
+    ],
+)
+def test_a_kind_not_served_or_deleted_since_discovery_lists_as_none(error):
+    assert list_served(GoneKindClient(error), "kubeflow.org/v2beta1", "MPIJob") == []
+
+
+def test_other_errors_of_a_list_are_raised():
+    error = client_error(403, "Forbidden", b"forbidden", "text/plain")
+    with pytest.raises(type(error)):
+        list_served(GoneKindClient(error), "kubeflow.org/v2beta1", "MPIJob")
