@@ -1,0 +1,132 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""What an uninstall of the cluster stage removes, and what stops it.
+
+The stack is removed in the reverse order of its install: the verification leftovers, the MPI operator,
+the DRA driver, the GPU Operator. A ComputeDomain or MPIJob that a user created (not labelled by the
+verification stage) still needs the driver's controller (its finalizer) and the MPI operator; removing
+the stack under it would leave objects that never finish deleting, so the uninstall refuses, naming them,
+unless forced (then they are deleted first, while their controllers still run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.compute_domain import (
+    API_VERSION as COMPUTE_DOMAIN_API_VERSION,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
+    MPIJOB_API_VERSION,
+    PART_OF,
+    PART_OF_LABEL,
+)
+
+CRD_KIND = "CustomResourceDefinition"
+# Deleted last among a manifest's objects: deleting a Namespace deletes what is in it.
+_CLUSTER_SCOPED_LAST = ("Namespace",)
+NAMES_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    api_version: str
+    kind: str
+    name: str
+    namespace: str = ""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+    def to_dict(self) -> Dict[str, str]:
+        return asdict(self)
+
+    def definition(self) -> Dict[str, Any]:
+        """The minimal manifest kubernetes.core.k8s needs to delete the object."""
+        metadata = {"name": self.name}
+        if self.namespace:
+            metadata["namespace"] = self.namespace
+        return {"apiVersion": self.api_version, "kind": self.kind, "metadata": metadata}
+
+
+def object_ref(obj: Mapping[str, Any], api_version: str = "", kind: str = "") -> ObjectRef:
+    meta = obj.get("metadata") or {}
+    return ObjectRef(
+        api_version=str(obj.get("apiVersion") or api_version),
+        kind=str(obj.get("kind") or kind),
+        name=str(meta.get("name", "")),
+        namespace=str(meta.get("namespace") or ""),
+    )
+
+
+def made_by_verification(obj: Mapping[str, Any]) -> bool:
+    """Whether the verification stage created ``obj`` (its ``app.kubernetes.io/part-of`` label)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(PART_OF_LABEL) == PART_OF
+
+
+def _sorted(refs: Iterable[ObjectRef]) -> List[ObjectRef]:
+    return sorted(refs, key=lambda r: (r.kind, r.namespace, r.name))
+
+
+def partition_workloads(
+    compute_domains: Sequence[Mapping[str, Any]], mpijobs: Sequence[Mapping[str, Any]]
+) -> Tuple[List[ObjectRef], List[ObjectRef]]:
+    """The users' ComputeDomains and MPIJobs, and the verification stage's, each sorted."""
+    users: List[ObjectRef] = []
+    ours: List[ObjectRef] = []
+    for objects, api_version, kind in (
+        (compute_domains, COMPUTE_DOMAIN_API_VERSION, "ComputeDomain"),
+        (mpijobs, MPIJOB_API_VERSION, "MPIJob"),
+    ):
+        for obj in objects:
+            (ours if made_by_verification(obj) else users).append(object_ref(obj, api_version, kind))
+    return _sorted(users), _sorted(ours)
+
+
+def verification_namespaces(namespaces: Sequence[Mapping[str, Any]]) -> List[str]:
+    """Namespaces the verification stage created (labelled); a namespace the site gave carries no label."""
+    return sorted(str((n.get("metadata") or {}).get("name", "")) for n in namespaces if made_by_verification(n))
+
+
+def refusal_message(users: Sequence[ObjectRef], force_variable: str = "gpu_fabric_uninstall_force") -> str:
+    """One line naming the users' workloads that stop the uninstall and the two ways on."""
+    names = ", ".join(r.ref for r in users[:NAMES_SHOWN])
+    more = f" and {len(users) - NAMES_SHOWN} more" if len(users) > NAMES_SHOWN else ""
+    return (
+        f"{len(users)} workload(s) of users still use the GPU stack: {names}{more}. Delete them (or wait for the "
+        f"jobs to end) and run the uninstall again, or set {force_variable}: true to delete them first. "
+        "Nothing was removed."
+    )
+
+
+def plan_summary(users: Sequence[ObjectRef], ours: Sequence[ObjectRef], namespaces: Sequence[str], force: bool) -> str:
+    if users and not force:
+        return refusal_message(users)
+    parts = []
+    if users:
+        parts.append(f"forced: {len(users)} workload(s) of users deleted first ({', '.join(r.ref for r in users)})")
+    parts.append(f"{len(ours)} verification workload(s) and {len(namespaces)} verification namespace(s) to delete")
+    return "; ".join(parts)
+
+
+def manifest_removal(documents: Iterable[Any], include_crds: bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """The objects of an install manifest to delete, in deletion order, and its CRDs (kept apart).
+
+    Deletion order is the reverse of the manifest's (a Deployment before the RBAC it runs with), with
+    Namespaces last; CRDs come back only when ``include_crds``: deleting one deletes every object of its
+    kind, users' included.
+    """
+    objects: List[ObjectRef] = []
+    crds: List[ObjectRef] = []
+    for doc in documents:
+        if not isinstance(doc, Mapping) or not doc.get("kind"):
+            continue
+        ref = object_ref(doc)
+        (crds if ref.kind == CRD_KIND else objects).append(ref)
+    ordered = [r for r in reversed(objects) if r.kind not in _CLUSTER_SCOPED_LAST]
+    ordered += [r for r in reversed(objects) if r.kind in _CLUSTER_SCOPED_LAST]
+    return [r.definition() for r in ordered], [r.definition() for r in crds] if include_crds else []
