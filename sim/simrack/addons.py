@@ -33,6 +33,23 @@ SIM_DIR = Path(__file__).resolve().parent.parent
 CHARTS_DIR = SIM_DIR / "charts"
 MPI_MANIFEST = SIM_DIR / "manifests" / "mpi-operator.yaml"
 MPI_OPERATOR_VERSION = "v0.6.0"
+# Upgrade tests install the previous minor first (version A), then the charts' own version (B). Version A
+# is the same stand-in with its version strings replaced, an extra ConfigMap that B no longer ships (an
+# upgrade must remove it), and its CRDs stamped with A (an upgrade must re-apply B's CRDs, which Helm alone
+# never does).
+PREVIOUS_VERSIONS = {"gpu-operator": ("v25.10.0", "v25.3.4"), "nvidia-dra-driver-gpu": ("25.8.0", "25.3.2")}
+PREVIOUS_MPI_OPERATOR_VERSION = "v0.5.0"
+CHART_VERSION_ANNOTATION = "gpu-fabric.sim/chart-version"
+PREVIOUS_ONLY_TEMPLATE = """\
+# Only in the previous version of the stand-in: an upgrade to the current one removes it.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-previous-only
+  namespace: {{ .Release.Namespace }}
+data:
+  chartVersion: {{ .Chart.Version | quote }}
+"""
 HTTP = "addons-http"
 CONTROLLERS = ("compute-domain-controller", "dra-kubelet-plugin", "mpi-operator", "podlogs")
 PROCESS_PREFIX = "standin-"
@@ -76,9 +93,36 @@ def start(state: Path, name: str, argv: list[str]) -> int:
 
 def sources_digest() -> str:
     digest = hashlib.sha256()
-    for path in sorted(p for p in [*CHARTS_DIR.rglob("*"), MPI_MANIFEST] if p.is_file()):
+    # This file too: it derives the previous versions from the sources.
+    for path in sorted(p for p in [*CHARTS_DIR.rglob("*"), MPI_MANIFEST, Path(__file__).resolve()] if p.is_file()):
         digest.update(str(path.relative_to(SIM_DIR)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
+
+
+def stamp_crds(chart: Path, version: str) -> None:
+    """Annotate each CRD of a staged chart with the chart version it came from."""
+    import yaml  # the sim's Python has PyYAML (the kubernetes client needs it)
+
+    for path in sorted((chart / "crds").glob("*.yaml")):
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        for doc in docs:
+            doc.setdefault("metadata", {}).setdefault("annotations", {})[CHART_VERSION_ANNOTATION] = version
+        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def stage_chart(source: Path, staging: Path, replace: Optional[tuple[str, str]] = None) -> Path:
+    """A copy of the chart to package: the version strings replaced (version A) and its CRDs stamped."""
+    staged = staging / (source.name + (f"-{replace[1]}" if replace else ""))
+    shutil.copytree(source, staged)
+    if replace:
+        current, previous = replace
+        for path in staged.rglob("*"):
+            if path.is_file() and path.suffix in (".yaml", ".tpl"):
+                path.write_text(path.read_text().replace(current, previous))
+        (staged / "templates" / "previous-only.yaml").write_text(PREVIOUS_ONLY_TEMPLATE)
+    version = replace[1] if replace else PREVIOUS_VERSIONS.get(source.name, ("", ""))[0]
+    stamp_crds(staged, version or "current")
+    return staged
 
 
 def build_repository(state: Path, bin_dir: Path) -> Path:
@@ -105,8 +149,18 @@ def build_repository(state: Path, bin_dir: Path) -> Path:
     fresh = www / "charts.new"
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir(parents=True)
+    staging = www / "charts.staging"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
     for chart in sorted(p for p in CHARTS_DIR.iterdir() if (p / "Chart.yaml").exists()):
-        subprocess.run([helm, "package", str(chart), "-d", str(fresh)], check=True, env=env, stdout=subprocess.DEVNULL)
+        staged = [stage_chart(chart, staging)]
+        if chart.name in PREVIOUS_VERSIONS:
+            staged.append(stage_chart(chart, staging, PREVIOUS_VERSIONS[chart.name]))
+        for path in staged:
+            subprocess.run(
+                [helm, "package", str(path), "-d", str(fresh)], check=True, env=env, stdout=subprocess.DEVNULL
+            )
+    shutil.rmtree(staging, ignore_errors=True)
     # Relative chart URLs: Helm resolves them against the repository URL, whatever the port.
     subprocess.run([helm, "repo", "index", str(fresh)], check=True, env=env)
     if charts.exists():
@@ -122,6 +176,12 @@ def build_repository(state: Path, bin_dir: Path) -> Path:
     tmp = manifest_dir / "mpi-operator.yaml.tmp"
     shutil.copyfile(MPI_MANIFEST, tmp)
     tmp.replace(manifest_dir / "mpi-operator.yaml")
+    previous_dir = www / "mpi-operator" / PREVIOUS_MPI_OPERATOR_VERSION
+    previous_dir.mkdir(parents=True, exist_ok=True)
+    current_tag, previous_tag = MPI_OPERATOR_VERSION.lstrip("v"), PREVIOUS_MPI_OPERATOR_VERSION.lstrip("v")
+    text = MPI_MANIFEST.read_text().replace(f"mpi-operator:{current_tag}", f"mpi-operator:{previous_tag}")
+    (previous_dir / "mpi-operator.yaml.tmp").write_text(text)
+    (previous_dir / "mpi-operator.yaml.tmp").replace(previous_dir / "mpi-operator.yaml")
     stamp.write_text(digest)
     return www
 
@@ -152,7 +212,10 @@ def read_endpoints(state: Path) -> dict:
 
 
 def up(state: Path, kubeconfig: str, bin_dir: Path) -> None:
-    say("Helm repository: charts gpu-operator v25.10.0, nvidia-dra-driver-gpu 25.8.0 (packaged when changed)")
+    say(
+        "Helm repository: charts gpu-operator v25.10.0 and v25.3.4, nvidia-dra-driver-gpu 25.8.0 and 25.3.2 "
+        "(packaged when changed)"
+    )
     www = build_repository(state, bin_dir)
     port = ensure_http(state, www)
     base = f"http://127.0.0.1:{port}"
@@ -174,6 +237,7 @@ def up(state: Path, kubeconfig: str, bin_dir: Path) -> None:
         "http_port": port,
         "helm_repo_url": f"{base}/charts",
         "mpi_operator_manifest_url": f"{base}/mpi-operator/{MPI_OPERATOR_VERSION}/mpi-operator.yaml",
+        "mpi_operator_previous_manifest_url": f"{base}/mpi-operator/{PREVIOUS_MPI_OPERATOR_VERSION}/mpi-operator.yaml",
     }
     tmp = state / "endpoints.json.tmp"
     tmp.write_text(json.dumps(endpoints, indent=2) + "\n")
