@@ -59,3 +59,54 @@ def decide(
         return RuntimeDecision("crio", False, crio, containerd, SKIP_MESSAGE.format(why=why))
     runtime = "containerd" if containerd else "unknown"
     return RuntimeDecision(runtime, True, crio, containerd, f"containerd is managed on this node ({runtime} found)")
+
+
+# What a distribution's containerd package installs (Debian/Ubuntu containerd and containerd.io, RHEL containerd.io).
+PACKAGE_BINARY = "/usr/bin/containerd"
+PACKAGE_UNITS = ("/usr/lib/systemd/system/containerd.service", "/lib/systemd/system/containerd.service")
+EXISTING_CHOICES = ("fail", "adopt", "skip")
+
+
+@dataclass
+class ExistingContainerd:
+    action: str  # install (no conflict), adopt, skip or fail
+    install_method: str  # the method to use from here: the one asked, 'none' when adopted, '' when skipped
+    found: Sequence[str]
+    message: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def existing_containerd(
+    install_method: str,
+    install_prefix: str,
+    on_existing: str = "fail",
+    exists: Callable[[str], bool] = os.path.exists,
+    variable: str = "containerd_on_existing",
+) -> ExistingContainerd:
+    """What to do when the tarball would be installed next to the distribution's containerd package."""
+    if on_existing not in EXISTING_CHOICES:
+        raise ValueError(f"{variable} must be one of {', '.join(EXISTING_CHOICES)}, not {on_existing!r}")
+    prefix = install_prefix.rstrip("/") or "/"
+    if install_method != "tarball" or prefix == "/usr" or not exists(PACKAGE_BINARY):
+        return ExistingContainerd("install", install_method, [], "no containerd package in the way of the install")
+    found = [PACKAGE_BINARY, *(unit for unit in PACKAGE_UNITS if exists(unit))]
+    what = (
+        f"containerd from the distribution's package is installed ({', '.join(found)}); the release tarball would "
+        f"install a second one in {prefix}/bin next to it"
+    )
+    if on_existing == "adopt":
+        return ExistingContainerd(
+            "adopt", "none", found, f"{what}: adopted, the package's containerd is configured and kept (method none)"
+        )
+    if on_existing == "skip":
+        return ExistingContainerd("skip", "", found, f"{what}: left as it is ({variable}=skip), role skipped")
+    return ExistingContainerd(
+        "fail",
+        install_method,
+        found,
+        f"{what}; set {variable} to adopt (configure the package's containerd instead), skip (leave containerd "
+        "alone on this host) or fail, set containerd_install_method to package, or remove the package first. "
+        "Nothing was changed.",
+    )

@@ -115,14 +115,16 @@ def json_page(response: Any) -> Dict[str, Any]:
     return to_dict(response)
 
 
-def list_served(client: Any, api_version: str, kind: str, label_selector: Optional[str] = None) -> List[Dict[str, Any]]:
+def list_served(
+    client: Any, api_version: str, kind: str, label_selector: Optional[str] = None, namespace: Optional[str] = None
+) -> List[Dict[str, Any]]:
     """Every object of a kind, or none when the cluster does not serve the kind.
 
     A CRD deleted since the client's discovery cache was written still resolves, and its list answers
     404: that is "none" too (the uninstall deletes CRDs, and the next run reads the same kinds).
     """
     try:
-        return list_all(client, api_version, kind, label_selector=label_selector)
+        return list_all(client, api_version, kind, namespace=namespace, label_selector=label_selector)
     except (ResourceNotFoundError, NotFoundError):
         return []
 

@@ -19,6 +19,25 @@ options:
   openshift:
     description: The node is an OpenShift node (CRI-O). Unset - decided from the files found.
     type: bool
+  install_method:
+    description: >-
+      The containerd role's install method; with V(tarball), RV(existing) says whether a package is in the
+      way.
+    type: str
+    default: ""
+  install_prefix:
+    description: Where the tarball is unpacked.
+    type: str
+    default: /usr/local
+  on_existing:
+    description:
+      - What to do when the tarball would be installed next to the distribution's containerd package
+        (C(/usr/bin/containerd)).
+      - V(fail) - say so, change nothing; V(adopt) - configure the package's containerd instead (method V(none));
+        V(skip) - leave containerd alone on this host.
+    type: str
+    choices: [fail, adopt, skip]
+    default: fail
 author:
   - gpu_fabric.mnnvl contributors (@gpu-fabric)
 """
@@ -53,19 +72,35 @@ message:
   description: One line saying what was found and what the containerd role does.
   returned: always
   type: str
+existing:
+  description: >-
+    C(action) (V(install), V(adopt), V(skip), V(fail)), C(install_method) to use from here (V(none) when adopted,
+    empty when skipped), C(found) (the package's files) and C(message) (one line).
+  returned: always
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.container_runtime import decide
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.container_runtime import decide, existing_containerd
 
 
 def build_module() -> AnsibleModule:
-    return AnsibleModule(argument_spec=dict(openshift=dict(type="bool")), supports_check_mode=True)
+    return AnsibleModule(
+        argument_spec=dict(
+            openshift=dict(type="bool"),
+            install_method=dict(type="str", default=""),
+            install_prefix=dict(type="str", default="/usr/local"),
+            on_existing=dict(type="str", choices=["fail", "adopt", "skip"], default="fail"),
+        ),
+        supports_check_mode=True,
+    )
 
 
 def main() -> None:
     module = build_module()
-    module.exit_json(changed=False, **decide(module.params["openshift"]).to_dict())
+    params = module.params
+    existing = existing_containerd(params["install_method"], params["install_prefix"], params["on_existing"])
+    module.exit_json(changed=False, existing=existing.to_dict(), **decide(params["openshift"]).to_dict())
 
 
 if __name__ == "__main__":

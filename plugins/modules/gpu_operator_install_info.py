@@ -14,6 +14,10 @@ description:
   - A Subscription for a GPU Operator package (O(packages)) and a ClusterPolicy - V(olm), the operator belongs to
     OLM (OpenShift's OperatorHub install) and must not be installed again with Helm.
   - A Subscription without a ClusterPolicy - V(olm_without_policy); no Subscription - V(helm).
+  - With O(release_name), also tells whether a GPU Operator that this collection did not install is there
+    (RV(existing)) - another Helm release owns the ClusterPolicy (its C(meta.helm.sh/release-*) annotations), a
+    ClusterPolicy without a release, or values the site set on the collection's release that an upgrade would
+    replace; and what to do about it (O(on_existing)). Read from the Helm release Secrets; nothing changes.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - gpu_fabric.mnnvl.attributes
@@ -24,6 +28,26 @@ options:
     type: list
     elements: str
     default: [gpu-operator-certified, gpu-operator]
+  release_name:
+    description: The collection's release name; empty - RV(existing) is not computed.
+    type: str
+    default: ""
+  release_namespace:
+    description: The collection's release namespace.
+    type: str
+    default: gpu-operator
+  wanted_values:
+    description: The values the collection installs the chart with.
+    type: dict
+    default: {}
+  on_existing:
+    description:
+      - What to do about a GPU Operator that this collection did not install.
+      - V(fail) - say what was found and change nothing; V(adopt) - manage the found release (its values kept
+        under the collection's) or take over an unmanaged one; V(skip) - leave it, skip the role.
+    type: str
+    choices: [fail, adopt, skip]
+    default: fail
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -69,8 +93,28 @@ cluster_policies:
   returned: always
   type: list
   elements: str
+existing:
+  description: >-
+    With O(release_name): C(kind) (V(none), V(ours), V(foreign_release), V(unmanaged), V(site_values)), C(action)
+    (V(install), V(adopt), V(skip), V(fail)), C(release_name) and C(release_namespace) to install or upgrade,
+    C(values) (the collection's, with the adopted release's under them), C(take_ownership), C(site_values)
+    (dotted keys an upgrade would replace) and C(message) (one line).
+  returned: when O(release_name) is set
+  type: dict
+  sample:
+    kind: foreign_release
+    action: fail
+    message: "the GPU Operator is already installed by Helm release nvidia/gpu-op (ClusterPolicy cluster-policy), not by
+      this collection's gpu-operator/gpu-operator; set gpu_operator_on_existing to adopt (manage it, its values kept
+      under the collection's), skip (leave it, skip the role) or fail. Nothing was changed."
 """
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.existing_install import (
+    decide,
+    helm_release_values,
+    latest_deployed,
+    owning_release,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     api_error_text,
@@ -89,7 +133,13 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 
 def build_module() -> AnsibleK8SModule:
     argument_spec = dict(AUTH_ARG_SPEC)
-    argument_spec.update(packages=dict(type="list", elements="str", default=["gpu-operator-certified", "gpu-operator"]))
+    argument_spec.update(
+        packages=dict(type="list", elements="str", default=["gpu-operator-certified", "gpu-operator"]),
+        release_name=dict(type="str", default=""),
+        release_namespace=dict(type="str", default="gpu-operator"),
+        wanted_values=dict(type="dict", default={}),
+        on_existing=dict(type="str", choices=["fail", "adopt", "skip"], default="fail"),
+    )
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 
 
@@ -104,7 +154,36 @@ def main() -> None:
     except DynamicApiError as exc:
         module.fail_json(msg=f"cannot list Subscriptions and ClusterPolicies: {api_error_text(exc)}")
     install = operator_install(subscriptions, policies, module.params["packages"])
-    module.exit_json(changed=False, **install.to_dict())
+    result = install.to_dict()
+    params = module.params
+    if params["release_name"] and not result["managed_by_olm"]:
+        try:
+            ours = release_values(client, params["release_name"], params["release_namespace"])
+            owners = sorted(
+                {o for o in map(owning_release, policies) if o}
+                - {(params["release_name"], params["release_namespace"])}
+            )
+            found = release_values(client, *owners[0]) if owners else None
+        except DynamicApiError as exc:
+            module.fail_json(msg=f"cannot read the Helm release Secrets: {api_error_text(exc)}")
+        existing = decide(
+            policies,
+            params["release_name"],
+            params["release_namespace"],
+            ours,
+            params["wanted_values"],
+            params["on_existing"],
+            found,
+        )
+        result["existing"] = existing.to_dict()
+    module.exit_json(changed=False, **result)
+
+
+def release_values(client, name: str, namespace: str):
+    """The user-supplied values of the deployed revision of a Helm release, or None when it has none."""
+    secrets = list_served(client, "v1", "Secret", label_selector=f"owner=helm,name={name}", namespace=namespace)
+    secret = latest_deployed(secrets)
+    return None if secret is None else helm_release_values(secret)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import container_runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.container_runtime import decide
 
 
@@ -36,3 +38,39 @@ def test_the_host_variable_decides_first():
 def test_a_host_without_either_is_left_to_the_role():
     decision = decide(None, files())
     assert (decision.runtime, decision.manage_containerd) == ("unknown", True)
+
+
+PACKAGED = {"/usr/bin/containerd", "/lib/systemd/system/containerd.service"}  # Debian's containerd package
+
+
+def test_the_tarball_next_to_the_distributions_containerd_fails_naming_it_and_the_choices():
+    found = container_runtime.existing_containerd("tarball", "/usr/local", exists=PACKAGED.__contains__)
+    assert (found.action, found.install_method) == ("fail", "tarball")
+    assert found.found == ["/usr/bin/containerd", "/lib/systemd/system/containerd.service"]
+    assert found.message == (
+        "containerd from the distribution's package is installed (/usr/bin/containerd, "
+        "/lib/systemd/system/containerd.service); the release tarball would install a second one in /usr/local/bin "
+        "next to it; set containerd_on_existing to adopt (configure the package's containerd instead), skip (leave "
+        "containerd alone on this host) or fail, set containerd_install_method to package, or remove the package "
+        "first. Nothing was changed."
+    )
+
+
+def test_adopting_the_distributions_containerd_configures_it_and_skip_leaves_it():
+    adopted = container_runtime.existing_containerd("tarball", "/usr/local", "adopt", PACKAGED.__contains__)
+    assert (adopted.action, adopted.install_method) == ("adopt", "none")
+    skipped = container_runtime.existing_containerd("tarball", "/usr/local", "skip", PACKAGED.__contains__)
+    assert (skipped.action, skipped.install_method) == ("skip", "")
+
+
+def test_no_package_another_method_or_the_tarball_over_usr_is_no_conflict():
+    tarball_only = {"/usr/local/bin/containerd", "/etc/systemd/system/containerd.service"}
+    assert container_runtime.existing_containerd("tarball", "/usr/local", exists=tarball_only.__contains__).action == (
+        "install"
+    )
+    assert container_runtime.existing_containerd("package", "/usr/local", exists=PACKAGED.__contains__).action == (
+        "install"
+    )
+    assert container_runtime.existing_containerd("tarball", "/usr/", exists=PACKAGED.__contains__).action == "install"
+    with pytest.raises(ValueError, match="containerd_on_existing must be one of fail, adopt, skip"):
+        container_runtime.existing_containerd("tarball", "/usr/local", "replace", PACKAGED.__contains__)
