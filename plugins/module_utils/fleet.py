@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import mirror, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_error_text,
     get_object,
@@ -297,6 +297,8 @@ class Settings:
     # rack -> an existing namespace the site gives (verification.given_namespaces); a rack not in it gets
     # a namespace of its own, created and deleted by the check
     namespaces: Dict[str, str] = field(default_factory=dict)
+    # image pull Secrets the checks' pods name (air-gapped sites); they must exist in the check's namespace
+    image_pull_secrets: List[str] = field(default_factory=list)
 
 
 class RackRun:
@@ -511,8 +513,15 @@ class RackRun:
                 )
             self.sleep(min(self.settings.poll, 1.0))
 
+    def with_pull_secrets(self, body: Dict[str, Any]) -> Dict[str, Any]:
+        """``body`` (a Pod or an MPIJob) with the run's image pull Secrets on every pod template."""
+        if not self.settings.image_pull_secrets:
+            return body
+        return mirror.mirror_manifest([body], "", {}, self.settings.image_pull_secrets)[0]
+
     def create_pod(self, body: Dict[str, Any]) -> Dict[str, Any]:
         """Create a pod of the check; SCC admission refusing it ends the check with one line saying why."""
+        body = self.with_pull_secrets(body)
         try:
             return self.api.create(body)
         except ApiUnavailable as exc:
@@ -958,7 +967,7 @@ class MpiJobCheck(Check):
         job = self.job_name(run)
         run.create_namespace()
         run.create_compute_domain()
-        run.api.create(self.manifest(run))
+        run.api.create(run.with_pull_secrets(self.manifest(run)))
 
         placement: Dict[str, str] = {}  # worker pod -> tray, read while the workers run
         created = run.clock()

@@ -138,6 +138,23 @@ options:
     description: Identifier of the verification run, written into every record (the report keeps only this run's).
     type: str
     default: ""
+  registry:
+    description: >-
+      Registry prefix of the site's mirror: the checks' images are pulled from C(<registry>/<path>) (the public
+      registry host replaced, C(ubuntu:22.04) becomes C(<registry>/library/ubuntu:22.04)); empty - as given.
+    type: str
+    default: ""
+  image_overrides:
+    description: Public image without tag -> mirrored image without tag; wins over O(registry) for that image.
+    type: dict
+    default: {}
+  image_pull_secrets:
+    description: >-
+      Image pull Secrets named by every pod of the checks (and the MPIJobs' pod templates). They must exist in the
+      check's namespace - a namespace the site gives (O(namespace), O(namespaces)).
+    type: list
+    elements: str
+    default: []
   imex_channel:
     description: Settings of the V(imex_channel) check.
     type: dict
@@ -325,7 +342,7 @@ files:
 import json
 import os
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, mirror, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     FileChange,
     FileEditError,
@@ -377,6 +394,9 @@ ARGUMENT_SPEC = dict(
     driver_namespace=dict(type="str", default="nvidia-dra-driver-gpu"),
     records_dir=dict(type="path", default=""),
     run_id=dict(type="str", default=""),
+    registry=dict(type="str", default=""),
+    image_overrides=dict(type="dict", default={}),
+    image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
     imex_channel=dict(
         type="dict",
         default={},
@@ -449,7 +469,18 @@ def scope_of(params: dict) -> Scope:
     )
 
 
+def mirrored(params: dict) -> dict:
+    """``params`` with the image of each check at the site's mirror (``registry``, ``image_overrides``)."""
+    moved = dict(params)
+    for check in ("imex_channel", "nvbandwidth", "nccl"):
+        if isinstance(params.get(check), dict) and params[check].get("image"):
+            image = mirror.mirror_image(params[check]["image"], params["registry"], params["image_overrides"])
+            moved[check] = dict(params[check], image=image)
+    return moved
+
+
 def make_check(params: dict) -> fleet.Check:
+    params = mirrored(params)
     name = params["check"]
     if name == "imex_channel":
         return fleet.ImexChannelCheck(params["imex_channel"]["image"], params["imex_channel"]["run_as_user"])
@@ -592,6 +623,7 @@ def main() -> None:
         pod_security_level=params["pod_security_level"],
         cluster=cluster_facts(client),
         namespaces=given,
+        image_pull_secrets=list(params["image_pull_secrets"]),
     )
     try:
         settings.openshift = detect_openshift(api) if params["openshift"] is None else params["openshift"]

@@ -402,3 +402,19 @@ def test_what_an_earlier_run_left_is_deleted_before_the_check_creates_anything()
     assert set(client.objects) == {("Namespace", "", "shared")} | {
         (o["kind"], "shared", o["metadata"]["name"]) for o in BYSTANDERS
     }
+
+
+@pytest.mark.parametrize("check", [imex, nvbandwidth])
+def test_the_checks_pods_name_the_pull_secrets_given(check):
+    client = MemoryClient(rights=all_rights("shared"))
+    settings = fleet.Settings(namespaces={"rack0": "shared"}, image_pull_secrets=["mirror-pull"], timeout=30, poll=0.01)
+    run = fleet.RackRun(check(), fleet.Api(client, patience=0), RACK0, settings, sleep=lambda s: None)
+    if isinstance(run.check, fleet.ImexChannelCheck):
+        bodies = [imex_pod_manifest("gb200-r0-t0", "shared", "rack0", run.claim_template, "img", 65534)]
+        specs = [b["spec"] for b in map(run.with_pull_secrets, bodies)]
+    else:
+        job = run.with_pull_secrets(run.check.manifest(run))
+        specs = [r["template"]["spec"] for r in job["spec"]["mpiReplicaSpecs"].values()]
+    assert specs and all(spec["imagePullSecrets"] == [{"name": "mirror-pull"}] for spec in specs)
+    plain = fleet.RackRun(check(), fleet.Api(client, patience=0), RACK0, fleet.Settings(), sleep=lambda s: None)
+    assert plain.with_pull_secrets({"kind": "Pod", "spec": {}}) == {"kind": "Pod", "spec": {}}

@@ -166,3 +166,11 @@ def test_public_hosts_are_found_as_hosts_not_inside_other_names():
     assert mirror.public_hosts("image: mirror.nvcr.io.site/x registry.example.com/ghcr.io-cache/y") == []
     assert mirror.public_hosts("url: https://github.com/containerd/x https://files.site/github.com/y") == ["github.com"]
     assert mirror.public_hosts("url: https://files.site/github.com/containerd/x") == []
+
+
+def test_an_mpijob_gets_the_pull_secrets_on_the_launcher_and_the_workers():
+    job = mpijob_manifest("j", "ns", "nccl", "rack0", ["t0", "t1"], 4, "cd", f"{PREFIX}/site/nccl:1", [], MPI)
+    [moved] = mirror.mirror_manifest([job], "", {}, ["pull"])
+    for role in ("Launcher", "Worker"):
+        assert moved["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["imagePullSecrets"] == [{"name": "pull"}]
+    assert "imagePullSecrets" not in job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
