@@ -2,19 +2,22 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 """Filters ``nvbandwidth_parse``, ``clique_groups``, ``openshift_detected``, ``rack_waves``, ``rack_peers``,
-``imex_driver_mismatch``, ``kernel_args_missing`` and ``grub_cmdline_dropin`` (documentation: the YAML files
-beside this one)."""
+``rack_clique_conflicts``, ``imex_driver_mismatch``, ``kernel_args_missing`` and ``grub_cmdline_dropin``
+(documentation: the YAML files beside this one)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     CLIQUE_LABEL,
     UNLABELLED_KEY,
     group_nodes_by_clique,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
+    rack_clique_conflicts as _rack_clique_conflicts,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import imex_driver_mismatch as _imex_driver_mismatch
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kernel_cmdline import grub_dropin, missing_kernel_args
@@ -98,6 +101,49 @@ def rack_peers(hosts: Any, host: Any, hostvars: Any, rack_var: str = "gpu_fabric
     return _rack_peers(str(host), list(hosts), host_racks(names, hostvars, rack_var, racks))
 
 
+def _rack_and_clique(name: str, value: Any) -> Tuple[str, str]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise AnsibleFilterError(f"rack_clique_conflicts: host {name} maps to {value!r}, expected [rack, clique]")
+    rack, clique = value
+    return ("" if rack is None else str(rack)), ("" if clique is None else str(clique))
+
+
+def rack_clique_conflicts(
+    peers: Any,
+    host: Any,
+    rack: Any,
+    clique: Any,
+    rack_var: str = "gpu_fabric_rack",
+    rack_key: str = "nvidia_driver__rack",
+    clique_key: str = "nvidia_driver__clique",
+) -> Dict[str, Any]:
+    """Peers (host -> [rack, clique], or host variables) -> the rack's hosts in another clique and the message."""
+    table: Dict[str, Tuple[str, str]] = {}
+    if isinstance(peers, Mapping):
+        for name, value in peers.items():
+            table[str(name)] = _rack_and_clique(str(name), value)
+    elif isinstance(peers, (list, tuple)):
+        for variables in peers:
+            if not isinstance(variables, Mapping) or "inventory_hostname" not in variables:
+                raise AnsibleFilterError(
+                    "rack_clique_conflicts expects host variables with inventory_hostname "
+                    f"(ansible_play_hosts_all | map('extract', hostvars)), got {type(variables).__name__}"
+                )
+            if clique_key not in variables:
+                continue  # not checked (yet)
+            name = str(variables["inventory_hostname"])
+            table[name] = _rack_and_clique(name, [variables.get(rack_key), variables[clique_key]])
+    else:
+        raise AnsibleFilterError(
+            "rack_clique_conflicts expects a mapping of host name to [rack, clique] or a list of host variables, "
+            f"got {type(peers).__name__}"
+        )
+    conflicts, message = _rack_clique_conflicts(
+        str(host), "" if rack is None else str(rack), "" if clique is None else str(clique), table, str(rack_var)
+    )
+    return {"conflicts": conflicts, "msg": message}
+
+
 def imex_driver_mismatch(package_version: Any, package: str, nvrm_text: Any) -> str:
     """IMEX package version, its name and /proc/driver/nvidia/version -> why the daemon would abort ('' if not)."""
     if not isinstance(package_version, str) or not isinstance(nvrm_text, str):
@@ -130,6 +176,7 @@ class FilterModule:
             "openshift_detected": openshift_detected,
             "rack_waves": rack_waves,
             "rack_peers": rack_peers,
+            "rack_clique_conflicts": rack_clique_conflicts,
             "imex_driver_mismatch": imex_driver_mismatch,
             "kernel_args_missing": kernel_args_missing,
             "grub_cmdline_dropin": grub_cmdline_dropin,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
@@ -251,3 +251,40 @@ def check_clique_expectations(
                     "NVLink clique: check the NVLink switch trays and each node's fabric state"
                 )
     return violations
+
+
+def _clique_shown(value: str) -> str:
+    """A clique as the rack check shows it: ``''`` for a host without one."""
+    return _shown(value) if value else "''"
+
+
+def rack_clique_conflicts(
+    host: str,
+    rack: str,
+    clique: str,
+    peers: Mapping[str, Sequence[str]],
+    rack_var: str = "gpu_fabric_rack",
+) -> Tuple[Dict[str, str], str]:
+    """The hosts of ``host``'s rack in another NVLink clique than ``host``, and the one-line failure message.
+
+    ``peers``: host name -> (rack, clique) of the hosts checked so far (``host`` itself is skipped; a clique is
+    ``''`` for a host whose GPUs are in none). Hosts of other racks are ignored, and a host without a rack
+    (``rack`` empty) has no peers to compare with. Returns ({peer: its clique}, in the order of ``peers``, and
+    the message); the message is ``''`` when there is no conflict. ``rack_var`` is the host variable that
+    names a host's rack, which the message tells to fix when the rack is wrong.
+    """
+    if not rack:
+        return {}, ""
+    conflicts: Dict[str, str] = {}
+    for peer, (peer_rack, peer_clique) in peers.items():
+        if peer != host and peer_rack == rack and peer_clique != clique:
+            conflicts[peer] = peer_clique
+    if not conflicts:
+        return {}, ""
+    listed = ", ".join(f"{peer} in {_clique_shown(value)}" for peer, value in conflicts.items())
+    message = (
+        f"Hosts of rack {rack} are in different NVLink cliques: {host} is in '{_shown(clique)}' and {listed}. "
+        "An NVL72 rack is one NVLink domain: check the trays' fabric (nvidia-smi -q, Fabric section) and the "
+        f"NVLink switch trays, or fix {rack_var}."
+    )
+    return conflicts, message

@@ -18,6 +18,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     kernel_args_missing,
     nvbandwidth_parse,
     openshift_detected,
+    rack_clique_conflicts,
     rack_peers,
     rack_waves,
 )
@@ -35,6 +36,7 @@ def test_filters_are_exported():
         "openshift_detected": openshift_detected,
         "rack_waves": rack_waves,
         "rack_peers": rack_peers,
+        "rack_clique_conflicts": rack_clique_conflicts,
         "imex_driver_mismatch": imex_driver_mismatch,
         "kernel_args_missing": kernel_args_missing,
         "grub_cmdline_dropin": grub_cmdline_dropin,
@@ -136,3 +138,58 @@ def test_clique_groups_errors():
         clique_groups([{"metadata": {}}])
     with pytest.raises(AnsibleFilterError, match="a clique is named '_unlabelled'"):
         clique_groups([_node("x", {"nvidia.com/gpu.clique": "_unlabelled"})])
+
+
+SPLIT_CLIQUE = "69a19a31-f41c-45a5-8245-579b6bce5bdd.32767"
+
+
+def tray_vars(name, rack=None, clique=None):
+    """Host variables of a tray as the nvidia_driver role leaves them (no clique fact: not checked yet)."""
+    variables = {"inventory_hostname": name, "gpu_fabric_rack": rack}
+    if rack is not None:
+        variables["nvidia_driver__rack"] = rack
+    if clique is not None:
+        variables["nvidia_driver__clique"] = clique
+    return variables
+
+
+def test_rack_clique_conflicts_reads_the_play_hosts_variables():
+    trays = [tray_vars(f"gb200-r01-t{tray:02d}", "r01", REAL_CLIQUE) for tray in range(1, 19)]
+    trays[4]["nvidia_driver__clique"] = SPLIT_CLIQUE
+    trays.append(tray_vars("gb200-r01-t19", "r01"))  # in a later serial batch: not checked yet
+    trays.append(tray_vars("gb200-r02-t01", "r02", SPLIT_CLIQUE))
+    result = rack_clique_conflicts(trays, "gb200-r01-t01", "r01", REAL_CLIQUE, rack_var="gpu_fabric_rack")
+    assert result["conflicts"] == {"gb200-r01-t05": SPLIT_CLIQUE}
+    assert result["msg"] == (
+        f"Hosts of rack r01 are in different NVLink cliques: gb200-r01-t01 is in '{REAL_CLIQUE}' and gb200-r01-t05 in "
+        f"{SPLIT_CLIQUE}. An NVL72 rack is one NVLink domain: check the trays' fabric (nvidia-smi -q, Fabric section) "
+        "and the NVLink switch trays, or fix gpu_fabric_rack."
+    )
+    assert rack_clique_conflicts(trays, "gb200-r02-t01", "r02", SPLIT_CLIQUE) == {"conflicts": {}, "msg": ""}
+
+
+def test_rack_clique_conflicts_takes_a_mapping_and_other_keys():
+    peers = {"t1": ["rack-a", REAL_CLIQUE], "t2": ["rack-a", None], "t3": ["rack-b", SPLIT_CLIQUE]}
+    result = rack_clique_conflicts(peers, "t1", "rack-a", REAL_CLIQUE, rack_var="rack")
+    assert result["conflicts"] == {"t2": ""}
+    assert result["msg"].endswith(
+        "t1 is in '" + REAL_CLIQUE + "' and t2 in ''. An NVL72 rack is one NVLink domain:"
+        " check the trays' fabric (nvidia-smi -q, Fabric section) and the NVLink switch"
+        " trays, or fix rack."
+    )
+    hosts = [
+        {"inventory_hostname": "t1", "my_rack": "a", "my_clique": "x"},
+        {"inventory_hostname": "t2", "my_rack": "a", "my_clique": "y"},
+    ]
+    found = rack_clique_conflicts(hosts, "t1", "a", "x", rack_key="my_rack", clique_key="my_clique")
+    assert found["conflicts"] == {"t2": "y"}
+    assert rack_clique_conflicts(hosts, "t1", "", "x", rack_key="my_rack", clique_key="my_clique")["conflicts"] == {}
+
+
+def test_rack_clique_conflicts_errors():
+    with pytest.raises(AnsibleFilterError, match="expected \\[rack, clique\\]"):
+        rack_clique_conflicts({"t1": "rack-a"}, "t1", "rack-a", REAL_CLIQUE)
+    with pytest.raises(AnsibleFilterError, match="with inventory_hostname"):
+        rack_clique_conflicts([{"nvidia_driver__clique": REAL_CLIQUE}], "t1", "rack-a", REAL_CLIQUE)
+    with pytest.raises(AnsibleFilterError, match="got str"):
+        rack_clique_conflicts("t1", "t1", "rack-a", REAL_CLIQUE)

@@ -13,6 +13,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     check_clique_expectations,
     group_nodes_by_clique,
     is_gpu_node,
+    rack_clique_conflicts,
     read_nodes_for_grouping,
 )
 
@@ -200,3 +201,69 @@ def test_whole_nodes_are_read_only_where_the_labels_do_not_tell():
     assert grouping.non_gpu_nodes == ["late-1"]
     read_nodes_for_grouping(list_nodes)
     assert calls[-1] == ("nvidia.com/gpu.present!=true", False)
+
+
+# The rack check of roles/nvidia_driver: a GB200 NVL72 rack holds 18 compute trays in one NVLink clique.
+RACK_A = [f"gb200-r01-t{tray:02d}" for tray in range(1, 19)]
+RACK_B = [f"gb200-r02-t{tray:02d}" for tray in range(1, 19)]
+
+
+def test_rack_of_18_trays_in_one_clique_has_no_conflict():
+    peers = {tray: ("r01", REAL_CLIQUE) for tray in RACK_A}
+    assert rack_clique_conflicts(RACK_A[0], "r01", REAL_CLIQUE, peers) == ({}, "")
+
+
+def test_one_tray_of_18_in_another_clique_is_named_with_its_clique():
+    split = REAL_CLIQUE.rsplit(".", 1)[0] + ".32767"
+    peers = {tray: ("r01", REAL_CLIQUE) for tray in RACK_A}
+    peers[RACK_A[17]] = ("r01", split)
+    conflicts, message = rack_clique_conflicts(RACK_A[0], "r01", REAL_CLIQUE, peers)
+    assert conflicts == {"gb200-r01-t18": split}
+    assert message == (
+        f"Hosts of rack r01 are in different NVLink cliques: gb200-r01-t01 is in '{REAL_CLIQUE}' and "
+        f"gb200-r01-t18 in {split}. An NVL72 rack is one NVLink domain: check the trays' fabric (nvidia-smi -q, "
+        "Fabric section) and the NVLink switch trays, or fix gpu_fabric_rack."
+    )
+    # Seen from the odd tray, the 17 others are in the other clique, in the order given.
+    conflicts, message = rack_clique_conflicts(RACK_A[17], "r01", split, peers, rack_var="rack")
+    assert list(conflicts) == RACK_A[:17]
+    assert message.startswith(f"Hosts of rack r01 are in different NVLink cliques: gb200-r01-t18 is in '{split}' and ")
+    assert message.endswith(", or fix rack.")
+    assert "\n" not in message
+
+
+def test_split_rack_lists_every_tray_of_the_other_half():
+    split = REAL_CLIQUE.rsplit(".", 1)[0] + ".32767"
+    peers = {tray: ("r01", REAL_CLIQUE if index < 9 else split) for index, tray in enumerate(RACK_A)}
+    conflicts, message = rack_clique_conflicts(RACK_A[0], "r01", REAL_CLIQUE, peers)
+    assert conflicts == {tray: split for tray in RACK_A[9:]}
+    assert ", ".join(f"{tray} in {split}" for tray in RACK_A[9:]) + ". An NVL72" in message
+
+
+def test_tray_without_clique_is_shown_as_empty():
+    peers = {RACK_A[0]: ("r01", REAL_CLIQUE), RACK_A[1]: ("r01", "")}
+    conflicts, message = rack_clique_conflicts(RACK_A[0], "r01", REAL_CLIQUE, peers)
+    assert conflicts == {RACK_A[1]: ""}
+    assert f"{RACK_A[1]} in ''. An NVL72" in message
+    # and a tray without a clique conflicts with every labelled peer
+    conflicts, message = rack_clique_conflicts(RACK_A[1], "r01", "", peers)
+    assert conflicts == {RACK_A[0]: REAL_CLIQUE}
+    assert f"{RACK_A[1]} is in '' and {RACK_A[0]} in {REAL_CLIQUE}." in message
+
+
+def test_host_without_rack_has_no_peers():
+    peers = {RACK_A[0]: ("", REAL_CLIQUE), RACK_A[1]: ("", OTHER_CLIQUE), RACK_B[0]: ("r02", OTHER_CLIQUE)}
+    assert rack_clique_conflicts(RACK_A[0], "", REAL_CLIQUE, peers) == ({}, "")
+
+
+def test_hosts_of_another_rack_are_ignored():
+    peers = {tray: ("r01", REAL_CLIQUE) for tray in RACK_A}
+    peers.update({tray: ("r02", OTHER_CLIQUE) for tray in RACK_B})
+    peers["gb200-spare"] = ("", OTHER_CLIQUE)  # a tray without rack is nobody's peer
+    assert rack_clique_conflicts(RACK_A[3], "r01", REAL_CLIQUE, peers) == ({}, "")
+    assert rack_clique_conflicts(RACK_B[3], "r02", OTHER_CLIQUE, peers) == ({}, "")
+    # a rack-B tray that joined rack A's clique conflicts with rack B only
+    peers[RACK_B[5]] = ("r02", REAL_CLIQUE)
+    conflicts, message = rack_clique_conflicts(RACK_B[5], "r02", REAL_CLIQUE, peers)
+    assert conflicts == {tray: OTHER_CLIQUE for tray in RACK_B if tray != RACK_B[5]}
+    assert "r01" not in message and "Hosts of rack r02 " in message
