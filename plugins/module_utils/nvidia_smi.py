@@ -503,6 +503,61 @@ def library_path_for(driver_root: str) -> Optional[str]:
     return ":".join(dirs) or None
 
 
+def is_root_filesystem(driver_root: str) -> bool:
+    """Whether ``driver_root`` is a whole root filesystem (it has ``bin/sh`` or ``usr/lib``).
+
+    The GPU Operator's driver container mounts its own root filesystem at ``/run/nvidia/driver``, so
+    that ``chroot /run/nvidia/driver nvidia-smi`` runs the container's nvidia-smi with its libraries.
+    A directory holding only the driver's files is not one.
+    """
+    return os.path.lexists(os.path.join(driver_root, "bin", "sh")) or os.path.isdir(
+        os.path.join(driver_root, "usr", "lib")
+    )
+
+
+SMI_ON_HOST = "host"
+SMI_IN_CHROOT = "chroot"
+SMI_WITH_LIBRARY_PATH = "library_path"
+
+
+@dataclass(frozen=True)
+class SmiLaunch:
+    """How nvidia-smi is started: ``method`` is one of ``host``, ``chroot`` and ``library_path``.
+
+    ``command()`` turns ``[<nvidia-smi as found on the host>, args...]`` into the command line to run;
+    ``environ`` is the environment to add.
+    """
+
+    method: str
+    environ: Dict[str, str] = field(default_factory=dict)
+    chroot: Optional[str] = None
+    driver_root: Optional[str] = None
+    smi_in_root: Optional[str] = None
+
+    def command(self, args: Sequence[str]) -> List[str]:
+        if self.method == SMI_IN_CHROOT and self.chroot and self.driver_root and self.smi_in_root:
+            return [self.chroot, self.driver_root, self.smi_in_root, *args[1:]]
+        return list(args)
+
+
+def smi_launch(smi: str, driver_root: str, is_root: bool, chroot: Optional[str]) -> SmiLaunch:
+    """How to run ``smi`` (found by ``find_nvidia_smi``) for ``driver_root``.
+
+    A driver on the host (``/``) runs as it is. For another root: ``chroot <root> <nvidia-smi>``, as NVIDIA
+    documents for the GPU Operator's driver, when running as root (``is_root``) with a ``chroot`` executable,
+    the root is a whole root filesystem (``is_root_filesystem``) and ``smi`` lies in it; otherwise ``smi`` runs
+    with the root's library directories on ``LD_LIBRARY_PATH``.
+    """
+    root = os.path.normpath(os.path.abspath(driver_root))
+    if root == "/":
+        return SmiLaunch(SMI_ON_HOST)
+    path = os.path.normpath(os.path.abspath(smi))
+    if is_root and chroot and path.startswith(root + os.sep) and is_root_filesystem(root):
+        return SmiLaunch(SMI_IN_CHROOT, chroot=chroot, driver_root=root, smi_in_root="/" + os.path.relpath(path, root))
+    library_path = library_path_for(driver_root)
+    return SmiLaunch(SMI_WITH_LIBRARY_PATH, environ={"LD_LIBRARY_PATH": library_path} if library_path else {})
+
+
 def smi_failure_message(smi: str, rc: int, stdout: str, stderr: str) -> str:
     """Turn a failed or unusable nvidia-smi run into a message that says what to do."""
     output = "\n".join(part.strip() for part in (stdout, stderr) if part.strip())

@@ -38,8 +38,14 @@ options:
     description:
       - Root of the NVIDIA driver installation.
       - V(/) for a driver installed on the host; V(/run/nvidia/driver) when the GPU Operator's
-        driver container installs it. For a root other than V(/), C(nvidia-smi) runs with that
-        root's libraries on C(LD_LIBRARY_PATH).
+        driver container installs it (the container's root filesystem).
+      - For a root other than V(/) that is a whole root filesystem (it has C(bin/sh) or C(usr/lib)),
+        the module, when it runs as root, runs C(chroot <driver_root> /usr/bin/nvidia-smi), as NVIDIA
+        documents for the GPU Operator's driver (C(chroot /run/nvidia/driver nvidia-smi)), so that
+        C(nvidia-smi) uses the container's own libraries.
+      - Otherwise (not root, no C(chroot) executable, a root that holds only the driver's files, or
+        an O(nvidia_smi_path) outside it) C(nvidia-smi) runs with that root's library directories
+        on C(LD_LIBRARY_PATH).
     type: path
     default: /
   min_driver_version:
@@ -271,6 +277,8 @@ nvidia_gpu:
           sample: 242
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import (
     GpuFactsError,
@@ -280,7 +288,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import
     fabric_pending_message,
     fabric_verdict,
     find_nvidia_smi,
-    library_path_for,
+    smi_launch,
     tray_failure_message,
     tray_problems,
 )
@@ -314,16 +322,13 @@ def main() -> None:
         except ValueError as exc:
             module.fail_json(msg=f"min_driver_version: {exc}")
 
-    environ = {}
-    library_path = library_path_for(params["driver_root"])
-    if library_path:
-        environ["LD_LIBRARY_PATH"] = library_path
-
-    def run(args):
-        return module.run_command(args, environ_update=environ)
-
     try:
         smi = find_nvidia_smi(params["nvidia_smi_path"], params["driver_root"], module.get_bin_path)
+        launch = smi_launch(smi, params["driver_root"], os.geteuid() == 0, module.get_bin_path("chroot"))
+
+        def run(args):
+            return module.run_command(launch.command(args), environ_update=launch.environ)
+
         facts = collect_gpu_facts(run, smi, proc_root=params["proc_root"], dev_root=params["dev_root"])
     except GpuFactsError as exc:
         module.fail_json(msg=str(exc), fabric_pending=False)

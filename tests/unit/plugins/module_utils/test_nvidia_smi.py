@@ -17,6 +17,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import
     fabric_problems,
     fabric_verdict,
     find_nvidia_smi,
+    is_root_filesystem,
     library_path_for,
     list_imex_channels,
     parse_driver_params,
@@ -26,6 +27,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import
     parse_query_xml,
     read_imex_info,
     smi_failure_message,
+    smi_launch,
     tray_problems,
 )
 
@@ -454,6 +456,75 @@ def test_library_path_for_driver_root(tmp_path):
         library_path_for(str(tmp_path))
         == f"{tmp_path}/usr/lib64:{tmp_path}/usr/lib/x86_64-linux-gnu:{tmp_path}/usr/lib"
     )
+
+
+def driver_container_root(tmp_path: Path) -> Path:
+    """The GPU Operator's driver container root as the host sees it: a whole root filesystem."""
+    root = tmp_path / "run" / "nvidia" / "driver"
+    for sub in ("bin", "usr/bin", "usr/lib/x86_64-linux-gnu", "usr/lib64"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (root / "bin" / "sh").symlink_to("dash")
+    executable(root / "usr" / "bin" / "nvidia-smi")
+    return root
+
+
+def test_is_root_filesystem(tmp_path):
+    assert is_root_filesystem(str(driver_container_root(tmp_path))) is True
+    files_only = tmp_path / "driver-files"
+    (files_only / "usr" / "lib64").mkdir(parents=True)
+    executable(files_only / "usr" / "bin" / "nvidia-smi")
+    assert is_root_filesystem(str(files_only)) is False
+    usr_lib = tmp_path / "usr-lib-only"
+    (usr_lib / "usr" / "lib").mkdir(parents=True)
+    assert is_root_filesystem(str(usr_lib)) is True
+    assert is_root_filesystem(str(tmp_path / "missing")) is False
+
+
+def test_smi_launch_chroots_into_a_driver_container_root_as_root(tmp_path):
+    root = driver_container_root(tmp_path)
+    smi = find_nvidia_smi(None, str(root), lambda _: None)
+    launch = smi_launch(smi, str(root) + "/", is_root=True, chroot="/usr/sbin/chroot")
+    assert launch.method == "chroot"
+    assert launch.environ == {}
+    assert launch.command([smi, "-q", "-x"]) == ["/usr/sbin/chroot", str(root), "/usr/bin/nvidia-smi", "-q", "-x"]
+    # an explicit nvidia_smi_path inside the root is run by its path in the root
+    other = executable(root / "opt" / "nvidia" / "nvidia-smi")
+    assert smi_launch(str(other), str(root), True, "/usr/sbin/chroot").command([str(other), "nvlink", "-s"]) == [
+        "/usr/sbin/chroot",
+        str(root),
+        "/opt/nvidia/nvidia-smi",
+        "nvlink",
+        "-s",
+    ]
+
+
+def test_smi_launch_falls_back_to_the_library_path(tmp_path):
+    root = driver_container_root(tmp_path)
+    smi = str(root / "usr" / "bin" / "nvidia-smi")
+    libraries = f"{root}/usr/lib64:{root}/usr/lib/x86_64-linux-gnu:{root}/usr/lib"
+    for launch in (
+        smi_launch(smi, str(root), is_root=False, chroot="/usr/sbin/chroot"),  # chroot needs root
+        smi_launch(smi, str(root), is_root=True, chroot=None),  # no chroot executable
+        smi_launch(str(executable(tmp_path / "bin" / "nvidia-smi")), str(root), True, "/usr/sbin/chroot"),
+    ):
+        assert launch.method == "library_path"
+        assert launch.environ == {"LD_LIBRARY_PATH": libraries}
+        assert launch.command(["/x/nvidia-smi", "-q", "-x"]) == ["/x/nvidia-smi", "-q", "-x"]
+    # a root that holds the driver's files only
+    files_only = tmp_path / "driver-files"
+    (files_only / "usr" / "lib64").mkdir(parents=True)
+    smi = str(executable(files_only / "usr" / "bin" / "nvidia-smi"))
+    launch = smi_launch(smi, str(files_only), True, "/usr/sbin/chroot")
+    assert (launch.method, launch.environ) == ("library_path", {"LD_LIBRARY_PATH": f"{files_only}/usr/lib64"})
+    # a sibling directory whose name starts like the root is not inside it
+    sibling = executable(Path(f"{root}-old") / "usr" / "bin" / "nvidia-smi")
+    assert smi_launch(str(sibling), str(root), True, "/usr/sbin/chroot").method == "library_path"
+
+
+def test_smi_launch_host_driver_runs_as_it_is(tmp_path):
+    launch = smi_launch("/usr/bin/nvidia-smi", "/", is_root=True, chroot="/usr/sbin/chroot")
+    assert (launch.method, launch.environ) == ("host", {})
+    assert launch.command(["/usr/bin/nvidia-smi", "-q", "-x"]) == ["/usr/bin/nvidia-smi", "-q", "-x"]
 
 
 @pytest.mark.parametrize(

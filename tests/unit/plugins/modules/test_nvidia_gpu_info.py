@@ -11,7 +11,11 @@ from outside. /proc and /dev are fixture trees.
 from __future__ import annotations
 
 import json
+import os
+import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -379,6 +383,74 @@ def test_driver_root_runs_its_nvidia_smi_with_its_libraries(capsys, tmp_path):
     failed, result = run_module(capsys, {"driver_root": str(root), "proc_root": str(proc_tree(tmp_path, "h200x2"))})
     assert failed is False, result.get("msg")
     assert result["nvidia_gpu"]["nvidia_smi_path"] == str(smi)
+    assert result["nvidia_gpu"]["gpu_count"] == 2
+
+
+def copy_with_libraries(program: str, root: Path) -> None:
+    """Copy a host executable and the shared libraries ldd names for it into ``root``, at the same paths."""
+    output = subprocess.run(["ldd", program], capture_output=True, text=True, check=True).stdout
+    paths = [program, *re.findall(r"(/\S+) \(0x", output)]
+    for path in paths:
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(path), target)
+
+
+def chrootable_driver_root(tmp_path: Path) -> Path:
+    """A driver container root filesystem: sh and cat with their libraries, and an nvidia-smi stand-in that
+    answers only when it runs with that root as / and without LD_LIBRARY_PATH."""
+    root = tmp_path / "run" / "nvidia" / "driver"
+    for program in ("/bin/sh", shutil.which("cat")):
+        copy_with_libraries(program, root)
+    if not (root / "bin" / "cat").exists():
+        (root / "bin").mkdir(exist_ok=True)
+        shutil.copy2(root / shutil.which("cat").lstrip("/"), root / "bin" / "cat")
+    (root / "usr" / "share" / "nvidia").mkdir(parents=True)
+    shutil.copy2(SMI / "h200x2-nvidia-smi-q.xml", root / "usr" / "share" / "nvidia" / "q.xml")
+    shutil.copy2(SMI / "h200x2-nvidia-smi-nvlink-s.txt", root / "usr" / "share" / "nvidia" / "nvlink.txt")
+    (root / "driver-container-root").write_text("")
+    smi = root / "usr" / "bin" / "nvidia-smi"
+    smi.parent.mkdir(parents=True, exist_ok=True)
+    smi.write_text(
+        "#!/bin/sh\n"
+        '[ -e /driver-container-root ] || { echo "not run in the driver root" >&2; exit 126; }\n'
+        '[ -z "$LD_LIBRARY_PATH" ] || { echo "LD_LIBRARY_PATH is set: $LD_LIBRARY_PATH" >&2; exit 125; }\n'
+        'case "$1 $2" in\n'
+        '  "-q -x") exec /bin/cat /usr/share/nvidia/q.xml;;\n'
+        '  "nvlink -s") exec /bin/cat /usr/share/nvidia/nvlink.txt;;\n'
+        "esac\n"
+        'echo "unexpected arguments: $*" >&2; exit 2\n'
+    )
+    smi.chmod(0o755)
+    return root
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chroot needs root; the module falls back to LD_LIBRARY_PATH")
+@pytest.mark.skipif(shutil.which("chroot") is None or shutil.which("ldd") is None, reason="no chroot or ldd here")
+def test_driver_container_root_runs_its_nvidia_smi_in_a_chroot(capsys, tmp_path):
+    root = chrootable_driver_root(tmp_path)
+    # The stand-in refuses to run from the host: it is the chroot that makes it answer.
+    outside = subprocess.run([str(root / "usr" / "bin" / "nvidia-smi"), "-q", "-x"], capture_output=True, text=True)
+    assert (outside.returncode, outside.stderr) == (126, "not run in the driver root\n")
+    failed, result = run_module(capsys, {"driver_root": str(root), "proc_root": str(proc_tree(tmp_path, "h200x2"))})
+    assert failed is False, result.get("msg")
+    assert result["nvidia_gpu"]["nvidia_smi_path"] == str(root / "usr" / "bin" / "nvidia-smi")
+    assert result["nvidia_gpu"]["gpu_count"] == 2
+    assert result["nvidia_gpu"]["gpus"][0]["nvlink"]["active_links"] == 18
+
+
+def test_driver_root_with_driver_files_only_keeps_the_library_path(capsys, tmp_path):
+    # No bin/sh, no usr/lib: not a root filesystem, so no chroot even as root.
+    root = tmp_path / "run" / "nvidia" / "driver"
+    (root / "usr" / "lib64").mkdir(parents=True)
+    fake_smi(
+        root / "usr" / "bin" / "nvidia-smi",
+        SMI / "h200x2-nvidia-smi-q.xml",
+        SMI / "h200x2-nvidia-smi-nvlink-s.txt",
+        require_library_path=f"{root}/usr/lib64",
+    )
+    failed, result = run_module(capsys, {"driver_root": str(root), "proc_root": str(proc_tree(tmp_path, "h200x2"))})
+    assert failed is False, result.get("msg")
     assert result["nvidia_gpu"]["gpu_count"] == 2
 
 
