@@ -51,7 +51,7 @@ data:
   chartVersion: {{ .Chart.Version | quote }}
 """
 HTTP = "addons-http"
-CONTROLLERS = ("compute-domain-controller", "dra-kubelet-plugin", "mpi-operator", "podlogs")
+CONTROLLERS = ("compute-domain-controller", "dra-kubelet-plugin", "gpu-operator", "mpi-operator", "podlogs")
 PROCESS_PREFIX = "standin-"
 
 

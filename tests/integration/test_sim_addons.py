@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO_ROOT / "sim"))
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import parse_nccl_tests  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import parse_text  # noqa: E402
 from simrack import logs  # noqa: E402
-from simrack.controllers import computedomain, mpioperator  # noqa: E402
+from simrack.controllers import computedomain, gpuoperator, mpioperator  # noqa: E402
 from simrack.controllers.base import read_faults  # noqa: E402
 
 TESTCASE = "multinode_device_to_device_memcpy_read_ce"
@@ -342,6 +342,62 @@ def test_gpu_operator_chart_follows_the_values_the_roles_set():
     assert policy["spec"]["dcgm"]["enabled"] is True
 
 
+def _ds(ready: int, desired: int) -> dict[str, Any]:
+    return {"status": {"desiredNumberScheduled": desired, "numberReady": ready, "numberUnavailable": desired - ready}}
+
+
+POLICY_SPEC = {
+    "driver": {"enabled": True},
+    "toolkit": {"enabled": True},
+    "devicePlugin": {"enabled": True},
+    "dcgm": {"enabled": False},
+    "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": False}},
+    "gfd": {"enabled": True},
+    "migManager": {"enabled": True},
+}
+OPERANDS = {
+    name: _ds(4, 4)
+    for name in (
+        "nvidia-driver-daemonset",
+        "nvidia-container-toolkit-daemonset",
+        "nvidia-operator-validator",
+        "nvidia-device-plugin-daemonset",
+        "nvidia-dcgm-exporter",
+        "gpu-feature-discovery",
+        "nvidia-mig-manager",
+    )
+}
+
+
+def test_cluster_policy_is_ready_only_when_every_enabled_operand_is():
+    assert gpuoperator.states_not_ready(POLICY_SPEC, OPERANDS, service_monitor_crd=False) == []
+    unready = dict(OPERANDS, **{"nvidia-driver-daemonset": _ds(3, 4)})
+    missing = {k: v for k, v in OPERANDS.items() if k != "gpu-feature-discovery"}
+    assert gpuoperator.states_not_ready(POLICY_SPEC, unready, False) == ["state-driver"]
+    assert gpuoperator.states_not_ready(POLICY_SPEC, missing, False) == ["gpu-feature-discovery"]
+    # no GPU node: nothing to schedule is ready, as isDaemonSetReady says
+    assert gpuoperator.states_not_ready(POLICY_SPEC, {k: _ds(0, 0) for k in OPERANDS}, False) == []
+
+
+def test_cluster_policy_service_monitor_without_its_crd_is_never_ready():
+    spec = dict(POLICY_SPEC, dcgmExporter={"enabled": True, "serviceMonitor": {"enabled": True}})
+    assert gpuoperator.states_not_ready(spec, OPERANDS, service_monitor_crd=False) == ["state-dcgm-exporter"]
+    assert gpuoperator.states_not_ready(spec, OPERANDS, service_monitor_crd=True) == []
+    status = gpuoperator.policy_status(["state-dcgm-exporter"], {}, "gpu-operator")
+    assert status["state"] == "notReady"
+    assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+        ("Ready", "False", "Error"),
+        ("Error", "True", "OperandNotReady"),
+    ]
+    assert status["conditions"][1]["message"] == "ClusterPolicy is not ready, states not ready: [state-dcgm-exporter]"
+    ready = gpuoperator.policy_status([], status, "gpu-operator")
+    assert ready["state"] == "ready"
+    assert [(c["type"], c["status"], c["reason"]) for c in ready["conditions"]] == [
+        ("Ready", "True", "Reconciled"),
+        ("Error", "False", "Ready"),
+    ]
+
+
 # ------------------------------------------------------------------------------------------------
 # On the live rack
 # ------------------------------------------------------------------------------------------------
@@ -371,19 +427,13 @@ def _helm_install(rack, release: str, chart: str, namespace: str, version: str, 
     assert out.returncode == 0, f"helm {release}: {out.stdout}\n{out.stderr}"
 
 
+GPU_OPERATOR_SETS = ("driver.enabled=true", "dcgm.enabled=true", "dcgmExporter.serviceMonitor.enabled=true")
+
+
 @pytest.fixture(scope="module")
 def addons(sim_rack):
     """GPU Operator, DRA driver and MPI operator installed from the rack's served locations."""
-    _helm_install(
-        sim_rack,
-        "gpu-operator",
-        "gpu-operator",
-        "gpu-operator",
-        "v25.10.0",
-        "driver.enabled=true",
-        "dcgm.enabled=true",
-        "dcgmExporter.serviceMonitor.enabled=true",
-    )
+    _helm_install(sim_rack, "gpu-operator", "gpu-operator", "gpu-operator", "v25.10.0", *GPU_OPERATOR_SETS)
     _helm_install(
         sim_rack,
         "nvidia-dra-driver-gpu",
@@ -641,6 +691,28 @@ def test_charts_give_device_classes_per_node_slices_and_running_node_pods(addons
     assert ds["status"]["numberReady"] == ds["status"]["desiredNumberScheduled"] == len(nodes)
     plugin = addons.get_json("daemonset", "nvidia-dra-driver-gpu-kubelet-plugin", "-n", DRA_NS)
     assert plugin["status"]["numberReady"] == len(nodes)
+
+
+@pytest.mark.sim
+def test_cluster_policy_status_follows_the_operands_and_the_service_monitor_crd(addons):
+    # The fixture installs the chart with dcgmExporter.serviceMonitor.enabled=true on a rack without the
+    # Prometheus Operator: every operand pod runs, yet the operator keeps the ClusterPolicy notReady.
+    def state(wanted: str):
+        policy = addons.get_json("clusterpolicy", "cluster-policy")
+        return policy if (policy.get("status") or {}).get("state") == wanted else None
+
+    policy = addons.wait_until("ClusterPolicy notReady", lambda: state("notReady"), timeout=60)
+    error = next(c for c in policy["status"]["conditions"] if c["type"] == "Error")
+    assert (error["status"], error["reason"]) == ("True", "OperandNotReady")
+    assert error["message"] == "ClusterPolicy is not ready, states not ready: [state-dcgm-exporter]"
+    assert policy["status"]["namespace"] == "gpu-operator"
+    try:
+        _helm_install(addons, "gpu-operator", "gpu-operator", "gpu-operator", "v25.10.0", *GPU_OPERATOR_SETS[:2])
+        policy = addons.wait_until("ClusterPolicy ready", lambda: state("ready"), timeout=60)
+        ready = next(c for c in policy["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("True", "Reconciled")
+    finally:
+        _helm_install(addons, "gpu-operator", "gpu-operator", "gpu-operator", "v25.10.0", *GPU_OPERATOR_SETS)
 
 
 @pytest.mark.sim

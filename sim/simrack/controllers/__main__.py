@@ -11,13 +11,21 @@ import sys
 from pathlib import Path
 
 from simrack.controllers.computedomain import ComputeDomainController
+from simrack.controllers.gpuoperator import GPUOperatorController
 from simrack.controllers.kube import Kube
 from simrack.controllers.kubeletplugin import KubeletPluginController
 from simrack.controllers.mpioperator import MPIOperatorController
 from simrack.controllers.podlogs import PodLogsController
 
 CONTROLLERS = {
-    c.name: c for c in (ComputeDomainController, KubeletPluginController, MPIOperatorController, PodLogsController)
+    c.name: c
+    for c in (
+        ComputeDomainController,
+        GPUOperatorController,
+        KubeletPluginController,
+        MPIOperatorController,
+        PodLogsController,
+    )
 }
 
 

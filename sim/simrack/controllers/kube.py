@@ -69,6 +69,8 @@ DEVICECLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", namespaced=Fa
 RESOURCECLAIMTEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates")
 COMPUTEDOMAINS = Resource("resource.nvidia.com", "v1beta1", "computedomains")
 MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs")
+CLUSTERPOLICIES = Resource("nvidia.com", "v1", "clusterpolicies", namespaced=False)
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 KWOK_LOGS = Resource("kwok.x-k8s.io", "v1alpha1", "logs")
 
 
