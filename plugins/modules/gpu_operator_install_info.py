@@ -18,6 +18,8 @@ description:
     (RV(existing)) - another Helm release owns the ClusterPolicy (its C(meta.helm.sh/release-*) annotations), a
     ClusterPolicy without a release, or values the site set on the collection's release that an upgrade would
     replace; and what to do about it (O(on_existing)). Read from the Helm release Secrets; nothing changes.
+  - Also tells whether the Prometheus Operator's C(monitoring.coreos.com/v1) C(ServiceMonitor) is served (the
+    GPU Operator's C(dcgmExporter.serviceMonitor) needs it).
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - gpu_fabric.mnnvl.attributes
@@ -48,6 +50,13 @@ options:
     type: str
     choices: [fail, adopt, skip]
     default: fail
+  service_monitor:
+    description:
+      - The wanted C(dcgmExporter.serviceMonitor.enabled), returned as RV(service_monitor_enabled) - V(auto) is
+        true only when C(monitoring.coreos.com/v1) C(ServiceMonitor) is served.
+    type: str
+    choices: [auto, "true", "false"]
+    default: auto
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -107,8 +116,29 @@ existing:
     message: "the GPU Operator is already installed by Helm release nvidia/gpu-op (ClusterPolicy cluster-policy), not by
       this collection's gpu-operator/gpu-operator; set gpu_operator_on_existing to adopt (manage it, its values kept
       under the collection's), skip (leave it, skip the role) or fail. Nothing was changed."
+service_monitor_served:
+  description: Whether the API server serves C(monitoring.coreos.com/v1) C(ServiceMonitor).
+  returned: always
+  type: bool
+service_monitor_enabled:
+  description: >-
+    The C(dcgmExporter.serviceMonitor.enabled) to install - the one O(wanted_values) sets, where that is a
+    boolean, else from O(service_monitor).
+  returned: always
+  type: bool
+effective_values:
+  description: >-
+    O(wanted_values) with a C(dcgmExporter.serviceMonitor.enabled) of V(auto), V(true) or V(false) (a string)
+    made the boolean to install.
+  returned: always
+  type: dict
 """
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_policy import (
+    SERVICE_MONITOR_GROUP_VERSION,
+    resolve_service_monitor,
+    service_monitor_wanted,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.existing_install import (
     decide,
     helm_release_values,
@@ -118,6 +148,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.existing_install 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     api_error_text,
+    first_served_resource,
     list_served,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.olm import (
@@ -139,6 +170,7 @@ def build_module() -> AnsibleK8SModule:
         release_namespace=dict(type="str", default="gpu-operator"),
         wanted_values=dict(type="dict", default={}),
         on_existing=dict(type="str", choices=["fail", "adopt", "skip"], default="fail"),
+        service_monitor=dict(type="str", choices=["auto", "true", "false"], default="auto"),
     )
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 
@@ -149,6 +181,7 @@ def main() -> None:
         client = get_api_client(module=module)
         subscriptions = list_served(client, SUBSCRIPTION_API_VERSION, "Subscription")
         policies = list_served(client, CLUSTER_POLICY_API_VERSION, "ClusterPolicy")
+        monitors = first_served_resource(client, "ServiceMonitor", [SERVICE_MONITOR_GROUP_VERSION]) is not None
     except CoreException as exc:
         module.fail_from_exception(exc)
     except DynamicApiError as exc:
@@ -156,6 +189,13 @@ def main() -> None:
     install = operator_install(subscriptions, policies, module.params["packages"])
     result = install.to_dict()
     params = module.params
+    try:
+        wanted = resolve_service_monitor(params["wanted_values"], monitors)
+        enabled = service_monitor_wanted(params["service_monitor"], monitors)
+    except ValueError as exc:
+        module.fail_json(msg=f"gpu_operator_service_monitor: {exc}")
+    enabled = ((wanted.get("dcgmExporter") or {}).get("serviceMonitor") or {}).get("enabled", enabled)
+    result.update(service_monitor_served=monitors, service_monitor_enabled=enabled, effective_values=wanted)
     if params["release_name"] and not result["managed_by_olm"]:
         try:
             ours = release_values(client, params["release_name"], params["release_namespace"])
@@ -171,7 +211,7 @@ def main() -> None:
             params["release_name"],
             params["release_namespace"],
             ours,
-            params["wanted_values"],
+            wanted,
             params["on_existing"],
             found,
         )

@@ -97,7 +97,8 @@ def test_cluster_playbook_installs_the_stack(sim_rack, converged):
     operator_values = helm_values(sim_rack, "gpu-operator", "gpu-operator")
     assert operator_values["driver"] == {"enabled": True}
     assert operator_values["dcgm"] == {"enabled": True}
-    assert operator_values["dcgmExporter"] == {"serviceMonitor": {"enabled": True}}
+    # no Prometheus Operator on the rack: the ServiceMonitor stays off (auto), else the ClusterPolicy never gets ready
+    assert operator_values["dcgmExporter"] == {"serviceMonitor": {"enabled": False}}
     dra_values = helm_values(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
     assert dra_values["nvidiaDriverRoot"] == "/run/nvidia/driver"
     assert dra_values["resources"] == {"gpus": {"enabled": False}}
@@ -524,3 +525,54 @@ def test_gpu_operator_rechecks_the_hosts_containerd_imports(sim_rack, converged,
         assert result.returncode == 0, result.stdout[-4000:]
         assert recap(result)["changed"] == 0
         assert "containerd imports lost" not in text
+
+
+# The Prometheus Operator's ServiceMonitor API, as far as the GPU Operator chart and operator look at it
+# (served or not): a minimal CRD of our own, not the Prometheus Operator's.
+SERVICE_MONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            }
+        ],
+    },
+}
+
+
+@pytest.fixture
+def restore_gpu_operator(sim_rack, converged):
+    """The shared release and its ClusterPolicy back as the default run leaves them."""
+    yield
+    # The ServiceMonitor leaves the release before its CRD goes (Helm cannot upgrade a release whose
+    # manifest names a kind that is no longer served).
+    off = ("-e", "gpu_operator_service_monitor=false")
+    result = ansible_playbook(sim_rack, str(CLUSTER_PLAYBOOK), "--tags", "gpu_operator", *off)
+    assert result.returncode == 0, result.stdout[-4000:]
+    sim_rack.kubectl("delete", "crd", SERVICE_MONITOR_CRD["metadata"]["name"], "--ignore-not-found", "--wait=true")
+
+
+def test_service_monitor_auto_turns_on_where_the_api_is_served(sim_rack, restore_gpu_operator):
+    sim_rack.apply(SERVICE_MONITOR_CRD)
+    sim_rack.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
+    result = ansible_playbook(sim_rack, str(CLUSTER_PLAYBOOK), "--tags", "gpu_operator", json_output=True)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert helm_values(sim_rack, "gpu-operator", "gpu-operator")["dcgmExporter"] == {
+        "serviceMonitor": {"enabled": True}
+    }
+    policy = sim_rack.wait_until(
+        "ClusterPolicy ready",
+        lambda: (p := sim_rack.get_json("clusterpolicy", "cluster-policy"))["status"]["state"] == "ready" and p,
+    )
+    assert policy["status"]["state"] == "ready"
+    monitors = sim_rack.get_json("servicemonitors", "-n", "gpu-operator")["items"]
+    assert [m["metadata"]["name"] for m in monitors] == ["nvidia-dcgm-exporter"]
