@@ -99,6 +99,7 @@ def test_cluster_playbook_installs_the_stack(sim_rack, converged):
     assert operator_values["dcgm"] == {"enabled": True}
     # no Prometheus Operator on the rack: the ServiceMonitor stays off (auto), else the ClusterPolicy never gets ready
     assert operator_values["dcgmExporter"] == {"serviceMonitor": {"enabled": False}}
+    assert sim_rack.get_json("clusterpolicy", "cluster-policy")["status"]["state"] == "ready"
     dra_values = helm_values(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
     assert dra_values["nvidiaDriverRoot"] == "/run/nvidia/driver"
     assert dra_values["resources"] == {"gpus": {"enabled": False}}
@@ -561,6 +562,35 @@ def restore_gpu_operator(sim_rack, converged):
     sim_rack.kubectl("delete", "crd", SERVICE_MONITOR_CRD["metadata"]["name"], "--ignore-not-found", "--wait=true")
 
 
+def test_gpu_operator_waits_for_the_cluster_policy_and_names_its_states(sim_rack, restore_gpu_operator):
+    # The former default (ServiceMonitor always on) on a cluster without the Prometheus Operator: every pod
+    # runs and every GPU is there, but the operator keeps the ClusterPolicy notReady.
+    result = ansible_playbook(
+        sim_rack,
+        str(CLUSTER_PLAYBOOK),
+        "--tags",
+        "gpu_operator",
+        "-e",
+        json.dumps({"gpu_operator_values": {"dcgmExporter": {"serviceMonitor": {"enabled": True}}}}),
+        "-e",
+        "gpu_operator_wait_timeout=30",
+        json_output=True,
+    )
+    assert result.returncode == 2, result.stdout[-4000:]
+    [wait] = results_named(result, "gpu_fabric.mnnvl.gpu_operator : Wait for the ClusterPolicy to be ready")
+    assert wait["failed"] is True
+    assert (wait["name"], wait["state"]) == ("cluster-policy", "notReady")
+    assert (
+        "Error=True (OperandNotReady): ClusterPolicy is not ready, states not ready: [state-dcgm-exporter]"
+        in (wait["conditions"])
+    )
+    assert wait["msg"].startswith("GPU Operator not ready after 30s: ClusterPolicy cluster-policy state notReady;")
+    assert "kubectl -n gpu-operator logs deploy/gpu-operator" in wait["msg"]
+    assert helm_values(sim_rack, "gpu-operator", "gpu-operator")["dcgmExporter"] == {
+        "serviceMonitor": {"enabled": True}
+    }
+
+
 def test_service_monitor_auto_turns_on_where_the_api_is_served(sim_rack, restore_gpu_operator):
     sim_rack.apply(SERVICE_MONITOR_CRD)
     sim_rack.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
@@ -569,10 +599,7 @@ def test_service_monitor_auto_turns_on_where_the_api_is_served(sim_rack, restore
     assert helm_values(sim_rack, "gpu-operator", "gpu-operator")["dcgmExporter"] == {
         "serviceMonitor": {"enabled": True}
     }
-    policy = sim_rack.wait_until(
-        "ClusterPolicy ready",
-        lambda: (p := sim_rack.get_json("clusterpolicy", "cluster-policy"))["status"]["state"] == "ready" and p,
-    )
-    assert policy["status"]["state"] == "ready"
+    [wait] = results_named(result, "gpu_fabric.mnnvl.gpu_operator : Wait for the ClusterPolicy to be ready")
+    assert wait["state"] == "ready"
     monitors = sim_rack.get_json("servicemonitors", "-n", "gpu-operator")["items"]
     assert [m["metadata"]["name"] for m in monitors] == ["nvidia-dcgm-exporter"]
