@@ -236,6 +236,9 @@ def mpijob_manifest(
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
+                    # Never, not the operator's OnFailure: with OnFailure and backoffLimit 0 the Job controller
+                    # deletes the failed launcher pod, and with it the log the failure message quotes.
+                    "restartPolicy": "Never",
                     "template": {
                         "metadata": {"labels": dict(labels, **{replica: "mpi-launcher"})},
                         "spec": {

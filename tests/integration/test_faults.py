@@ -109,6 +109,8 @@ def test_degraded_link_fails_nvbandwidth_naming_the_pair(cluster_stage: SimRack,
 
 
 def test_failing_launcher_stops_nvbandwidth_naming_the_launcher(cluster_stage: SimRack, tmp_path):
+    # The launcher's failed pod and its log must outlive the Job's failure (restartPolicy Never): with the
+    # operator's default OnFailure the Job controller deletes the pod, and no error line can be quoted.
     with fault_on(cluster_stage, "launcher-fails"):
         run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=FAST)
 

@@ -136,3 +136,13 @@ def test_the_restricted_check_catches_what_it_is_meant_to():
         "ctr: capabilities do not drop ALL",
         "ctr: adds ['SYS_ADMIN']",
     ]
+
+
+def test_the_launcher_is_never_restarted_so_its_failed_pod_and_log_stay():
+    # The MPI operator v0.6.0 defaults the launcher to OnFailure; with the checks' backoffLimit 0 the Job
+    # controller then deletes the failed launcher pod and its log. Never keeps both for the failure message.
+    job = mpijob_manifest("j", "ns", "nvbandwidth", "rack0", NODES, 4, "t", "img", [], MPI)
+    replicas = job["spec"]["mpiReplicaSpecs"]
+    assert replicas["Launcher"]["restartPolicy"] == "Never"
+    assert job["spec"]["runPolicy"]["backoffLimit"] == MPI["backoff_limit"] == 0
+    assert "restartPolicy" not in replicas["Launcher"]["template"]["spec"]
