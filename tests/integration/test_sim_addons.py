@@ -485,6 +485,8 @@ def nvbandwidth_mpijob(
 ) -> dict[str, Any]:
     """An MPIJob like the verify role's; ``trays``: pin the workers to those nodes, as the role does."""
     ranks = workers * slots
+    policy = extra.get("launcher_restart_policy")
+    launcher_policy = {"restartPolicy": policy} if policy else {}
     container = {
         "image": "ghcr.io/nvidia/k8s-samples:nvbandwidth-v0.7-8d103163",
         "securityContext": {"runAsUser": 1000},
@@ -501,6 +503,7 @@ def nvbandwidth_mpijob(
             "mpiReplicaSpecs": {
                 "Launcher": {
                     "replicas": 1,
+                    **launcher_policy,
                     "template": {
                         "spec": {
                             "containers": [
@@ -842,18 +845,48 @@ def test_matrix_faults_hit_the_jobs_on_their_rack_only(addons, namespace, own_fa
 
 @pytest.mark.sim
 def test_fault_launcher_fails_fails_the_mpijob_with_an_error_tail(addons, namespace, clean_faults):
+    # restartPolicy Never: the failed pod stays, with its exit code and its log.
     addons.fault("launcher-fails")
     addons.apply(
-        [compute_domain("nvb", 2), nvbandwidth_mpijob("nvb", "nvb-channel", run_policy={"backoffLimit": 0})], namespace
+        [
+            compute_domain("nvb", 2),
+            nvbandwidth_mpijob("nvb", "nvb-channel", run_policy={"backoffLimit": 0}, launcher_restart_policy="Never"),
+        ],
+        namespace,
     )
     job = wait_condition(addons, namespace, "nvb", "Failed", timeout=120)
     assert not any(c["type"] == "Succeeded" for c in job["status"]["conditions"])
     pods = addons.get_json("pods", "-n", namespace, "-l", "job-name=nvb-launcher")["items"]
     assert pods and pods[0]["status"]["phase"] == "Failed"
+    assert pods[0]["spec"]["restartPolicy"] == "Never"
     assert pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
     text = launcher_log(addons, namespace, "nvb")
     assert "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD" in text
     assert "SUM " not in text
+
+
+@pytest.mark.sim
+def test_fault_launcher_fails_with_on_failure_loses_the_pod_and_its_log(addons, namespace, clean_faults):
+    # The operator's default launcher restartPolicy OnFailure: the kubelet restarts the container in the pod,
+    # and with backoffLimit 0 the Job controller fails the Job at the first restart and deletes the pod.
+    addons.fault("launcher-fails")
+    addons.apply(
+        [compute_domain("nvb", 2), nvbandwidth_mpijob("nvb", "nvb-channel", run_policy={"backoffLimit": 0})],
+        namespace,
+    )
+    job = wait_condition(addons, namespace, "nvb", "Failed", timeout=120)
+    [failed] = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed["reason"] == "BackoffLimitExceeded"
+    launcher = addons.get_json("job", "nvb-launcher", "-n", namespace)
+    [cond] = [c for c in launcher["status"]["conditions"] if c["type"] == "Failed"]
+    assert cond["reason"] == "BackoffLimitExceeded"
+    addons.wait_until(
+        "launcher pod deleted by the Job controller",
+        lambda: not addons.get_json("pods", "-n", namespace, "-l", "job-name=nvb-launcher")["items"],
+        timeout=60,
+    )
+    out = addons.kubectl("logs", "--tail=-1", "-n", namespace, "-l", "job-name=nvb-launcher", check=False)
+    assert "MPI_ABORT" not in out.stdout
 
 
 @pytest.mark.sim
