@@ -86,6 +86,8 @@ class RackConfig:
     racks: int = 1
     trays_per_rack: int = 4
     bin_dir: str = ""
+    # "KEY=VALUE:EFFECT" put on every tray (`up --gpu-taint`, GPU_FABRIC_SIM_GPU_TAINT); "" for none.
+    gpu_taint: str = ""
     ports: Ports = field(default_factory=Ports)
 
     def to_json(self) -> str:

@@ -3,6 +3,7 @@
 """sim/rack: the simulated GB200 NVL72 rack on 127.0.0.1 (run through the sim/rack wrapper).
 
 sim/rack up [--racks N] [--trays-per-rack M]   build (once, cached), start, create the trays
+            [--gpu-taint KEY=VALUE:EFFECT]     taint every tray (GPU_FABRIC_SIM_GPU_TAINT; '' removes it)
 sim/rack status [--json]                       what runs, memory, nodes (exit 1 when down)
 sim/rack env                                   export KUBECONFIG=... (use: source <(sim/rack env))
 sim/rack logs [COMPONENT] [-n LINES]           tail of a component's log
@@ -92,8 +93,10 @@ def load_config(paths: StatePaths) -> RackConfig | None:
         return None
 
 
-def requested_config(paths: StatePaths, racks: int | None, trays: int | None) -> RackConfig:
-    """Arguments win, then GPU_FABRIC_SIM_RACKS/TRAYS, then the running rack's size, then 1 x 4."""
+def requested_config(
+    paths: StatePaths, racks: int | None, trays: int | None, gpu_taint: str | None = None
+) -> RackConfig:
+    """Arguments win, then GPU_FABRIC_SIM_RACKS/TRAYS/GPU_TAINT, then the running rack's, then 1 x 4 untainted."""
     existing = load_config(paths)
     config = existing or RackConfig(ports=Ports.from_env())
     env_racks, env_trays = os.environ.get("GPU_FABRIC_SIM_RACKS"), os.environ.get("GPU_FABRIC_SIM_TRAYS")
@@ -105,6 +108,15 @@ def requested_config(paths: StatePaths, racks: int | None, trays: int | None) ->
         config.trays_per_rack = trays
     elif env_trays:
         config.trays_per_rack = int(env_trays)
+    env_taint = os.environ.get("GPU_FABRIC_SIM_GPU_TAINT")
+    if gpu_taint is not None:
+        config.gpu_taint = gpu_taint
+    elif env_taint is not None:
+        config.gpu_taint = env_taint
+    try:
+        nodes.parse_taint(config.gpu_taint)
+    except ValueError as exc:
+        fail(f"--gpu-taint / GPU_FABRIC_SIM_GPU_TAINT: {exc}", 2)
     if config.racks < 1 or config.trays_per_rack < 1:
         fail(f"racks={config.racks} trays-per-rack={config.trays_per_rack}: both must be at least 1", 2)
     config.bin_dir = str(bin_dir())
@@ -192,7 +204,7 @@ def ensure_binaries(config: RackConfig) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     paths = StatePaths(state_dir())
-    config = requested_config(paths, args.racks, args.trays_per_rack)
+    config = requested_config(paths, args.racks, args.trays_per_rack, args.gpu_taint)
     running = load_config(paths)
     if running is not None and running.ports != config.ports:
         config.ports = running.ports
@@ -253,6 +265,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         progress(
             f"tray labels and GPU counts (faults: {', '.join(sorted(faults)) or 'none'}) set on {len(changed)} node(s)"
         )
+    previous = nodes.parse_taint(running.gpu_taint) if running is not None else None
+    tainted = nodes.apply_gpu_taint(core, nodes.parse_taint(config.gpu_taint), previous)
+    if tainted:
+        progress(f"GPU taint {config.gpu_taint or '(none)'} set on {len(tainted)} tray(s)")
     wait_default_service_account(core)
     for change in nodes.apply_busy_pods(core, faults):
         progress(f"fault busy-node: {change}")
@@ -532,6 +548,12 @@ def main(argv: list[str]) -> int:
         "--trays-per-rack",
         type=int,
         help="compute trays per rack (default 4, 18 like an NVL72; env GPU_FABRIC_SIM_TRAYS)",
+    )
+    up.add_argument(
+        "--gpu-taint",
+        metavar="KEY=VALUE:EFFECT",
+        help="taint every tray, as GPU nodes often are (e.g. nvidia.com/gpu=present:NoSchedule; '' removes it; "
+        "env GPU_FABRIC_SIM_GPU_TAINT); kept by later `up`s",
     )
     sub.add_parser("down", help="stop every process and remove the state directory")
     status = sub.add_parser("status", help="what runs and how much memory it takes; exit 1 when down")

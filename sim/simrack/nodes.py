@@ -210,6 +210,57 @@ def desired_tray_labels(
     }
 
 
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def parse_taint(text: str) -> Optional[dict[str, str]]:
+    """``KEY=VALUE:EFFECT`` (or ``KEY:EFFECT``) as a Node taint, as ``kubectl taint`` writes one; None for ""."""
+    text = text.strip()
+    if not text or text.lower() == "none":
+        return None
+    head, sep, effect = text.rpartition(":")
+    if not sep or effect not in TAINT_EFFECTS or not head:
+        raise ValueError(f"taint {text!r}: expected KEY=VALUE:EFFECT, EFFECT one of {', '.join(TAINT_EFFECTS)}")
+    key, _sep, value = head.partition("=")
+    if not key:
+        raise ValueError(f"taint {text!r}: the key is empty")
+    taint = {"key": key, "effect": effect}
+    if value:
+        taint["value"] = value
+    return taint
+
+
+def tainted(current: list[dict[str, Any]], wanted: Optional[dict[str, str]], previous: Optional[dict[str, str]]):
+    """The tray's taints with ``previous`` (the sim's former GPU taint) replaced by ``wanted``; others kept
+    (the collection's own taint on failed trays, a test's). None when nothing changes."""
+
+    def same(a: dict[str, Any], b: Optional[dict[str, str]]) -> bool:
+        return b is not None and a.get("key") == b["key"] and a.get("effect") == b["effect"]
+
+    kept = [t for t in current if not same(t, previous) and not same(t, wanted)]
+    new = kept + ([dict(wanted)] if wanted else [])
+    strip = [{k: v for k, v in t.items() if k != "timeAdded"} for t in current]
+    return None if sorted(map(json.dumps, new)) == sorted(map(json.dumps, strip)) else new
+
+
+def apply_gpu_taint(core: Any, taint: Optional[dict[str, str]], previous: Optional[dict[str, str]]) -> list[str]:
+    """Put ``taint`` on every tray (not the control-plane node), replacing the sim's ``previous`` one; the
+    trays changed."""
+    changes = {}
+    for node in list_nodes(core, "type=kwok"):
+        if parse_tray_name(node["metadata"]["name"]) is None:
+            continue
+        new = tainted((node.get("spec") or {}).get("taints") or [], taint, previous)
+        if new is not None:
+            changes[node["metadata"]["name"]] = new
+
+    def patch(name: str) -> None:
+        core.patch_node(name, {"spec": {"taints": changes[name]}})
+
+    _parallel(patch, sorted(changes))
+    return sorted(changes)
+
+
 def list_nodes(core: Any, label_selector: str = "") -> list[dict[str, Any]]:
     """Nodes as plain JSON: building client models for thousands of Nodes costs seconds."""
     response = core.list_node(label_selector=label_selector, _preload_content=False)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO_ROOT / "sim"))
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import parse_nccl_tests  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import parse_text  # noqa: E402
-from simrack import logs  # noqa: E402
+from simrack import logs, nodes  # noqa: E402
 from simrack.controllers import computedomain, gpuoperator, mpioperator  # noqa: E402
 from simrack.controllers.base import read_faults  # noqa: E402
 
@@ -396,6 +396,33 @@ def test_cluster_policy_service_monitor_without_its_crd_is_never_ready():
         ("Ready", "True", "Reconciled"),
         ("Error", "False", "Ready"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "taint"),
+    [
+        ("nvidia.com/gpu=present:NoSchedule", {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}),
+        ("nvidia.com/gpu:NoExecute", {"key": "nvidia.com/gpu", "effect": "NoExecute"}),
+        ("", None),
+    ],
+)
+def test_gpu_taint_is_read_as_kubectl_taint_writes_it(text, taint):
+    assert nodes.parse_taint(text) == taint
+
+
+@pytest.mark.parametrize("text", ["nvidia.com/gpu=present", "nvidia.com/gpu=present:NoWay", "=x:NoSchedule"])
+def test_gpu_taint_refuses_what_kubectl_refuses(text):
+    with pytest.raises(ValueError, match="taint"):
+        nodes.parse_taint(text)
+
+
+def test_gpu_taint_replaces_its_former_self_and_keeps_other_taints():
+    other = {"key": "gpu-fabric.nvidia.com/unverified", "value": "failed", "effect": "NoSchedule"}
+    old = nodes.parse_taint("nvidia.com/gpu=old:NoSchedule")
+    new = nodes.parse_taint("nvidia.com/gpu=present:NoSchedule")
+    assert nodes.tainted([other, dict(old)], new, old) == [other, new]
+    assert nodes.tainted([other, dict(new)], new, old) is None
+    assert nodes.tainted([other, dict(new)], None, new) == [other]
 
 
 # ------------------------------------------------------------------------------------------------
