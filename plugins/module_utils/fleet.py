@@ -299,6 +299,8 @@ class Settings:
     namespaces: Dict[str, str] = field(default_factory=dict)
     # image pull Secrets the checks' pods name (air-gapped sites); they must exist in the check's namespace
     image_pull_secrets: List[str] = field(default_factory=list)
+    # the GPU nodes' taints the checks' pods tolerate (gpu_fabric_gpu_tolerations)
+    tolerations: List[Dict[str, Any]] = field(default_factory=list)
 
 
 class RackRun:
@@ -808,7 +810,14 @@ class ImexChannelCheck(Check):
         for node in nodes:
             run.create_pod(
                 imex_pod_manifest(
-                    node, run.namespace, run.plan.name, run.claim_template, self.image, user, run.settings.run_id
+                    node,
+                    run.namespace,
+                    run.plan.name,
+                    run.claim_template,
+                    self.image,
+                    user,
+                    run.settings.run_id,
+                    run.settings.tolerations,
                 )
             )
 
@@ -961,6 +970,7 @@ class MpiJobCheck(Check):
             self.launcher_args(run),
             self.mpi,
             run.settings.run_id,
+            run.settings.tolerations,
         )
 
     def measure(self, run: RackRun) -> Result:

@@ -40,6 +40,22 @@ UNASSIGNED_RACK = "unassigned"
 # The taint that gpu_fabric_verify_taint_failed puts on failed trays: the checks tolerate it, so a
 # failed tray is measured again (and untainted when it passes).
 UNVERIFIED_TAINT = "gpu-fabric.nvidia.com/unverified"
+UNVERIFIED_TOLERATION: Dict[str, str] = {"key": UNVERIFIED_TAINT, "operator": "Exists", "effect": "NoSchedule"}
+# GPU nodes are often tainted so that only GPU pods land there; NVIDIA's operands tolerate this key.
+GPU_NODE_TOLERATIONS: List[Dict[str, str]] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Whether ``toleration`` tolerates ``taint``, as the scheduler decides (core/v1 Toleration semantics)."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return not key or key == taint.get("key")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
 MIN_TRAYS = 2  # a multi-node check needs two trays; a rack with fewer is incomplete
 
 OUTCOME_PASSED = "passed"
@@ -151,9 +167,9 @@ def _ready_problem(node: Mapping[str, Any]) -> Optional[str]:
     return "NotReady (no Ready condition)"
 
 
-def _taint_problem(node: Mapping[str, Any], tolerated: Sequence[str]) -> Optional[str]:
+def _taint_problem(node: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> Optional[str]:
     for taint in _get(node, "spec", "taints") or []:
-        if taint.get("effect") not in ("NoSchedule", "NoExecute") or taint.get("key") in tolerated:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute") or any(tolerates(t, taint) for t in tolerations):
             continue
         value = f"={taint['value']}" if taint.get("value") else ""
         return f"tainted {taint.get('key')}{value}:{taint.get('effect')}"
@@ -164,12 +180,13 @@ def unusable_reason(
     node: Mapping[str, Any],
     gpus_needed: int,
     held: Sequence[Tuple[str, int]] = (),
-    tolerated_taints: Sequence[str] = (UNVERIFIED_TAINT,),
+    tolerations: Sequence[Mapping[str, Any]] = (UNVERIFIED_TOLERATION,),
 ) -> Optional[str]:
-    """Why a tray cannot take a verification pod that needs ``gpus_needed`` GPUs, or None."""
+    """Why a tray cannot take a verification pod that needs ``gpus_needed`` GPUs (and carries ``tolerations``),
+    or None."""
     if _get(node, "spec", "unschedulable"):
         return "cordoned"
-    problem = _ready_problem(node) or _taint_problem(node, tolerated_taints)
+    problem = _ready_problem(node) or _taint_problem(node, tolerations)
     if problem:
         return problem
     allocatable = allocatable_gpus(node)
@@ -197,7 +214,8 @@ class Scope:
     gpus_per_tray: int = 0  # 0: the most GPUs a tray of the rack has allocatable
     trays_per_clique: int = 0  # 0: not checked
     allow_incomplete: bool = False
-    tolerated_taints: List[str] = field(default_factory=lambda: [UNVERIFIED_TAINT])
+    # the tolerations of the checks' pods: a tray with a taint none of them tolerates is skipped
+    tolerations: List[Dict[str, Any]] = field(default_factory=lambda: [dict(UNVERIFIED_TOLERATION)])
 
 
 @dataclass
@@ -304,7 +322,7 @@ def plan_fleet(
             if not labels_of(node).get(CLIQUE_LABEL):
                 skipped.append({"node": name, "reason": f"no {CLIQUE_LABEL} label"})
                 continue
-            reason = unusable_reason(node, gpus if uses_gpus else 0, held.get(name, ()), scope.tolerated_taints)
+            reason = unusable_reason(node, gpus if uses_gpus else 0, held.get(name, ()), scope.tolerations)
             if reason:
                 skipped.append({"node": name, "reason": reason})
             else:

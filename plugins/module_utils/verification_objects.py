@@ -13,7 +13,7 @@ import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
-    UNVERIFIED_TAINT,
+    UNVERIFIED_TOLERATION,
     dns_label,
 )
 
@@ -26,7 +26,16 @@ MPIJOB_API_VERSION = "kubeflow.org/v2beta1"
 
 # The checks' pods tolerate the taint this collection puts on failed trays, so a failed tray is
 # measured again and can pass.
-TOLERATIONS: List[Dict[str, str]] = [{"key": UNVERIFIED_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+TOLERATIONS: List[Dict[str, str]] = [dict(UNVERIFIED_TOLERATION)]
+
+
+def pod_tolerations(gpu_node_tolerations: Sequence[Mapping[str, Any]] = ()) -> List[Dict[str, Any]]:
+    """The collection's own toleration, then the GPU nodes' (``gpu_fabric_gpu_tolerations``), each once."""
+    out: List[Dict[str, Any]] = [dict(t) for t in TOLERATIONS]
+    for toleration in gpu_node_tolerations:
+        if dict(toleration) not in out:
+            out.append(dict(toleration))
+    return out
 
 
 # The launcher prefers the control plane, as in NVIDIA's nvbandwidth demo; clusters without one still run it.
@@ -164,6 +173,7 @@ def imex_pod_manifest(
     image: str,
     run_as_user: Optional[int],
     run_id: str = "",
+    tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> Dict[str, Any]:
     """A pod on ``node`` that claims the rack's IMEX channel and lists the channel directory.
 
@@ -184,7 +194,7 @@ def imex_pod_manifest(
             "automountServiceAccountToken": False,
             "securityContext": pod_security(run_as_user),
             "affinity": _pin_to(node),
-            "tolerations": [dict(t) for t in TOLERATIONS],
+            "tolerations": pod_tolerations(tolerations),
             "containers": [
                 {
                     "name": "ctr",
@@ -211,10 +221,12 @@ def mpijob_manifest(
     launcher_args: Sequence[str],
     mpi: Mapping[str, Any],
     run_id: str = "",
+    tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> Dict[str, Any]:
     """An MPIJob with one worker per tray (every GPU of it) and a launcher running ``launcher_args``.
 
     ``mpi``: run_as_user, ssh_auth_mount_path, worker_command, launcher_affinity, backoff_limit.
+    ``tolerations``: the GPU nodes' taints the launcher and workers tolerate (beside the collection's own).
     ``launcher_args`` come after ``mpirun --bind-to core --map-by ppr:<slots>:node -np <ranks>``.
     The pod templates carry the check's labels too (the MPI operator copies them onto its pods), so the
     launcher and workers of one rack are found by label in a namespace that other racks share.
@@ -245,7 +257,7 @@ def mpijob_manifest(
                             "automountServiceAccountToken": False,
                             "securityContext": pod_security(user),
                             "affinity": dict(mpi.get("launcher_affinity") or DEFAULT_LAUNCHER_AFFINITY),
-                            "tolerations": [dict(t) for t in TOLERATIONS],
+                            "tolerations": pod_tolerations(tolerations),
                             "containers": [
                                 {
                                     "name": "mpi-launcher",
@@ -294,7 +306,7 @@ def mpijob_manifest(
                                     ]
                                 },
                             },
-                            "tolerations": [dict(t) for t in TOLERATIONS],
+                            "tolerations": pod_tolerations(tolerations),
                             "containers": [
                                 {
                                     "name": "mpi-worker",

@@ -168,6 +168,14 @@ options:
         description: Unprivileged user (and group) of the pod.
         type: int
         default: 65534
+  tolerations:
+    description:
+      - Tolerations of every pod of the checks (IMEX channel pods, MPI launcher and workers) for the GPU nodes'
+        taints, beside the collection's own C(gpu-fabric.nvidia.com/unverified).
+      - A tray with a C(NoSchedule) or C(NoExecute) taint that none of them tolerates is skipped, naming the taint.
+    type: list
+    elements: dict
+    default: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
   mpi:
     description: The MPIJob of the V(nvbandwidth) and V(nccl) checks.
     type: dict
@@ -355,6 +363,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
     judge_nvbandwidth_log,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
+    GPU_NODE_TOLERATIONS,
     OUTCOME_ERROR,
     OUTCOME_FAILED,
     OUTCOME_PASSED,
@@ -367,6 +376,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     plan_fleet,
     record_for,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import pod_tolerations
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
@@ -397,6 +407,7 @@ ARGUMENT_SPEC = dict(
     registry=dict(type="str", default=""),
     image_overrides=dict(type="dict", default={}),
     image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
+    tolerations=dict(type="list", elements="dict", default=[dict(t) for t in GPU_NODE_TOLERATIONS]),
     imex_channel=dict(
         type="dict",
         default={},
@@ -466,6 +477,7 @@ def scope_of(params: dict) -> Scope:
         gpus_per_tray=params["gpus_per_tray"],
         trays_per_clique=params["trays_per_clique"],
         allow_incomplete=params["allow_incomplete"],
+        tolerations=pod_tolerations(params["tolerations"]),
     )
 
 
@@ -624,6 +636,7 @@ def main() -> None:
         cluster=cluster_facts(client),
         namespaces=given,
         image_pull_secrets=list(params["image_pull_secrets"]),
+        tolerations=[dict(t) for t in params["tolerations"]],
     )
     try:
         settings.openshift = detect_openshift(api) if params["openshift"] is None else params["openshift"]

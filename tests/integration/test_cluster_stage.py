@@ -171,6 +171,7 @@ def test_host_driver_owner_derives_both_charts_values_in_check_mode(sim_rack, co
     assert dra["msg"]["values_wanted"] == {
         "nvidiaDriverRoot": "/",
         "resources": {"gpus": {"enabled": False}},
+        "kubeletPlugin": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
     }
     assert helm_values(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")["nvidiaDriverRoot"] == (
         "/run/nvidia/driver"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
+    GPU_NODE_TOLERATIONS,
     OUTCOME_INCOMPLETE,
     UNASSIGNED_RACK,
     Scope,
@@ -29,8 +30,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     rack_namespace,
     rack_of,
     record_for,
+    tolerates,
     unusable_reason,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import pod_tolerations
 
 TRAY = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "gb200-tray-node.json").read_text())
 CLIQUE = TRAY["metadata"]["labels"]["nvidia.com/gpu.clique"]
@@ -131,6 +134,35 @@ def test_unusable_trays_are_skipped_with_their_reason():
 def test_the_unverified_taint_of_a_failed_tray_does_not_skip_it():
     taint = [{"key": "gpu-fabric.nvidia.com/unverified", "value": "true", "effect": "NoSchedule"}]
     assert unusable_reason(tray(0, 0, taints=taint), 4) is None
+
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+
+
+def test_a_tray_with_the_gpu_taint_is_used_when_the_pods_tolerate_it():
+    nodes = [tray(0, t, taints=[GPU_TAINT]) for t in range(2)]
+    tolerations = pod_tolerations(GPU_NODE_TOLERATIONS)
+    (rack,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL, tolerations=tolerations)).racks
+    assert rack.nodes == ["gb200-r0-t0", "gb200-r0-t1"] and rack.skipped == []
+    (rack,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
+    assert rack.nodes == []
+    assert rack.skipped[0]["reason"] == "tainted nvidia.com/gpu=present:NoSchedule"
+
+
+@pytest.mark.parametrize(
+    ("toleration", "taint", "tolerated"),
+    [
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, GPU_TAINT, True),
+        ({"key": "nvidia.com/gpu", "operator": "Exists"}, dict(GPU_TAINT, effect="NoExecute"), True),
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, GPU_TAINT, False),
+        ({"operator": "Exists"}, GPU_TAINT, True),
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}, GPU_TAINT, True),
+        ({"key": "nvidia.com/gpu", "value": "absent", "effect": "NoSchedule"}, GPU_TAINT, False),
+        ({"key": "dedicated", "operator": "Exists"}, GPU_TAINT, False),
+    ],
+)
+def test_tolerations_match_taints_as_the_scheduler_does(toleration, taint, tolerated):
+    assert tolerates(toleration, taint) is tolerated
 
 
 def test_a_check_without_gpus_ignores_gpu_holders():

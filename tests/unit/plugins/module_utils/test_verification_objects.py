@@ -146,3 +146,17 @@ def test_the_launcher_is_never_restarted_so_its_failed_pod_and_log_stay():
     assert replicas["Launcher"]["restartPolicy"] == "Never"
     assert job["spec"]["runPolicy"]["backoffLimit"] == MPI["backoff_limit"] == 0
     assert "restartPolicy" not in replicas["Launcher"]["template"]["spec"]
+
+
+def test_every_pod_of_the_checks_tolerates_the_gpu_nodes_taints_and_the_unverified_one():
+    gpu = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    unverified = {"key": "gpu-fabric.nvidia.com/unverified", "operator": "Exists", "effect": "NoSchedule"}
+    imex = imex_pod_manifest(NODES[0], "ns", "rack0", "t", "ubuntu:22.04", IMEX_USER, "", gpu)
+    job = mpijob_manifest("j", "ns", "nccl", "rack0", NODES, 4, "t", "img", [], MPI, "", gpu)
+    specs = [imex["spec"]] + [r["template"]["spec"] for r in job["spec"]["mpiReplicaSpecs"].values()]
+    assert [spec["tolerations"] for spec in specs] == [[unverified, *gpu]] * 3
+    # given twice, or already the collection's own: each once
+    assert imex_pod_manifest(NODES[0], "ns", "r", "t", "i", 1, "", [unverified, *gpu, *gpu])["spec"]["tolerations"] == [
+        unverified,
+        *gpu,
+    ]
