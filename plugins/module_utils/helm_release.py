@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, List, Optional
+from typing import Any, List, Mapping, Optional
 
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 GOOD = ("deployed", "superseded")
@@ -128,3 +128,20 @@ def history_missing(stderr: str) -> bool:
 
 def summarize(revisions: List[Revision]) -> List[Any]:
     return [{"revision": r.number, "status": r.status, "chart": r.chart} for r in revisions[-5:]]
+
+
+def connection_args(params: Mapping[str, Any]) -> List[str]:
+    """Helm's global flags for the connection options kubernetes.core.helm takes (context, host, api_key,
+    validate_certs, ca_cert); the kubeconfig goes through the environment."""
+    args: List[str] = []
+    if params.get("context"):
+        args += ["--kube-context", str(params["context"])]
+    if params.get("host"):
+        args += ["--kube-apiserver", str(params["host"])]
+    if params.get("api_key"):
+        args += ["--kube-token", str(params["api_key"])]
+    if params.get("validate_certs") is False:
+        args.append("--kube-insecure-skip-tls-verify")
+    if params.get("ca_cert"):
+        args += ["--kube-ca-file", str(params["ca_cert"])]
+    return args

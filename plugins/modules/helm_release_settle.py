@@ -47,8 +47,25 @@ options:
     description: Kubeconfig file for Helm; default the C(K8S_AUTH_KUBECONFIG) environment variable, then Helm's own.
     type: path
   context:
-    description: Kubeconfig context.
+    description: Kubeconfig context; default the C(K8S_AUTH_CONTEXT) environment variable.
     type: str
+  host:
+    description:
+      - The API server URL (C(--kube-apiserver)); default the C(K8S_AUTH_HOST) environment variable.
+      - With O(api_key), O(validate_certs) and O(ca_cert) as kubernetes.core.helm takes them, so one
+        C(module_defaults) group (C(group/gpu_fabric.mnnvl.k8s)) sets the connection of both.
+    type: str
+  api_key:
+    description: Bearer token (C(--kube-token)); default the C(K8S_AUTH_API_KEY) environment variable.
+    type: str
+  validate_certs:
+    description: Whether to verify the API server's certificate (C(--kube-insecure-skip-tls-verify) when false).
+    type: bool
+    aliases: [verify_ssl]
+  ca_cert:
+    description: CA bundle of the API server (C(--kube-ca-file)); default the C(K8S_AUTH_SSL_CA_CERT) variable.
+    type: path
+    aliases: [ssl_ca_cert]
 """
 
 EXAMPLES = r"""
@@ -79,7 +96,7 @@ import os
 import time
 from datetime import datetime, timezone
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, env_fallback
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import helm_release
 
 
@@ -92,15 +109,17 @@ def main() -> None:
             poll_delay=dict(type="float", default=5.0),
             binary_path=dict(type="path", default="helm"),
             kubeconfig=dict(type="path"),
-            context=dict(type="str"),
+            context=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_CONTEXT"])),
+            host=dict(type="str", fallback=(env_fallback, ["K8S_AUTH_HOST"])),
+            api_key=dict(type="str", no_log=True, fallback=(env_fallback, ["K8S_AUTH_API_KEY"])),
+            validate_certs=dict(type="bool", aliases=["verify_ssl"]),
+            ca_cert=dict(type="path", aliases=["ssl_ca_cert"], fallback=(env_fallback, ["K8S_AUTH_SSL_CA_CERT"])),
         ),
         supports_check_mode=True,
     )
     p = module.params
     release = f"{p['namespace']}/{p['name']}"
-    base = [p["binary_path"]]
-    if p["context"]:
-        base += ["--kube-context", p["context"]]
+    base = [p["binary_path"], *helm_release.connection_args(p)]
     kubeconfig = p["kubeconfig"] or os.environ.get("K8S_AUTH_KUBECONFIG")
     env = {"KUBECONFIG": kubeconfig} if kubeconfig else {}
 

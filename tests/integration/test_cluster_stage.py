@@ -604,3 +604,46 @@ def test_service_monitor_auto_turns_on_where_the_api_is_served(sim_rack, restore
     assert wait["state"] == "ready"
     monitors = sim_rack.get_json("servicemonitors", "-n", "gpu-operator")["items"]
     assert [m["metadata"]["name"] for m in monitors] == ["nvidia-dcgm-exporter"]
+
+
+@pytest.mark.parametrize("named_in", ["module_defaults", "gpu_fabric_kubeconfig"])
+def test_a_kubeconfig_named_only_in_the_plays_module_defaults_reaches_every_task(
+    sim_rack, converged, tmp_path, named_in
+):
+    # The user's play sets the connection once for the collection's group (kubernetes.core's k8s and helm
+    # modules included); no environment variable and no role variable names the kubeconfig. Or the shared
+    # variable names it and the play has no module_defaults.
+    kubeconfig = str(sim_rack.kubeconfig)
+    group = {"group/gpu_fabric.mnnvl.k8s": {"kubeconfig": kubeconfig}}
+    defaults = json.dumps(group if named_in == "module_defaults" else {})
+    extra = [] if named_in == "module_defaults" else ["-e", f"gpu_fabric_kubeconfig={kubeconfig}"]
+    playbook = tmp_path / "cluster.yml"
+    playbook.write_text(
+        textwrap.dedent(
+            f"""\
+            - name: Deploy the GPU stack with the site's module_defaults
+              hosts: k8s_controller
+              gather_facts: false
+              module_defaults: {defaults}
+              roles:
+                - gpu_fabric.mnnvl.cluster_preflight
+                - gpu_fabric.mnnvl.gpu_operator
+                - gpu_fabric.mnnvl.dra_driver
+                - gpu_fabric.mnnvl.mpi_operator
+            """
+        )
+    )
+    env = {k: v for k, v in sim_rack.env.items() if k not in ("K8S_AUTH_KUBECONFIG", "KUBECONFIG")}
+    env["KUBECONFIG"] = str(tmp_path / "no-such-kubeconfig")  # what a task without the default would read
+    result = subprocess.run(
+        [str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", str(INVENTORY), str(playbook), *extra],
+        capture_output=True,
+        text=True,
+        env={**env, "ANSIBLE_NOCOLOR": "1"},
+        cwd=REPO_ROOT,
+        timeout=900,
+        check=False,
+    )
+    assert result.returncode == 0, f"{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
+    assert recap(result)["failed"] == 0
+    assert recap(result)["changed"] == 0, result.stdout[-6000:]

@@ -97,3 +97,26 @@ def test_history_that_is_not_helms_json_is_refused_in_one_line(text, message):
 def test_a_missing_release_is_recognised_from_helms_error():
     assert helm_release.history_missing("Error: release: not found\n")
     assert not helm_release.history_missing("Error: Kubernetes cluster unreachable")
+
+
+def test_connection_args_follow_the_kubernetes_core_helm_options():
+    assert helm_release.connection_args({"context": None, "host": None, "validate_certs": None}) == []
+    params = {
+        "context": "admin@rack",
+        "host": "https://127.0.0.1:6443",
+        "api_key": "token-1",
+        "validate_certs": False,
+        "ca_cert": "/etc/k8s/ca.crt",
+    }
+    assert helm_release.connection_args(params) == [
+        "--kube-context",
+        "admin@rack",
+        "--kube-apiserver",
+        "https://127.0.0.1:6443",
+        "--kube-token",
+        "token-1",
+        "--kube-insecure-skip-tls-verify",
+        "--kube-ca-file",
+        "/etc/k8s/ca.crt",
+    ]
+    assert "--kube-insecure-skip-tls-verify" not in helm_release.connection_args({"validate_certs": True})
