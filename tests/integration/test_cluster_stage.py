@@ -647,3 +647,22 @@ def test_a_kubeconfig_named_only_in_the_plays_module_defaults_reaches_every_task
     assert result.returncode == 0, f"{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
     assert recap(result)["failed"] == 0
     assert recap(result)["changed"] == 0, result.stdout[-6000:]
+
+
+def test_the_helm_tasks_run_the_helm_binary_that_preflight_checked(sim_rack, converged, tmp_path):
+    # A site's Helm outside PATH (or a wrapper): every Helm call of the cluster roles goes through it.
+    calls = tmp_path / "calls.log"
+    wrapper = tmp_path / "site-helm"
+    real = sim_rack.bin_dir / "helm"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    result = ansible_playbook(
+        sim_rack, str(CLUSTER_PLAYBOOK), "-e", f"cluster_preflight_helm_binary={wrapper}", "--skip-tags", "mpi_operator"
+    )
+    assert result.returncode == 0, result.stdout[-6000:]
+    lines = calls.read_text().splitlines()
+    assert lines[0] == "version --short"  # cluster_preflight's check
+    for release, namespace in (("gpu-operator", "gpu-operator"), ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")):
+        # helm_release_settle's history, then kubernetes.core.helm's own calls for the release
+        assert any(line.startswith(f"history {release} ") and namespace in line for line in lines), lines
+        assert any(release in line and not line.startswith("history") for line in lines), lines
