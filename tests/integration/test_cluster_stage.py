@@ -100,6 +100,11 @@ def test_cluster_playbook_installs_the_stack(sim_rack, converged):
     # no Prometheus Operator on the rack: the ServiceMonitor stays off (auto), else the ClusterPolicy never gets ready
     assert operator_values["dcgmExporter"] == {"serviceMonitor": {"enabled": False}}
     assert sim_rack.get_json("clusterpolicy", "cluster-policy")["status"]["state"] == "ready"
+    # NVIDIA's privileged pods need Pod Security "privileged" where the cluster's default is stricter
+    for ns in ("gpu-operator", "nvidia-dra-driver-gpu"):
+        labels = sim_rack.get_json("namespace", ns)["metadata"]["labels"]
+        for mode in ("enforce", "audit", "warn"):
+            assert labels[f"pod-security.kubernetes.io/{mode}"] == "privileged", (ns, labels)
     dra_values = helm_values(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
     assert dra_values["nvidiaDriverRoot"] == "/run/nvidia/driver"
     assert dra_values["resources"] == {"gpus": {"enabled": False}}
