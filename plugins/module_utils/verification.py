@@ -45,6 +45,26 @@ UNVERIFIED_TOLERATION: Dict[str, str] = {"key": UNVERIFIED_TAINT, "operator": "E
 GPU_NODE_TOLERATIONS: List[Dict[str, str]] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
 
+# GPU products built for multi-node NVLink (GPU Feature Discovery's nvidia.com/gpu.product, e.g. NVIDIA-GB200):
+# a GPU node of another product (an H100 or L40S node in the same cluster) has no NVLink clique by design.
+MNNVL_PRODUCTS: List[str] = ["GB200", "GB300", "GH200"]
+
+
+def multi_node_nvlink(node: Mapping[str, Any], products: Sequence[str] = tuple(MNNVL_PRODUCTS)) -> bool:
+    """Whether a GPU node belongs in the NVLink checks: it has a clique label, or its product is one of
+    ``products`` (substring, any case), or its product is not known (an unlabelled MNNVL tray is a finding)."""
+    labels = labels_of(node)
+    if labels.get(CLIQUE_LABEL):
+        return True
+    product = str(labels.get(PRODUCT_LABEL) or "")
+    return not product or any(p.lower() in product.lower() for p in products)
+
+
+def short_name(name: str) -> str:
+    """A host name without its domain, lower case: an inventory's FQDN and a kubelet's short node name agree."""
+    return name.split(".", 1)[0].lower()
+
+
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """Whether ``toleration`` tolerates ``taint``, as the scheduler decides (core/v1 Toleration semantics)."""
     effect = toleration.get("effect") or ""
@@ -102,10 +122,15 @@ def rack_of(
     racks: Optional[Mapping[str, Sequence[str]]] = None,
     rack_label: str = "",
 ) -> str:
-    """The rack a GPU node belongs to: the inventory map, then the rack label, then its clique."""
+    """The rack a GPU node belongs to: the inventory map (by node name, else by short host name: the inventory
+    may say gb200-r0-t1.example.com where Kubernetes says gb200-r0-t1, or the other way), then the rack label,
+    then its clique."""
     name = node_name(node)
     for rack, members in (racks or {}).items():
         if name in members:
+            return str(rack)
+    for rack, members in (racks or {}).items():
+        if short_name(name) in {short_name(str(m)) for m in members}:
             return str(rack)
     labels = labels_of(node)
     if rack_label and labels.get(rack_label):
@@ -214,6 +239,8 @@ class Scope:
     gpus_per_tray: int = 0  # 0: the most GPUs a tray of the rack has allocatable
     trays_per_clique: int = 0  # 0: not checked
     allow_incomplete: bool = False
+    # GPU products with multi-node NVLink; a GPU node of another product without a clique is left out
+    mnnvl_products: List[str] = field(default_factory=lambda: list(MNNVL_PRODUCTS))
     # the tolerations of the checks' pods: a tray with a taint none of them tolerates is skipped
     tolerations: List[Dict[str, Any]] = field(default_factory=lambda: [dict(UNVERIFIED_TOLERATION)])
 
@@ -278,9 +305,11 @@ def _most_common(values: Iterable[str]) -> str:
 
 
 def group_racks(nodes: Sequence[Mapping[str, Any]], scope: Scope) -> Dict[str, List[Mapping[str, Any]]]:
-    """rack name -> its GPU nodes sorted by name (inventory racks listed even when a node is missing)."""
+    """rack name -> its GPU nodes sorted by name (inventory racks listed even when a node is missing). GPU nodes
+    without multi-node NVLink (``multi_node_nvlink``) are no rack's: an H100 node is not an unlabelled tray."""
     racks: Dict[str, List[Mapping[str, Any]]] = {}
-    for node in sorted((n for n in nodes if is_gpu_node(n)), key=lambda n: natural_key(node_name(n))):
+    gpu_nodes = (n for n in nodes if is_gpu_node(n) and multi_node_nvlink(n, scope.mnnvl_products))
+    for node in sorted(gpu_nodes, key=lambda n: natural_key(node_name(n))):
         racks.setdefault(rack_of(node, scope.racks, scope.rack_label), []).append(node)
     return racks
 

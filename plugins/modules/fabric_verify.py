@@ -41,6 +41,8 @@ options:
     description:
       - Rack name -> node names, for sites whose inventory names the racks. Nodes not listed are named by
         O(rack_label) or by their clique.
+      - A name matches a node by its name, else by the short host name (C(gb200-r0-t1.example.com) in the
+        inventory is node C(gb200-r0-t1), and the other way).
     type: dict
     default: {}
   rack_label:
@@ -168,6 +170,14 @@ options:
         description: Unprivileged user (and group) of the pod.
         type: int
         default: 65534
+  mnnvl_products:
+    description:
+      - GPU products with multi-node NVLink (substrings of C(nvidia.com/gpu.product), any case). A GPU node of
+        another product without a clique label (an H100 node in the same cluster) is in no rack and no
+        violation; a node with a clique label, or without a product label, always counts.
+    type: list
+    elements: str
+    default: [GB200, GB300, GH200]
   tolerations:
     description:
       - Tolerations of every pod of the checks (IMEX channel pods, MPI launcher and workers) for the GPU nodes'
@@ -364,6 +374,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     GPU_NODE_TOLERATIONS,
+    MNNVL_PRODUCTS,
     OUTCOME_ERROR,
     OUTCOME_FAILED,
     OUTCOME_PASSED,
@@ -408,6 +419,7 @@ ARGUMENT_SPEC = dict(
     image_overrides=dict(type="dict", default={}),
     image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
     tolerations=dict(type="list", elements="dict", default=[dict(t) for t in GPU_NODE_TOLERATIONS]),
+    mnnvl_products=dict(type="list", elements="str", default=list(MNNVL_PRODUCTS)),
     imex_channel=dict(
         type="dict",
         default={},
@@ -478,6 +490,7 @@ def scope_of(params: dict) -> Scope:
         trays_per_clique=params["trays_per_clique"],
         allow_incomplete=params["allow_incomplete"],
         tolerations=pod_tolerations(params["tolerations"]),
+        mnnvl_products=list(params["mnnvl_products"]),
     )
 
 

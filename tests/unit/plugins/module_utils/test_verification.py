@@ -22,6 +22,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     clique_short_name,
     dns_label,
     gpus_in_use,
+    group_racks,
     incomplete_record,
     judge_cliques,
     parse_nodes_per_clique,
@@ -298,3 +299,51 @@ def test_an_incomplete_rack_fails_unless_allowed():
         "free or uncordon trays, or set gpu_fabric_verify_allow_incomplete: true"
     )
     assert incomplete_record("nvbandwidth", plan, "", allow_incomplete=True)["passed"]
+
+
+def h100_node(name: str) -> dict:
+    """A GPU node without multi-node NVLink: GFD's product label, no clique label."""
+    node = tray(0, 0)
+    node["metadata"]["name"] = name
+    labels = node["metadata"]["labels"]
+    labels.pop("nvidia.com/gpu.clique", None)
+    labels.pop(RACK_LABEL, None)
+    labels["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+    return node
+
+
+def test_a_gpu_node_without_multi_node_nvlink_is_no_rack_and_no_violation():
+    nodes = [*fleet(1, 2), h100_node("h100-0")]
+    grouped = group_racks(nodes, Scope(rack_label=RACK_LABEL))
+    assert sorted(grouped) == ["rack0"]
+    assert [n["metadata"]["name"] for n in grouped["rack0"]] == ["gb200-r0-t0", "gb200-r0-t1"]
+    (rack,) = plan_fleet(nodes, [], Scope(rack_label=RACK_LABEL)).racks
+    passed, summary, problems, details = judge_cliques(grouped["rack0"], rack, 4, 0)
+    assert passed, summary
+    assert problems == {} and details["unlabelled_nodes"] == []
+    # an MNNVL product without its clique label is still a finding, and so is a node without a product label
+    gb200 = h100_node("gb200-unlabelled")
+    gb200["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-GB200"
+    unknown = h100_node("no-product")
+    del unknown["metadata"]["labels"]["nvidia.com/gpu.product"]
+    grouped = group_racks([*nodes, gb200, unknown], Scope(rack_label=RACK_LABEL))
+    assert sorted(n["metadata"]["name"] for n in grouped[UNASSIGNED_RACK]) == ["gb200-unlabelled", "no-product"]
+    assert "h100-0" not in str(grouped)
+    # a site that lists H100 among its NVLink products gets it back as a finding
+    grouped = group_racks(nodes, Scope(rack_label=RACK_LABEL, mnnvl_products=["GB200", "H100"]))
+    assert [n["metadata"]["name"] for n in grouped[UNASSIGNED_RACK]] == ["h100-0"]
+
+
+def test_inventory_names_match_nodes_by_short_host_name():
+    nodes = fleet(1, 2)
+    for node in nodes:
+        node["metadata"]["labels"].pop(RACK_LABEL, None)
+    fqdn = {"rack-a": ["GB200-R0-T0.example.com", "gb200-r0-t1.example.com"]}
+    grouped = group_racks(nodes, Scope(racks=fqdn))
+    assert {rack: [n["metadata"]["name"] for n in members] for rack, members in grouped.items()} == {
+        "rack-a": ["gb200-r0-t0", "gb200-r0-t1"]
+    }
+    fqdn_node = copy.deepcopy(nodes[0])
+    fqdn_node["metadata"]["name"] = "gb200-r0-t0.cluster.local"
+    assert rack_of(fqdn_node, {"rack-a": ["gb200-r0-t0"]}) == "rack-a"
+    assert rack_of(nodes[0], {"rack-a": ["gb200-r0-t9.example.com"]}) != "rack-a"
