@@ -125,7 +125,8 @@ def judge_nccl_log(
     """The verdict on one rack's nccl-tests run."""
     threshold, explanation = nccl_threshold(options, plan.gpu_product)
     ranks = len(plan.nodes) * plan.gpus_per_tray
-    result = nccl_tests_summary(log, min_busbw_gbps=threshold, expected_ranks=ranks)
+    require_mnnvl = bool(options.get("require_mnnvl", True))
+    result = nccl_tests_summary(log, min_busbw_gbps=threshold, expected_ranks=ranks, require_mnnvl=require_mnnvl)
     binary = options.get("binary", "all_reduce_perf")
     violations = list(result["violations"])
     if threshold is None:
@@ -142,6 +143,8 @@ def judge_nccl_log(
         "max_busbw_gbps": result["max_busbw_gbps"],
         "rows": result["rows"],
         "warnings": result["warnings"],
+        "mnnvl_required": require_mnnvl,
+        "mnnvl_ranks": result["mnnvl_ranks"],
         "violations": violations,
     }
     if violations:
@@ -153,7 +156,8 @@ def judge_nccl_log(
     return {
         "passed": True,
         "summary": f"{binary} over {ranks} GPUs: average bus bandwidth {result['avg_busbw_gbps']:.2f} GB/s at or above "
-        f"{threshold:.2f} GB/s ({explanation}; best size {result['max_busbw_gbps']:.2f} GB/s)",
+        f"{threshold:.2f} GB/s ({explanation}; best size {result['max_busbw_gbps']:.2f} GB/s)"
+        + (f"; MNNVL on {result['mnnvl_ranks']} of {ranks} ranks" if require_mnnvl else ""),
         "details": details,
     }
 

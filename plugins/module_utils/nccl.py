@@ -44,6 +44,13 @@ FAILURE_RE = re.compile(
     r"|but \d+ process(?:es)? returned"
 )
 NCCL_WARN_RE = re.compile(r"\bNCCL WARN\b")
+# With NCCL_DEBUG=INFO (subsystem INIT) every rank prints, once its communicator is up (init.cc of NCCL 2.23 to
+# 2.30): "<host>:<pid>:<tid> [<dev>] NCCL INFO comm 0x... rank R nRanks N nNodes M localRanks L localRank l MNNVL B",
+# B 1 when the communicator runs over multi-node NVLink.
+COMM_INIT_RE = re.compile(
+    r"NCCL INFO comm 0x[0-9a-fA-F]+ rank (?P<rank>\d+) nRanks (?P<nranks>\d+) nNodes (?P<nnodes>\d+) "
+    r"localRanks \d+ localRank \d+ MNNVL (?P<mnnvl>\d+)"
+)
 # Column names of one placement (out-of-place or in-place) in the order nccl-tests prints them.
 PLACEMENT_COLUMNS = ("time", "algbw", "busbw", "#wrong")
 
@@ -105,6 +112,7 @@ class NcclTestsResult:
     failures: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     damaged_rows: list[str] = field(default_factory=list)
+    mnnvl: dict[int, int] = field(default_factory=dict)  # rank -> the MNNVL flag of its communicator's INIT line
 
     @property
     def ranks(self) -> int:
@@ -209,6 +217,10 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
         if NCCL_WARN_RE.search(line):
             result.warnings.append(line.strip())
             continue
+        match = COMM_INIT_RE.search(line)
+        if match:
+            result.mnnvl[int(match.group("rank"))] = int(match.group("mnnvl"))
+            continue
         if line.lstrip().startswith("#"):
             match = PARAMS_RE.match(line.strip())
             if match:
@@ -255,13 +267,36 @@ def parse_nccl_tests(text: str) -> NcclTestsResult:
     return result
 
 
+def mnnvl_violations(result: NcclTestsResult) -> list[str]:
+    """Why the log does not show that every rank's communicator ran over multi-node NVLink (empty: it does)."""
+    if not result.mnnvl:
+        return [
+            "the log does not show that NCCL used multi-node NVLink: no 'NCCL INFO comm ... MNNVL' line (run with "
+            "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT)"
+        ]
+    off = sorted(rank for rank, flag in result.mnnvl.items() if not flag)
+    if off:
+        shown = ", ".join(map(str, off[:8])) + (" ..." if len(off) > 8 else "")
+        return [
+            f"NCCL did not use multi-node NVLink on {len(off)} of {len(result.mnnvl)} ranks (MNNVL 0: rank {shown}): "
+            "the bandwidth is not the NVLink fabric's; check the IMEX channel and NCCL_MNNVL_ENABLE/NCCL_CUMEM_ENABLE"
+        ]
+    if result.devices and len(result.mnnvl) < result.ranks:
+        return [f"only {len(result.mnnvl)} of {result.ranks} ranks printed their communicator's MNNVL state"]
+    return []
+
+
 def evaluate_nccl_tests(
     result: NcclTestsResult,
     min_busbw_gbps: Optional[float] = None,
     expected_ranks: Optional[int] = None,
+    require_mnnvl: bool = False,
 ) -> NcclVerdict:
-    """Judge a parsed run: it finished, the data were right, and the average bus bandwidth is high enough."""
+    """Judge a parsed run: it finished, the data were right, the average bus bandwidth is high enough and, with
+    ``require_mnnvl``, every rank's communicator ran over multi-node NVLink."""
     violations: list[str] = []
+    if require_mnnvl:
+        violations.extend(mnnvl_violations(result))
     for failure in result.failures:
         violations.append(f"the test reported a failure: {failure}")
     for damaged in result.damaged_rows:
@@ -313,10 +348,13 @@ def nccl_tests_summary(
     text: str,
     min_busbw_gbps: Optional[float] = None,
     expected_ranks: Optional[int] = None,
+    require_mnnvl: bool = False,
 ) -> dict[str, Any]:
     """Parse and judge ``text``; a plain dictionary for filters, modules and records."""
     result = parse_nccl_tests(text)
-    verdict = evaluate_nccl_tests(result, min_busbw_gbps=min_busbw_gbps, expected_ranks=expected_ranks)
+    verdict = evaluate_nccl_tests(
+        result, min_busbw_gbps=min_busbw_gbps, expected_ranks=expected_ranks, require_mnnvl=require_mnnvl
+    )
     return {
         "params": dict(result.params),
         "devices": [asdict(device) for device in result.devices],
@@ -341,6 +379,8 @@ def nccl_tests_summary(
         "max_busbw_gbps": result.max_busbw_gbps,
         "wrong_sizes": result.wrong_sizes,
         "failures": list(result.failures),
+        "mnnvl_ranks": sum(1 for flag in result.mnnvl.values() if flag),
+        "mnnvl_reported_ranks": len(result.mnnvl),
         "warnings": list(result.warnings),
         "min_busbw_gbps": min_busbw_gbps,
         "violations": verdict.violations,

@@ -270,10 +270,19 @@ options:
         elements: str
         default: [-b, 1G, -e, 8G, -f, "2", -g, "1"]
       mpirun_args:
-        description: More mpirun arguments.
+        description:
+          - More mpirun arguments. The default forces multi-node NVLink (C(NCCL_MNNVL_ENABLE=1), which needs
+            C(NCCL_CUMEM_ENABLE=1)) so that NCCL fails instead of silently falling back to another transport, and
+            prints each communicator's MNNVL state (C(NCCL_DEBUG=INFO), subsystem C(INIT)).
         type: list
         elements: str
-        default: [-x, NCCL_DEBUG=WARN]
+        default: [-x, NCCL_DEBUG=INFO, -x, NCCL_DEBUG_SUBSYS=INIT, -x, NCCL_MNNVL_ENABLE=1, -x, NCCL_CUMEM_ENABLE=1]
+      require_mnnvl:
+        description:
+          - Fail unless the log shows every rank's communicator running over multi-node NVLink (its
+            C(NCCL INFO comm ... MNNVL 1) line).
+        type: bool
+        default: true
       min_busbw_gbps:
         description: Absolute minimum average bus bandwidth in GB/s (> 0 replaces the fraction of the peak).
         type: float
@@ -462,7 +471,21 @@ ARGUMENT_SPEC = dict(
             image=dict(type="str", default=""),
             binary=dict(type="str", default="all_reduce_perf"),
             args=dict(type="list", elements="str", default=["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]),
-            mpirun_args=dict(type="list", elements="str", default=["-x", "NCCL_DEBUG=WARN"]),
+            mpirun_args=dict(
+                type="list",
+                elements="str",
+                default=[
+                    "-x",
+                    "NCCL_DEBUG=INFO",
+                    "-x",
+                    "NCCL_DEBUG_SUBSYS=INIT",
+                    "-x",
+                    "NCCL_MNNVL_ENABLE=1",
+                    "-x",
+                    "NCCL_CUMEM_ENABLE=1",
+                ],
+            ),
+            require_mnnvl=dict(type="bool", default=True),
             min_busbw_gbps=dict(type="float", default=0),
             min_fraction_of_peak=dict(type="float", default=0.6),
             min_fraction_of_fleet_median=dict(type="float", default=0.9),

@@ -276,6 +276,7 @@ def all_reduce_perf_text(args: list[str], ranks: int, hostnames: list[str], link
             f"#  Rank {rank:2d} Group  0 Pid {1000 + rank:6d} on {host} device  {rank % len(fx.pci_ids)} "
             f"[0x{fx.pci_ids[rank % len(fx.pci_ids)].split(':')[1]}] {fx.device_name}"
         )
+    lines += comm_init_lines(args, hostnames, fx.pci_ids)
     lines += [
         "#",
         "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place" + " " * 10,
@@ -299,6 +300,27 @@ def all_reduce_perf_text(args: list[str], ranks: int, hostnames: list[str], link
     avg = sum(busbws) / len(busbws) if busbws else 0.0
     lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {avg:g} ", "#", ""]
     return "\n".join(lines)
+
+
+def comm_init_lines(args: list[str], hostnames: list[str], pci_ids: list[str]) -> list[str]:
+    """With ``-x NCCL_DEBUG=INFO`` (or TRACE), each rank's INIT line as NCCL 2.23-2.30 prints it once its
+    communicator is up, ``MNNVL 1`` on the GB200 fabric; ``MNNVL 0`` when NCCL_MNNVL_ENABLE=0 or
+    NCCL_CUMEM_ENABLE=0 takes multi-node NVLink away. Nothing without NCCL_DEBUG=INFO, as NCCL prints nothing."""
+    if not any(a in ("NCCL_DEBUG=INFO", "NCCL_DEBUG=TRACE") for a in args):
+        return []
+    mnnvl = 0 if any(a in ("NCCL_MNNVL_ENABLE=0", "NCCL_CUMEM_ENABLE=0") for a in args) else 1
+    nodes = list(dict.fromkeys(hostnames))
+    local = {host: [r for r, h in enumerate(hostnames) if h == host] for host in nodes}
+    out = []
+    for rank, host in enumerate(hostnames):
+        local_rank = local[host].index(rank)
+        prefix = f"{host}:{1000 + rank}:{2000 + rank} [{local_rank % len(pci_ids)}]"
+        out.append(
+            f"{prefix} NCCL INFO comm 0x{0x55D0C0A0 + rank * 0x10:x} rank {rank} nRanks {len(hostnames)} "
+            f"nNodes {len(nodes)} localRanks {len(local[host])} "
+            f"localRank {local_rank} MNNVL {mnnvl}"
+        )
+    return out
 
 
 def mean_measured_cell() -> float:

@@ -133,7 +133,33 @@ def test_verify_runs_nccl_when_asked(cluster_stage: SimRack, tmp_path):
     assert [row["size_bytes"] for row in details["rows"]] == [1 << 30, 1 << 31, 1 << 32, 1 << 33]
     assert details["avg_busbw_gbps"] > 540.0
     assert details["violations"] == []
+    # MNNVL forced (NCCL_MNNVL_ENABLE=1, cuMem) and shown by every rank's communicator line; the threshold's source
+    assert details["mnnvl_required"] is True and details["mnnvl_ranks"] == 4 * trays
+    assert record["summary"].endswith(f"; MNNVL on {4 * trays} of {4 * trays} ranks")
+    assert "540.00 GB/s (0.6 x 900.00 GB/s NVLink peak of NVIDIA-GB200;" in record["summary"]
     assert sorted(run.records()) == ["nccl"]
+    assert verification_objects(cluster_stage, run.prefix) == ZERO
+
+
+def test_verify_nccl_fails_when_the_log_shows_no_multi_node_nvlink(cluster_stage: SimRack, tmp_path):
+    # MNNVL switched off: NCCL falls back to another transport and its communicators say MNNVL 0
+    args = ["-x", "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT", "-x", "NCCL_MNNVL_ENABLE=0"]
+    run = run_verify(
+        cluster_stage,
+        tmp_path / "report",
+        "--tags",
+        "nccl",
+        extra_vars={
+            "gpu_fabric_verify_nccl": True,
+            "verify_nccl_image": "registry.invalid/nccl-tests:2.13-sim",
+            "verify_nccl_mpirun_args": args,
+        },
+    )
+    assert run.process.returncode != 0
+    record = run.record("nccl")
+    assert record["passed"] is False
+    ranks = 4 * len(gpu_trays(cluster_stage)["rack0"])
+    assert f"NCCL did not use multi-node NVLink on {ranks} of {ranks} ranks (MNNVL 0: rank 0, 1," in record["summary"]
     assert verification_objects(cluster_stage, run.prefix) == ZERO
 
 

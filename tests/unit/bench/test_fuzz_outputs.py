@@ -43,7 +43,7 @@ def test_the_seeds_judge_as_their_fixtures_say():
         "invented-h200x2-bidirectional_read_ce.json",
         "invented-h200x2-bidirectional_read_ce.txt",
     ]
-    assert passing["nccl"] == ["gb200-2node-all_reduce_perf.txt"]
+    assert passing["nccl"] == ["gb200-2node-all_reduce_perf-mnnvl.txt"]
     assert passing["nvidia-smi -q -x"] == ["synth-gb200-driver-535-nvidia-smi-q.xml", "synth-gb200-nvidia-smi-q.xml"]
 
 

@@ -20,7 +20,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 GB200 = (FIXTURES / "nvbandwidth" / "gb200-2node-multinode_device_to_device_memcpy_read_ce.txt").read_text()
 RACK72 = (FIXTURES / "nvbandwidth" / "generated-gb200-18node-multinode_device_to_device_memcpy_read_ce.txt").read_text()
-NCCL = (FIXTURES / "nccl" / "gb200-2node-all_reduce_perf.txt").read_text()
+NCCL = (FIXTURES / "nccl" / "gb200-2node-all_reduce_perf-mnnvl.txt").read_text()
+NCCL_WITHOUT_INIT_LINES = (FIXTURES / "nccl" / "gb200-2node-all_reduce_perf.txt").read_text()
 DEFAULTS = {"testcase": "multinode_device_to_device_memcpy_read_ce", "min_fraction_of_peak": 0.85, "min_gbps": 0}
 
 
@@ -101,6 +102,15 @@ def test_the_real_nccl_run_passes_and_a_missing_product_fails():
     assert verdict["passed"] is True, verdict["summary"]
     assert verdict["summary"].startswith("all_reduce_perf over 8 GPUs: average bus bandwidth ")
     assert verdict["details"]["threshold_gbps"] == 540.0
+    # the threshold's source and the transport, stated in the summary
+    assert "540.00 GB/s (0.6 x 900.00 GB/s NVLink peak of NVIDIA-GB200;" in verdict["summary"]
+    assert verdict["summary"].endswith("; MNNVL on 8 of 8 ranks")
+    silent = judge_nccl_log(NCCL_WITHOUT_INIT_LINES, plan(2), {"min_fraction_of_peak": 0.6})
+    assert silent["passed"] is False
+    assert "does not show that NCCL used multi-node NVLink" in silent["summary"]
+    assert judge_nccl_log(NCCL_WITHOUT_INIT_LINES, plan(2), {"min_fraction_of_peak": 0.6, "require_mnnvl": False})[
+        "passed"
+    ]
     unknown = RackPlan("rack1", ["c.1"], ["a", "b"], ["a", "b"], [], 4, "")
     assert judge_nccl_log(NCCL, unknown, {"min_fraction_of_peak": 0.6})["passed"] is False
 

@@ -222,3 +222,31 @@ def test_summary_is_plain_data_with_verdict():
         "wrong": 0,
     }
     assert summary["min_busbw_gbps"] == 540.0
+
+
+def test_the_communicators_mnnvl_state_is_read_per_rank():
+    result = parse_nccl_tests(read("gb200-2node-all_reduce_perf-mnnvl.txt"))
+    assert result.mnnvl == {rank: 1 for rank in range(8)}
+    assert len(result.rows) == 4 and result.avg_busbw_gbps == 787.804
+    assert evaluate_nccl_tests(result, min_busbw_gbps=700, expected_ranks=8, require_mnnvl=True).passed
+    summary = nccl_tests_summary(read("gb200-2node-all_reduce_perf-mnnvl.txt"), require_mnnvl=True)
+    assert (summary["mnnvl_ranks"], summary["mnnvl_reported_ranks"]) == (8, 8)
+
+
+def test_mnnvl_off_on_some_ranks_fails_naming_them():
+    verdict = evaluate_nccl_tests(parse_nccl_tests(read("bad-mnnvl-off.txt")), min_busbw_gbps=700, require_mnnvl=True)
+    assert not verdict.passed
+    assert verdict.violations == [
+        "NCCL did not use multi-node NVLink on 2 of 8 ranks (MNNVL 0: rank 5, 6): the bandwidth is not the NVLink "
+        "fabric's; check the IMEX channel and NCCL_MNNVL_ENABLE/NCCL_CUMEM_ENABLE"
+    ]
+
+
+def test_a_log_that_does_not_show_mnnvl_fails_when_it_is_required():
+    result = parse_nccl_tests(read("gb200-2node-all_reduce_perf.txt"))
+    assert evaluate_nccl_tests(result, min_busbw_gbps=700).passed
+    verdict = evaluate_nccl_tests(result, min_busbw_gbps=700, require_mnnvl=True)
+    assert verdict.violations == [
+        "the log does not show that NCCL used multi-node NVLink: no 'NCCL INFO comm ... MNNVL' line (run with "
+        "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT)"
+    ]
