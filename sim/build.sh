@@ -4,6 +4,9 @@
 # is already present is not rebuilt.
 set -euo pipefail
 
+# GPU_FABRIC_SIM_K8S_VERSION picks the Kubernetes release (a full version, e.g. 1.37.2); each
+# version has its own cache directory, so several can be kept side by side.
+if [ -n "${GPU_FABRIC_SIM_K8S_VERSION:-}" ]; then K8S_VERSION="$GPU_FABRIC_SIM_K8S_VERSION"; fi
 K8S_VERSION="${K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-0.7.0}"
@@ -39,14 +42,20 @@ build_kubernetes() {
   local mod="$cache/src/kubernetes"
   mkdir -p "$mod" && cd "$mod"
   [ -f go.mod ] || go mod init gpu-fabric-sim.invalid/kubernetes >/dev/null 2>&1
-  local staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
-    cloud-provider cluster-bootstrap code-generator component-base component-helpers
-    controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation
-    endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy
-    kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
-    sample-apiserver sample-cli-plugin sample-controller)
-  for m in "${staging[@]}"; do go mod edit -replace="k8s.io/$m=k8s.io/$m@v$staging_version"; done
-  go mod edit -godebug=default=go1.24
+  # The staging modules (k8s.io/api, k8s.io/client-go, ...) differ between minors (1.37 adds
+  # k8s.io/streaming and k8s.io/cri-streaming): read them, and the GODEBUG default, from the
+  # go.mod of k8s.io/kubernetes at this version, which replaces each with ./staging/src/k8s.io/NAME.
+  step "reading the go.mod of k8s.io/kubernetes v$K8S_VERSION"
+  local gomod
+  gomod="$(go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')"
+  [ -f "$gomod" ] || { echo "sim build: no go.mod for k8s.io/kubernetes v$K8S_VERSION" >&2; return 1; }
+  local staging
+  staging="$(sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/.*#\1#p' "$gomod")"
+  [ -n "$staging" ] || { echo "sim build: no staging modules in $gomod" >&2; return 1; }
+  for m in $staging; do go mod edit -replace="$m=$m@v$staging_version"; done
+  local godebug
+  godebug="$(sed -n 's/^godebug[[:space:]]*\(default=go[0-9.]*\)$/\1/p' "$gomod")"
+  go mod edit -godebug="${godebug:-default=go1.24}"
   step "resolving k8s.io/kubernetes v$K8S_VERSION modules (first run downloads ~1 GB)"
   go get "k8s.io/kubernetes@v$K8S_VERSION"
   local ldflags="-s -w"

@@ -89,6 +89,8 @@ class RackConfig:
     # "KEY=VALUE:EFFECT" put on every tray (`up --gpu-taint`, GPU_FABRIC_SIM_GPU_TAINT); "" for none.
     gpu_taint: str = ""
     ports: Ports = field(default_factory=Ports)
+    # the Kubernetes release of bin_dir (GPU_FABRIC_SIM_K8S_VERSION, default in sim/build.sh)
+    k8s_version: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -160,6 +162,8 @@ def build_versions(script: Path = BUILD_SCRIPT, environ: Optional[dict[str, str]
     versions = {}
     for name, default in re.findall(r'^(\w+_VERSION)="\$\{\1:-([^}]+)\}"', script.read_text(), re.MULTILINE):
         versions[name] = environ.get(name) or default
+    # GPU_FABRIC_SIM_K8S_VERSION picks the Kubernetes release (build.sh reads it the same way)
+    versions["K8S_VERSION"] = environ.get("GPU_FABRIC_SIM_K8S_VERSION") or versions["K8S_VERSION"]
     return versions
 
 

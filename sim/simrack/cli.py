@@ -120,6 +120,7 @@ def requested_config(
     if config.racks < 1 or config.trays_per_rack < 1:
         fail(f"racks={config.racks} trays-per-rack={config.trays_per_rack}: both must be at least 1", 2)
     config.bin_dir = str(bin_dir())
+    config.k8s_version = build_versions()["K8S_VERSION"]
     return config
 
 
@@ -159,7 +160,8 @@ def ensure_binaries(config: RackConfig) -> None:
     others = running_builds()
     if others:
         progress(f"a build is already running (pid {', '.join(map(str, others))}); waiting for it")
-        while running_builds():
+        # another release's build (.ci/run builds the default, then the newest) is not waited for
+        while running_builds() and missing_binaries(bindir):
             time.sleep(10)
             still = missing_binaries(bindir)
             progress(f"  waiting for the running build; still missing: {', '.join(still) or 'nothing'}")
@@ -247,7 +249,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         started.append("kwok")
 
     core = kube_client(paths)
-    kubelet_version = f"v{build_versions()['K8S_VERSION']}"
+    kubelet_version = f"v{config.k8s_version or build_versions()['K8S_VERSION']}"
     faults = read_faults(paths.root)
     try:
         created, deleted = nodes.reconcile_nodes(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from simrack import SIM_DIR, Ports, RackConfig, StatePaths, atomic_write
+from simrack import SIM_DIR, Ports, RackConfig, StatePaths, atomic_write, build_versions
 
 Progress = Callable[[str], None]
 
@@ -258,12 +258,32 @@ def kwok_config_flags() -> list[str]:
     return [f"--config={f}" for f in files]
 
 
+def dra_flags(k8s_version: str) -> dict[str, list[str]]:
+    """Flags that make Kubernetes ``k8s_version`` serve DRA, per component (none from 1.34, where it is GA).
+
+    On 1.32 and 1.33 DRA is beta and off by default: the feature gate on the API server, the
+    controller manager and the scheduler (the kubelets are KWOK's), and the beta API versions on the
+    API server, as a site enables it (cluster_preflight gives the same advice).
+    """
+    minor = int(k8s_version.lstrip("v").split(".")[1])
+    if minor >= 34:
+        return {}
+    gate = ["--feature-gates=DynamicResourceAllocation=true"]
+    beta = ["resource.k8s.io/v1beta1=true"] + (["resource.k8s.io/v1beta2=true"] if minor >= 33 else [])
+    return {
+        "kube-apiserver": [*gate, f"--runtime-config={','.join(beta)}"],
+        "kube-controller-manager": gate,
+        "kube-scheduler": gate,
+    }
+
+
 def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Component]:
     bindir = Path(config.bin_dir)
     p = config.ports
     pki = paths.pki
     kubeconfig = str(paths.kubeconfig)
     etcd_url = f"http://127.0.0.1:{p.etcd}"
+    dra = dra_flags(config.k8s_version or build_versions()["K8S_VERSION"])
     commands = [
         Component(
             "etcd",
@@ -305,6 +325,7 @@ def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Compo
                 # kubernetes Service's endpoints, so do not reconcile them.
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
+                *dra.get("kube-apiserver", []),
             ],
         ),
         Component(
@@ -330,6 +351,7 @@ def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Compo
                 f"--secure-port={p.controller_manager}",
                 f"--cert-dir={pki / 'kcm'}",
                 "--profiling=false",
+                *dra.get("kube-controller-manager", []),
             ],
         ),
         Component(
@@ -344,6 +366,7 @@ def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Compo
                 f"--secure-port={p.scheduler}",
                 f"--cert-dir={pki / 'scheduler'}",
                 "--profiling=false",
+                *dra.get("kube-scheduler", []),
             ],
         ),
         Component(

@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 import pytest
+from verify_helpers import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "sim"))
+from simrack import build_versions
+
+# the release the rack runs: GPU_FABRIC_SIM_K8S_VERSION or sim/build.sh's default
+K8S = f"v{build_versions()['K8S_VERSION']}"
 
 if TYPE_CHECKING:
     from conftest import SimRack
@@ -67,7 +75,7 @@ def test_trays_look_like_gb200_compute_trays(sim_rack: SimRack) -> None:
         assert labels["type"] == "kwok"
         assert node["status"]["capacity"]["nvidia.com/gpu"] == "4"
         assert node["status"]["allocatable"]["nvidia.com/gpu"] == "4"
-        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.34.4"
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == K8S
         ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
         assert ready and ready[0]["status"] == "True", name
         assert not node["spec"].get("taints"), f"{name} is tainted: {node['spec']['taints']}"
@@ -91,7 +99,7 @@ def test_clique_column_shows_the_rack(sim_rack: SimRack) -> None:
     assert len(tray_rows) == len(trays(sim_rack))
     for name, row in tray_rows.items():
         assert row[1] == "Ready", row
-        assert row[4] == "v1.34.4", row
+        assert row[4] == K8S, row
         assert re.fullmatch(rf"{UUID}\.32766", row[5]), f"{name}: clique column {row[5]!r}"
 
 
@@ -106,11 +114,12 @@ def test_control_plane_node_is_schedulable_and_has_no_gpus(sim_rack: SimRack) ->
 
 def test_server_reports_the_stamped_version(sim_rack: SimRack) -> None:
     version = json.loads(sim_rack.kubectl("version", "-o", "json").stdout)
-    assert version["serverVersion"]["gitVersion"] == "v1.34.4"
-    assert (version["serverVersion"]["major"], version["serverVersion"]["minor"]) == ("1", "34")
-    assert version["clientVersion"]["gitVersion"] == "v1.34.4"
+    assert version["serverVersion"]["gitVersion"] == K8S
+    assert (version["serverVersion"]["major"], version["serverVersion"]["minor"]) == ("1", K8S.split(".")[1])
+    assert version["clientVersion"]["gitVersion"] == K8S
     groups = sim_rack.kubectl("api-versions").stdout.split()
-    assert "resource.k8s.io/v1" in groups
+    # DRA: v1 from 1.34; the sim turns the beta versions on for 1.33 (v1beta2) and 1.32 (v1beta1)
+    assert ("resource.k8s.io/v1" if int(K8S.split(".")[1]) >= 34 else "resource.k8s.io/v1beta1") in groups
 
 
 # --- pods, jobs, logs, DRA ----------------------------------------------------------------------

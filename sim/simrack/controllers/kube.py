@@ -10,6 +10,8 @@ both work.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import ssl
 import urllib.parse
@@ -64,6 +66,10 @@ NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
 DAEMONSETS = Resource("apps", "v1", "daemonsets")
 JOBS = Resource("batch", "v1", "jobs")
+# resource.k8s.io kinds are written in v1 and sent in the newest version the API server serves (v1 from
+# Kubernetes 1.34, v1beta2 on 1.33, v1beta1 on 1.32), as the real DRA driver's client does.
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
 RESOURCESLICES = Resource("resource.k8s.io", "v1", "resourceslices", namespaced=False)
 DEVICECLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", namespaced=False)
 RESOURCECLAIMTEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates")
@@ -72,6 +78,30 @@ MPIJOBS = Resource("kubeflow.org", "v2beta1", "mpijobs")
 CLUSTERPOLICIES = Resource("nvidia.com", "v1", "clusterpolicies", namespaced=False)
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 KWOK_LOGS = Resource("kwok.x-k8s.io", "v1alpha1", "logs")
+
+
+def to_dra_version(obj: dict[str, Any], version: str) -> dict[str, Any]:
+    """A resource.k8s.io object written in v1, as ``version`` spells it.
+
+    v1beta2 has the v1 shape for what the stand-ins write. v1beta1 differs in two places: a device of a
+    ResourceSlice keeps its attributes and capacity under ``basic``, and a request of a claim names its
+    DeviceClass itself instead of under ``exactly``.
+    """
+    out = copy.deepcopy(obj)
+    out["apiVersion"] = f"{DRA_GROUP}/{version}"
+    if version != "v1beta1":
+        return out
+    if out.get("kind") == "ResourceSlice":
+        devices = (out.get("spec") or {}).get("devices") or []
+        for i, device in enumerate(devices):
+            basic = {k: v for k, v in device.items() if k != "name"}
+            devices[i] = {"name": device["name"], "basic": basic}
+    if out.get("kind") in ("ResourceClaimTemplate", "ResourceClaim"):
+        spec = out.get("spec") or {}
+        spec = spec.get("spec", spec) if out["kind"] == "ResourceClaimTemplate" else spec
+        for request in (spec.get("devices") or {}).get("requests") or []:
+            request.update(request.pop("exactly", None) or {})
+    return out
 
 
 class Kube:
@@ -89,6 +119,29 @@ class Kube:
         if cfg.cert_file:
             ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
         self.http = urllib3.PoolManager(ssl_context=ctx, maxsize=8, retries=False)
+        self._dra_version: Optional[str] = None
+
+    def dra_version(self) -> str:
+        """The newest resource.k8s.io version served (asked once it is known); v1 while the group is not served."""
+        if self._dra_version is None:
+            try:
+                group = self.request("GET", f"/apis/{DRA_GROUP}")
+            except ApiError as err:
+                if err.status == 404:
+                    return DRA_VERSIONS[0]
+                raise
+            served = {v.get("version") for v in group.get("versions") or []}
+            found = next((v for v in DRA_VERSIONS if v in served), None)
+            if found is None:
+                return DRA_VERSIONS[0]
+            self._dra_version = found
+        return self._dra_version
+
+    def served(self, res: Resource) -> Resource:
+        """``res`` in the version the server serves (resource.k8s.io kinds: see :meth:`dra_version`)."""
+        if res.group != DRA_GROUP:
+            return res
+        return dataclasses.replace(res, version=self.dra_version())
 
     def _url(self, path: str, query: Optional[dict[str, Any]] = None) -> str:
         url = self.host + path
@@ -119,6 +172,7 @@ class Kube:
 
     # -- conveniences -------------------------------------------------------------------------
     def get(self, res: Resource, name: str, namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
+        res = self.served(res)
         try:
             return self.request("GET", res.path(namespace, name))
         except ApiError as err:
@@ -129,6 +183,7 @@ class Kube:
     def list(
         self, res: Resource, namespace: Optional[str] = None, label_selector: Optional[str] = None
     ) -> list[dict[str, Any]]:
+        res = self.served(res)
         items: list[dict[str, Any]] = []
         cont = None
         while True:
@@ -151,6 +206,9 @@ class Kube:
 
     def create(self, res: Resource, obj: dict[str, Any], namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
         """Create; an object that already exists is not an error (answers None)."""
+        res = self.served(res)
+        if res.group == DRA_GROUP:
+            obj = to_dra_version(obj, res.version)
         try:
             return self.request("POST", res.path(namespace), obj)
         except ApiError as err:
@@ -166,6 +224,7 @@ class Kube:
         namespace: Optional[str] = None,
         sub: Optional[str] = None,
     ) -> Optional[dict[str, Any]]:
+        res = self.served(res)
         try:
             return self.request(
                 "PATCH", res.path(namespace, name, sub), patch, content_type="application/merge-patch+json"
@@ -178,6 +237,7 @@ class Kube:
     def delete(
         self, res: Resource, name: str, namespace: Optional[str] = None, propagation: str = "Background"
     ) -> bool:
+        res = self.served(res)
         try:
             self.request("DELETE", res.path(namespace, name), {"propagationPolicy": propagation})
             return True
@@ -188,6 +248,7 @@ class Kube:
 
     def watch(self, res: Resource, timeout_seconds: int = 60) -> Iterator[dict[str, Any]]:
         """Yield watch events until the server closes the stream."""
+        res = self.served(res)
         resp = self.http.request(
             "GET",
             self._url(res.path(), {"watch": "true", "timeoutSeconds": timeout_seconds}),
