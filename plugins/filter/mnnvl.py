@@ -19,6 +19,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     rack_clique_conflicts as _rack_clique_conflicts,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dra import dra_problem, served_dra_version
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import imex_driver_mismatch as _imex_driver_mismatch
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kernel_cmdline import grub_dropin, missing_kernel_args
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import (
@@ -168,6 +169,22 @@ def grub_cmdline_dropin(args: Any) -> str:
         raise AnsibleFilterError(f"grub_cmdline_dropin: {exc}") from exc
 
 
+def dra_api_version(apis: Any) -> str:
+    """k8s_cluster_info's ``apis`` -> the newest DRA API group/version served (``resource.k8s.io/v1``), or ""."""
+    try:
+        return served_dra_version(apis) or ""
+    except TypeError as exc:
+        raise AnsibleFilterError(f"dra_api_version: {exc}") from exc
+
+
+def dra_api_problem(apis: Any, server_version: str, required: str = "") -> str:
+    """k8s_cluster_info's ``apis`` -> one line on what is wrong with the DRA API and how to fix it, or ""."""
+    try:
+        return dra_problem(apis, str(server_version), str(required or ""))
+    except TypeError as exc:
+        raise AnsibleFilterError(f"dra_api_problem: {exc}") from exc
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
         return {
@@ -180,4 +197,6 @@ class FilterModule:
             "imex_driver_mismatch": imex_driver_mismatch,
             "kernel_args_missing": kernel_args_missing,
             "grub_cmdline_dropin": grub_cmdline_dropin,
+            "dra_api_version": dra_api_version,
+            "dra_api_problem": dra_api_problem,
         }

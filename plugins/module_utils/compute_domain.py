@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dra import DRA_API_VERSIONS
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     api_error_text,
@@ -255,7 +256,8 @@ def timeout_message(
 # Against a cluster: create/delete and wait. ``client`` is kubernetes.core's K8SClient.
 # ---------------------------------------------------------------------------------------------
 
-RESOURCE_CLAIM_TEMPLATE_VERSIONS = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1beta1")
+# Newest first, as the DRA driver picks them (Kubernetes 1.34+, 1.33, 1.32).
+RESOURCE_CLAIM_TEMPLATE_VERSIONS = DRA_API_VERSIONS
 
 
 class ComputeDomainError(Exception):

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import mirror, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import dra, mirror, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_error_text,
     get_object,
@@ -148,6 +148,16 @@ class Right:
 
 def grant(verbs: str, group: str, resource: str, subresource: str = "") -> Tuple[Right, ...]:
     return tuple(Right(verb, group, resource, subresource) for verb in verbs.split())
+
+
+def dra_kinds(api: Any, kinds: Sequence[Tuple[str, str]]) -> Tuple[Tuple[str, str], ...]:
+    """``kinds`` with each resource.k8s.io kind in the newest DRA version ``api`` serves (unchanged when none is)."""
+    resolved = []
+    for kind, api_version in kinds:
+        if api_version.startswith(dra.DRA_GROUP + "/"):
+            api_version = next((v for v in dra.DRA_API_VERSIONS if api.served(kind, v)), api_version)
+        resolved.append((kind, api_version))
+    return tuple(resolved)
 
 
 class Api:
@@ -316,7 +326,8 @@ class RackRun:
     objects: Tuple[Tuple[str, str], ...] = (
         ("Pod", "v1"),
         ("ComputeDomain", cd.API_VERSION),
-        ("ResourceClaim", "resource.k8s.io/v1"),
+        # the version is the newest the cluster serves (dra_kinds): v1, v1beta2 (1.33) or v1beta1 (1.32)
+        ("ResourceClaim", dra.DRA_API_VERSIONS[0]),
     )
     # What every check needs in a given namespace; each check adds its own (Check.rights).
     rights: Tuple[Right, ...] = (
@@ -637,7 +648,7 @@ class RackRun:
 
     def delete_own(self) -> None:
         """Delete every object of the check's labels still in the given namespace, and wait until none is left."""
-        for kind, api_version in self.check.objects + self.objects:
+        for kind, api_version in dra_kinds(self.api, self.check.objects + self.objects):
             if kind == "ResourceClaim" or not self.api.served(kind, api_version):
                 continue  # the claims go with their pods
             for obj in self.own_objects(kind, api_version):
@@ -664,7 +675,7 @@ class RackRun:
             return 0, []
         left = 0 if (namespace.get("metadata") or {}).get("deletionTimestamp") else 1
         uncounted: List[str] = []
-        for kind, api_version in self.objects + self.check.objects:
+        for kind, api_version in dra_kinds(self.api, self.objects + self.check.objects):
             try:
                 if self.api.served(kind, api_version):
                     left += len(self.api.list(kind, api_version, self.namespace))
@@ -676,14 +687,14 @@ class RackRun:
         if not self.namespace_checked:
             return 0, []  # nothing was created
         left, uncounted = 0, []
-        for kind, api_version in self.objects + self.check.objects:
+        for kind, api_version in dra_kinds(self.api, self.objects + self.check.objects):
             try:
                 if self.api.served(kind, api_version):
                     left += len(self.own_objects(kind, api_version))
             except ApiUnavailable:
                 uncounted.append(kind)
         try:
-            for api_version in cd.RESOURCE_CLAIM_TEMPLATE_VERSIONS:
+            for api_version in dra.DRA_API_VERSIONS:
                 if self.api.served("ResourceClaimTemplate", api_version):
                     if self.api.get("ResourceClaimTemplate", api_version, self.claim_template, self.namespace):
                         left += 1
@@ -1141,7 +1152,7 @@ def warm_discovery(api: Api, check: Check) -> None:
         ("ComputeDomain", cd.API_VERSION),
         ("SelfSubjectAccessReview", "authorization.k8s.io/v1"),
     ]
-    kinds += [("ResourceClaimTemplate", v) for v in cd.RESOURCE_CLAIM_TEMPLATE_VERSIONS]
+    kinds += [(kind, v) for kind in ("ResourceClaimTemplate", "ResourceClaim") for v in dra.DRA_API_VERSIONS]
     kinds += list(RackRun.objects) + list(check.objects)
     for kind, api_version in kinds:
         try:

@@ -13,6 +13,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     FilterModule,
     clique_groups,
+    dra_api_problem,
+    dra_api_version,
     grub_cmdline_dropin,
     imex_driver_mismatch,
     kernel_args_missing,
@@ -40,7 +42,27 @@ def test_filters_are_exported():
         "imex_driver_mismatch": imex_driver_mismatch,
         "kernel_args_missing": kernel_args_missing,
         "grub_cmdline_dropin": grub_cmdline_dropin,
+        "dra_api_version": dra_api_version,
+        "dra_api_problem": dra_api_problem,
     }
+
+
+def test_dra_api_version_reads_k8s_cluster_info_apis():
+    assert dra_api_version({"v1": {}, "resource.k8s.io/v1beta1": {}, "resource.k8s.io/v1beta2": {}}) == (
+        "resource.k8s.io/v1beta2"
+    )
+    assert dra_api_version({"v1": {}}) == ""
+    with pytest.raises(AnsibleFilterError, match="dra_api_version: expected"):
+        dra_api_version(None)
+
+
+def test_dra_api_problem_gives_the_advice_for_the_servers_version():
+    assert dra_api_problem({"resource.k8s.io/v1": {}}, "v1.34.4") == ""
+    text = dra_api_problem({"v1": {}}, "v1.33.13")
+    assert "--runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true" in text
+    assert dra_api_problem({"resource.k8s.io/v1beta2": {}}, "v1.33.13", "resource.k8s.io/v1").startswith(
+        "the API server v1.33.13 serves resource.k8s.io/v1beta2 but not resource.k8s.io/v1"
+    )
 
 
 def test_openshift_detected_reads_k8s_cluster_info_apis():

@@ -66,13 +66,14 @@ class MemoryClient:
     """The dynamic client's resource/get/create/delete over a dict; ``rights``: (verb, group, resource,
     subresource, namespace) the identity holds."""
 
-    def __init__(self, rights: Set[Tuple[str, str, str, str, str]]) -> None:
+    def __init__(self, rights: Set[Tuple[str, str, str, str, str]], served: Set[Tuple[str, str]] = SERVED) -> None:
         self.objects: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
         self.rights = rights
+        self.served = served
         self.calls: list = []
 
     def resource(self, kind: str, api_version: str) -> Resource:
-        if (kind, api_version) not in SERVED:
+        if (kind, api_version) not in self.served:
             raise ResourceNotFoundError(f"{kind} {api_version}")
         return Resource(kind, api_version)
 
@@ -388,6 +389,26 @@ def test_the_cleanup_deletes_exactly_the_checks_objects_on_its_rack_and_keeps_th
     other = runs[(check.__name__, "rack1")]
     other.namespace_checked = True
     assert other.count_left() == (len(the_objects_of(other)), [])
+
+
+@pytest.mark.parametrize("version", ["v1beta2", "v1beta1"])
+def test_where_dra_is_beta_the_claims_are_counted_and_the_cleanup_waits_for_them(version):
+    """Kubernetes 1.33 serves resource.k8s.io/v1beta2 and v1beta1, 1.32 v1beta1: not v1."""
+    dra_kinds = {(kind, f"resource.k8s.io/{version}") for kind in ("ResourceClaim", "ResourceClaimTemplate")}
+    served = {k for k in SERVED if not k[1].startswith("resource.k8s.io/")} | dra_kinds
+    client = MemoryClient(all_rights("shared"), served)
+    client.put({"kind": "Namespace", "metadata": {"name": "shared"}})
+    run = rack_run(client, imex(), RACK0, {"rack0": "shared"})
+    run.namespace_checked = True
+    objects = the_objects_of(run)
+    for obj in BYSTANDERS + objects:
+        client.put(obj)
+    assert [o for o in objects if o["kind"] == "ResourceClaim"]
+    assert run.count_left() == (len(objects), [])  # the claims too, read in the served version
+    assert run.clean_up() == [] and run.count_left() == (0, [])
+    assert {("Namespace", "", "shared")} | {(o["kind"], "shared", o["metadata"]["name"]) for o in BYSTANDERS} == set(
+        client.objects
+    )
 
 
 def test_what_an_earlier_run_left_is_deleted_before_the_check_creates_anything():
