@@ -260,6 +260,26 @@ def timeout_message(
 RESOURCE_CLAIM_TEMPLATE_VERSIONS = DRA_API_VERSIONS
 
 
+# The label the DRA controller puts on each domain's daemon DaemonSet and its pods: the domain's UID.
+DOMAIN_LABEL = "resource.nvidia.com/computeDomain"
+
+
+def daemon_set_names(name: str, uid: str) -> str:
+    """How the DRA driver names a domain's daemon DaemonSet: ``<name>-<random>`` up to 25.8 (generateName),
+    ``computedomain-daemon-<uid>`` from 25.12."""
+    return f"{name}-* (driver 25.8) or computedomain-daemon-{uid or '<uid>'} (driver 25.12)"
+
+
+def of_domain(obj: Dict[str, Any], name: str, uid: str) -> bool:
+    """Whether a DaemonSet or pod of the driver's namespace belongs to the ComputeDomain ``name`` with ``uid``:
+    by its label (every driver version), else by the name each version gives it."""
+    meta = obj.get("metadata") or {}
+    if uid and (meta.get("labels") or {}).get(DOMAIN_LABEL) == uid:
+        return True
+    obj_name = str(meta.get("name") or "")
+    return obj_name.startswith(f"{name}-") or bool(uid and obj_name.startswith(f"computedomain-daemon-{uid}"))
+
+
 class ComputeDomainError(Exception):
     """A failure the module reports with ``fail_json``; ``result`` holds what was learnt so far."""
 
@@ -390,7 +410,8 @@ class _Session:
             if readiness.ready:
                 return current or {}
             if self.clock() >= deadline:
-                message = timeout_message(req.name, req.namespace, req.wait_timeout, readiness, self._diagnostics())
+                diagnostics = self._diagnostics(current)
+                message = timeout_message(req.name, req.namespace, req.wait_timeout, readiness, diagnostics)
                 raise ComputeDomainError(message, self._result(current or {}, True, None))
             self.sleep(req.wait_sleep)
 
@@ -435,17 +456,17 @@ class _Session:
                 raise ComputeDomainError(
                     f"ComputeDomain {req.namespace}/{req.name} still exists {req.wait_timeout}s after deletion "
                     f"(finalizers: {', '.join(finalizers) or 'none'}). The DRA controller removes its finalizer "
-                    f"after cleaning up; DRA driver: {'; '.join(self._diagnostics()) or 'no workloads found'}. "
+                    f"after cleaning up; DRA driver: {'; '.join(self._diagnostics(current)) or 'no workloads found'}. "
                     "Delete ComputeDomains before uninstalling the driver."
                 )
             self.sleep(req.wait_sleep)
 
     # -- shared --------------------------------------------------------------------------------
-    def _diagnostics(self) -> List[str]:
+    def _diagnostics(self, domain: Optional[Dict[str, Any]] = None) -> List[str]:
         """The DRA driver's Deployments, this domain's DaemonSet and their pods, best effort."""
         req = self.request
         lines: List[str] = []
-        prefix = f"{req.name}-"
+        uid = str(((domain or {}).get("metadata") or {}).get("uid") or "")
         try:
             deployments = list_all(self.client, "apps/v1", "Deployment", namespace=req.driver_namespace)
             daemonsets = list_all(self.client, "apps/v1", "DaemonSet", namespace=req.driver_namespace)
@@ -455,14 +476,14 @@ class _Session:
         if not deployments:
             lines.append(f"no Deployment in namespace {req.driver_namespace} (is the DRA driver installed?)")
         lines.extend(workload_summary(obj) for obj in deployments)
-        domain_sets = [obj for obj in daemonsets if (obj.get("metadata") or {}).get("name", "").startswith(prefix)]
+        domain_sets = [obj for obj in daemonsets if of_domain(obj, req.name, uid)]
         if not domain_sets:
-            lines.append(f"no daemon DaemonSet {prefix}* for this ComputeDomain")
+            lines.append(f"no daemon DaemonSet of this ComputeDomain ({daemon_set_names(req.name, uid)})")
         lines.extend(workload_summary(obj) for obj in domain_sets)
         controller_names = [(d.get("metadata") or {}).get("name", "") for d in deployments]
         for pod in pods:
             name = (pod.get("metadata") or {}).get("name", "")
-            if name.startswith(prefix) or any(c and name.startswith(c) for c in controller_names):
+            if of_domain(pod, req.name, uid) or any(c and name.startswith(c) for c in controller_names):
                 lines.append(pod_summary(pod))
         return lines
 

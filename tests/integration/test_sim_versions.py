@@ -1,8 +1,9 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The simulated rack across Kubernetes and DRA driver releases: the flags that turn DRA on where it is
-beta (1.32, 1.33) and the stand-ins' objects in each resource.k8s.io version. The last test (``-m sim``)
-has the rack's API server validate the stand-ins' objects in every DRA version it serves.
+beta (1.32, 1.33), the stand-ins' objects in each resource.k8s.io version, and the daemon names of each
+DRA driver release. The last test (``-m sim``) has the rack's API server validate the stand-ins' objects
+in every DRA version it serves.
 """
 
 from __future__ import annotations
@@ -75,6 +76,23 @@ def test_in_v1beta1_a_request_names_its_device_class_itself():
     assert old["spec"]["spec"]["devices"]["requests"] == [
         {"name": "channel", "deviceClassName": "compute-domain-default-channel.nvidia.com"}
     ]
+
+
+@pytest.mark.parametrize(
+    ("image", "names"),
+    [
+        (
+            "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.0",
+            ("verify-rack0-6f1c2", "verify-rack0-daemon-claim-template-6f1c2"),
+        ),
+        ("", ("verify-rack0-6f1c2", "verify-rack0-daemon-claim-template-6f1c2")),
+        ("nvcr.io/nvidia/k8s-dra-driver-gpu:v25.12.0", (f"computedomain-daemon-{UID}", f"computedomain-daemon-{UID}")),
+        ("registry.site:5000/nvidia/k8s-dra-driver-gpu:v26.4.1", (f"computedomain-daemon-{UID}",) * 2),
+    ],
+)
+def test_the_daemon_is_named_as_the_running_driver_release_names_it(image, names):
+    assert computedomain.daemon_names(CD, image) == names
+    assert computedomain.daemon_set(CD, "nvidia-dra-driver-gpu", image)["metadata"]["name"] == names[0]
 
 
 @pytest.mark.sim

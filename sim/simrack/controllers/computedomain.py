@@ -86,20 +86,40 @@ def workload_claim_template(cd: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def daemon_names(cd: dict[str, Any]) -> tuple[str, str]:
-    """(DaemonSet name, daemon ResourceClaimTemplate name): the real controller uses generateName."""
-    suffix = cd["metadata"]["uid"][:5]
+DEFAULT_DRIVER = "v25.8.0"
+
+
+def driver_version(image: str) -> tuple[int, ...]:
+    """The release of the DRA driver from its image tag (``...k8s-dra-driver-gpu:v25.12.0``); 25.8.0 if unknown."""
+    tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else DEFAULT_DRIVER
+    parts = tag.lstrip("v").split("-", 1)[0].split(".")
+    try:
+        return tuple(int(x) for x in parts)
+    except ValueError:
+        return (25, 8, 0)
+
+
+def daemon_names(cd: dict[str, Any], image: str = "") -> tuple[str, str]:
+    """(DaemonSet name, daemon ResourceClaimTemplate name), as the controller of that release names them.
+
+    Up to 25.8 it uses generateName (``<name>-<random>``, ``<name>-daemon-claim-template-<random>``); from
+    25.12 both are named after the ComputeDomain's UID (``computedomain-daemon-<uid>``).
+    """
+    uid = cd["metadata"]["uid"]
+    if driver_version(image) >= (25, 12):
+        return f"computedomain-daemon-{uid}", f"computedomain-daemon-{uid}"
+    suffix = uid[:5]
     name = cd["metadata"]["name"]
     return f"{name}-{suffix}", f"{name}-daemon-claim-template-{suffix}"
 
 
-def daemon_claim_template(cd: dict[str, Any], driver_ns: str) -> dict[str, Any]:
+def daemon_claim_template(cd: dict[str, Any], driver_ns: str, image: str = "") -> dict[str, Any]:
     uid = cd["metadata"]["uid"]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": {
-            "name": daemon_names(cd)[1],
+            "name": daemon_names(cd, image)[1],
             "namespace": driver_ns,
             "labels": {CD_LABEL: uid, TARGET_LABEL: "Daemon", SIM_LABEL: MANAGER},
         },
@@ -128,9 +148,9 @@ def daemon_claim_template(cd: dict[str, Any], driver_ns: str) -> dict[str, Any]:
     }
 
 
-def daemon_set(cd: dict[str, Any], driver_ns: str) -> dict[str, Any]:
+def daemon_set(cd: dict[str, Any], driver_ns: str, image: str = "") -> dict[str, Any]:
     uid = cd["metadata"]["uid"]
-    ds_name, rct_name = daemon_names(cd)
+    ds_name, rct_name = daemon_names(cd, image)
     labels = {CD_LABEL: uid, "app.kubernetes.io/name": "compute-domain-daemon"}
     probe = {"exec": {"command": ["compute-domain-daemon", "check"]}}
     return {
@@ -152,7 +172,7 @@ def daemon_set(cd: dict[str, Any], driver_ns: str) -> dict[str, Any]:
                     "containers": [
                         {
                             "name": "compute-domain-daemon",
-                            "image": "nvcr.io/nvidia/k8s-dra-driver-gpu:v25.8.0",
+                            "image": image or f"nvcr.io/nvidia/k8s-dra-driver-gpu:{DEFAULT_DRIVER}",
                             "command": ["compute-domain-daemon", "-v", "$(LOG_VERBOSITY)", "run"],
                             "env": [
                                 {"name": "LOG_VERBOSITY", "value": "4"},
@@ -242,9 +262,13 @@ class ComputeDomainController(Controller):
     name = MANAGER
     watched = (COMPUTEDOMAINS, PODS, DAEMONSETS)
 
+    image = ""  # the running driver controller's image: its tag is the release whose naming is followed
+
     def driver_namespace(self) -> Optional[str]:
         for pod in self.kube.list(PODS, label_selector=CONTROLLER_SELECTOR):
             if is_running(pod):
+                containers = (pod.get("spec") or {}).get("containers") or [{}]
+                self.image = str(containers[0].get("image") or "")
                 return pod["metadata"]["namespace"]
         return None
 
@@ -282,9 +306,9 @@ class ComputeDomainController(Controller):
             )
         if self.kube.create(RESOURCECLAIMTEMPLATES, workload_claim_template(cd), ns):
             log.info("created ResourceClaimTemplate %s/%s", ns, channel_template_name(cd))
-        self.kube.create(RESOURCECLAIMTEMPLATES, daemon_claim_template(cd, driver_ns), driver_ns)
-        if self.kube.create(DAEMONSETS, daemon_set(cd, driver_ns), driver_ns):
-            log.info("created DaemonSet %s/%s", driver_ns, daemon_names(cd)[0])
+        self.kube.create(RESOURCECLAIMTEMPLATES, daemon_claim_template(cd, driver_ns, self.image), driver_ns)
+        if self.kube.create(DAEMONSETS, daemon_set(cd, driver_ns, self.image), driver_ns):
+            log.info("created DaemonSet %s/%s", driver_ns, daemon_names(cd, self.image)[0])
 
         wanted = workload_nodes(cd, pods)
         for node_name, node in nodes.items():
@@ -322,9 +346,10 @@ class ComputeDomainController(Controller):
     def finalize(self, cd: dict[str, Any], driver_ns: str, nodes: dict[str, dict[str, Any]]) -> None:
         meta = cd["metadata"]
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        ds_name, rct_name = daemon_names(cd)
-        self.kube.delete(DAEMONSETS, ds_name, driver_ns)
-        self.kube.delete(RESOURCECLAIMTEMPLATES, rct_name, driver_ns)
+        # by the domain's label, as the real controller finds them (each release names them its own way)
+        for res in (DAEMONSETS, RESOURCECLAIMTEMPLATES):
+            for obj in self.kube.list(res, driver_ns, label_selector=f"{CD_LABEL}={uid},{SIM_LABEL}={MANAGER}"):
+                self.kube.delete(res, obj["metadata"]["name"], driver_ns)
         rct = self.kube.get(RESOURCECLAIMTEMPLATES, channel_template_name(cd), ns)
         if rct is not None and labels_of(rct).get(CD_LABEL) == uid:
             self.kube.delete(RESOURCECLAIMTEMPLATES, channel_template_name(cd), ns)

@@ -13,6 +13,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.compute_domain im
     ensure,
     evaluate_readiness,
     immutable_spec_message,
+    of_domain,
     parse_nodes,
     spec_differences,
     spec_from_object,
@@ -224,3 +225,22 @@ def test_a_rack_of_nodes_not_ready_stays_one_readable_line():
         "gb200-r1-t2, gb200-r1-t3, gb200-r1-t4 and 13 more. status.status=NotReady; status.nodes: NotReady: "
         "gb200-r1-t0, gb200-r1-t1, gb200-r1-t2, gb200-r1-t3, gb200-r1-t4 and 13 more."
     )
+
+
+UID = "6f1c2a4e-9b7d-4c3e-8a21-0d5f7e9b1c42"
+
+
+@pytest.mark.parametrize(
+    ("daemon_set", "belongs"),
+    [
+        # DRA driver 25.8.0: generateName "<domain name>-", the domain's UID as label
+        ({"name": "verify-rack0-x7k2p", "labels": {"resource.nvidia.com/computeDomain": UID}}, True),
+        # 25.12.0: named after the domain's UID
+        ({"name": f"computedomain-daemon-{UID}", "labels": {"resource.nvidia.com/computeDomain": UID}}, True),
+        ({"name": f"computedomain-daemon-{UID}"}, True),
+        ({"name": "computedomain-daemon-0b9e", "labels": {"resource.nvidia.com/computeDomain": "0b9e"}}, False),
+        ({"name": "verify-rack1-q2w3e", "labels": {"resource.nvidia.com/computeDomain": "other"}}, False),
+    ],
+)
+def test_the_domains_daemon_set_is_found_under_each_drivers_naming(daemon_set, belongs):
+    assert of_domain({"metadata": daemon_set}, "verify-rack0", UID) is belongs
