@@ -17,7 +17,7 @@ SANITY_TREE := $(CURDIR)/.tmp/sanity/ansible_collections/gpu_fabric/mnnvl
 SANITY_PY   ?= 3.11
 MOLECULE_SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: help venv layout lint sanity units artifact ee docs molecule integration bench-smoke test build install-collection demo sim-up sim-down changelog clean
+.PHONY: help venv layout lint sanity units artifact ee docs molecule integration bench-smoke test compat build install-collection demo sim-up sim-down changelog clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -90,6 +90,10 @@ bench-smoke: venv layout  ## every benchmark of bench/ at its smallest size (ben
 	bench/run --smoke
 
 test: lint sanity units artifact ee docs molecule integration bench-smoke  ## THE test command (what CI runs)
+
+COMPAT_VERSIONS ?=
+compat: venv layout  ## cluster + verify on each Kubernetes minor from 1.33 to the newest (COMPAT_VERSIONS="1.33.13 1.37.2")
+	COMPAT_VERSIONS="$(COMPAT_VERSIONS)" tests/compat.sh
 
 build: venv  ## build the collection artifact
 	ansible-galaxy collection build --force --output-path .tmp/dist
