@@ -5,9 +5,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import dra
 
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "k8s"
 # k8s_cluster_info's apis are keyed by group/version; the values do not matter here
 V134 = {"v1": {}, "apps/v1": {}, "resource.k8s.io/v1": {}, "resource.k8s.io/v1beta1": {}, "resource.k8s.io/v1beta2": {}}
 V133 = {"v1": {}, "apps/v1": {}, "resource.k8s.io/v1beta1": {}, "resource.k8s.io/v1beta2": {}}
@@ -27,6 +31,23 @@ NO_DRA = {"v1": {}, "apps/v1": {}}
 )
 def test_the_newest_served_version_is_picked(served, version):
     assert dra.served_dra_version(served) == version
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        ("apigroups-1.33.13.json", "resource.k8s.io/v1beta2"),
+        ("apigroups-1.34.4.json", "resource.k8s.io/v1"),
+        ("apigroups-1.37.2.json", "resource.k8s.io/v1"),
+    ],
+)
+def test_the_version_is_read_from_a_real_api_group_list(name, version):
+    """GET /apis of the simulated rack's API servers (tests/fixtures/k8s/README.md)."""
+    groups = json.loads((FIXTURES / name).read_text())
+    assert dra.served_dra_version(groups) == version
+    assert dra.dra_problem(groups, "v" + name.removeprefix("apigroups-").removesuffix(".json")) == ""
+    without = {"groups": [g for g in groups["groups"] if g["name"] != "resource.k8s.io"]}
+    assert dra.served_dra_version(without) is None
 
 
 def test_a_served_version_means_no_problem():
