@@ -10,6 +10,7 @@ A ComputeDomain (``resource.nvidia.com/v1beta1``, NVIDIA DRA driver 25.8.0) has 
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -280,6 +281,25 @@ def of_domain(obj: Dict[str, Any], name: str, uid: str) -> bool:
     return obj_name.startswith(f"{name}-") or bool(uid and obj_name.startswith(f"computedomain-daemon-{uid}"))
 
 
+_CLAIM_TEMPLATES: Dict[int, Any] = {}
+_CLAIM_TEMPLATES_LOCK = threading.Lock()
+
+
+def served_claim_template(client: Any) -> Optional[Any]:
+    """The ResourceClaimTemplate resource in the newest DRA version served, looked up once per client.
+
+    A version the server does not serve (v1 on Kubernetes 1.33) makes the client rediscover the whole API,
+    which is not thread-safe; the racks' threads poll this while they wait, so it is resolved once.
+    """
+    with _CLAIM_TEMPLATES_LOCK:
+        if id(client) not in _CLAIM_TEMPLATES:
+            found = first_served_resource(client, "ResourceClaimTemplate", RESOURCE_CLAIM_TEMPLATE_VERSIONS)
+            if found is None:
+                return None
+            _CLAIM_TEMPLATES[id(client)] = found
+        return _CLAIM_TEMPLATES[id(client)]
+
+
 class ComputeDomainError(Exception):
     """A failure the module reports with ``fail_json``; ``result`` holds what was learnt so far."""
 
@@ -416,7 +436,7 @@ class _Session:
             self.sleep(req.wait_sleep)
 
     def _channel_template_exists(self) -> bool:
-        rct = first_served_resource(self.client, "ResourceClaimTemplate", RESOURCE_CLAIM_TEMPLATE_VERSIONS)
+        rct = served_claim_template(self.client)
         if rct is None:
             return False
         req = self.request

@@ -196,10 +196,18 @@ class Api:
         key = (kind, api_version)
         with self._lock:  # discovery is not thread-safe; resolve each kind once
             if key not in self._resources:
-                self._resources[key] = self.call(
-                    f"look up {kind} in {api_version}", lambda: self.client.resource(kind, api_version)
-                )
-            return self._resources[key]
+                try:
+                    self._resources[key] = self.call(
+                        f"look up {kind} in {api_version}", lambda: self.client.resource(kind, api_version)
+                    )
+                except ResourceNotFoundError as exc:
+                    # kept too: each miss makes the client rediscover the whole API, which races with the
+                    # racks' other threads (resource.k8s.io/v1 is missed on every call on Kubernetes 1.33)
+                    self._resources[key] = exc
+            found = self._resources[key]
+            if isinstance(found, ResourceNotFoundError):
+                raise found
+            return found
 
     def served(self, kind: str, api_version: str) -> bool:
         """Whether the server serves the kind (a CRD that is not installed: False)."""

@@ -20,7 +20,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_obje
     namespace_manifest,
 )
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import api_exception
+from kubernetes.dynamic.exceptions import ResourceNotFoundError, api_exception
 from mpi_settings import MPI
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
@@ -286,3 +286,22 @@ def test_a_check_that_could_not_run_is_an_error_never_a_fabric_failure(exc, verd
     assert record["outcome"] == verdict
     assert record["summary"].startswith(start) and "\n" not in record["summary"]
     assert record["objects_left"] == 0
+
+
+def test_a_kind_the_cluster_does_not_serve_is_looked_up_once():
+    """Each miss makes the dynamic client rediscover the whole API, which races between the racks' threads."""
+    lookups = []
+
+    class Client:
+        def resource(self, kind, api_version):
+            lookups.append((kind, api_version))
+            if api_version == "resource.k8s.io/v1":  # Kubernetes 1.33
+                raise ResourceNotFoundError(f"{kind} {api_version}")
+            return (kind, api_version)
+
+    api = fleet.Api(Client(), patience=0)
+    kinds = (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1"))
+    for _ in range(3):
+        assert fleet.dra_kinds(api, kinds) == (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1beta2"))
+    assert lookups == [("ResourceClaim", "resource.k8s.io/v1"), ("ResourceClaim", "resource.k8s.io/v1beta2")]
+    assert api.served("ResourceClaim", "resource.k8s.io/v1") is False and len(lookups) == 2
