@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: container_runtime_info
 short_description: Tell whether a GPU host runs CRI-O (OpenShift) or containerd
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Looks for CRI-O (C(/etc/crio/crio.conf), C(crio.service)) and containerd (its binary, C(containerd.service)).
   - A host with CRI-O and no containerd, or with O(openshift=true), is not one the containerd role manages -

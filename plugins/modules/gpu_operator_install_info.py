@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_operator_install_info
 short_description: Tell whether the NVIDIA GPU Operator was installed by OLM or is left to Helm
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Reads the OLM Subscriptions (C(operators.coreos.com/v1alpha1), every namespace) and the ClusterPolicies
     (C(nvidia.com/v1)); a kind the cluster does not serve counts as none.

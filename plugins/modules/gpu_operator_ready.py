@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_operator_ready
 short_description: Wait until the NVIDIA GPU Operator's ClusterPolicy is ready
-version_added: 0.4.0
+version_added: 0.2.0
 description:
   - Reads the ClusterPolicies (C(nvidia.com/v1)) until the one the GPU Operator reconciles (O(name), else the
     oldest) has C(status.state=ready), the state the operator sets only when every enabled operand is ready.

@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: variable_check
 short_description: Refuse misspelled and mistyped variables of the collection's roles before anything runs
-version_added: 0.3.0
+version_added: 0.2.0
 description:
   - Runs on the controller (an action plugin). Compares the host's variables (inventory, extra vars) with the
     variables of every role of the collection - the options of its C(meta/argument_specs.yml), what its tasks
