@@ -31,6 +31,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_error_text,
     get_object,
     iter_pages,
+    json_page,
     pod_summary,
     to_dict,
 )
@@ -233,7 +234,12 @@ class Api:
             params["label_selector"] = label_selector
         what = f"list {kind}" + (f" in {namespace}" if namespace else "")
         # each page is one call, retried on its own: a restart between pages does not lose the pages read
-        return list(iter_pages(lambda **page: self.call(what, lambda: self.client.get(resource, **page)), **params))
+        return list(
+            iter_pages(
+                lambda **page: self.call(what, lambda: json_page(self.client.get(resource, serialize=False, **page))),
+                **params,
+            )
+        )
 
     def create(self, body: Dict[str, Any]) -> Dict[str, Any]:
         kind, meta = body["kind"], body["metadata"]
