@@ -49,6 +49,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     MPIJOB_API_VERSION,
+    PULL_SECRET_TYPES,
     common_labels,
     imex_pod_manifest,
     imex_pod_name,
@@ -56,6 +57,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_obje
     namespace_manifest,
     own_selector,
     owned_by_pods,
+    pull_secret_copy,
 )
 
 try:
@@ -321,10 +323,12 @@ class Settings:
     # rack -> an existing namespace the site gives (verification.given_namespaces); a rack not in it gets
     # a namespace of its own, created and deleted by the check
     namespaces: Dict[str, str] = field(default_factory=dict)
-    # image pull Secrets the checks' pods name (air-gapped sites); they must exist in the check's namespace
+    # image pull Secrets the checks' pods name (air-gapped sites): copied from this namespace into each namespace
+    # the checks create (a namespace the site gives must hold them already)
     image_pull_secrets: List[str] = field(default_factory=list)
     # the GPU nodes' taints the checks' pods tolerate (gpu_fabric_gpu_tolerations)
     tolerations: List[Dict[str, Any]] = field(default_factory=list)
+    image_pull_secrets_namespace: str = "gpu-operator"
 
 
 class RackRun:
@@ -515,6 +519,7 @@ class RackRun:
                 self.check.pod_security_level or self.settings.pod_security_level,
             )
         )
+        self.copy_pull_secrets()
         # the API refuses pods until kube-controller-manager made the namespace's default ServiceAccount
         self.wait_for(
             f"the default ServiceAccount of namespace {self.namespace}",
@@ -522,6 +527,31 @@ class RackRun:
         )
         if self.settings.openshift:
             self.uid_range = self.read_uid_range()
+
+    def copy_pull_secrets(self) -> None:
+        """Each image pull Secret of the run, copied from the site's namespace into the check's own, before any
+        pod. The copies carry the check's labels and go with the namespace (they are not counted one by one:
+        that would need the right to list Secrets, hence to read them, in every namespace)."""
+        if self.settings.image_pull_secrets:
+            self.timed("copy the image pull Secrets", self._copy_pull_secrets)
+
+    def _copy_pull_secrets(self) -> None:
+        source = self.settings.image_pull_secrets_namespace
+        for name in self.settings.image_pull_secrets:
+            secret = self.api.get("Secret", "v1", name, source)
+            if secret is None:
+                raise NotRun(
+                    f"image pull Secret {name} does not exist in namespace {source}: create it there, or set "
+                    "gpu_fabric_verify_image_pull_secrets_namespace to the namespace that holds it"
+                )
+            if secret.get("type") not in PULL_SECRET_TYPES:
+                raise NotRun(
+                    f"Secret {source}/{name} is of type {secret.get('type') or '(none)'}, not an image pull Secret "
+                    f"({' or '.join(PULL_SECRET_TYPES)}): fix gpu_fabric_verify_image_pull_secrets"
+                )
+            self.api.create(
+                pull_secret_copy(secret, self.namespace, self.check.name, self.plan.name, self.settings.run_id)
+            )
 
     def read_uid_range(self) -> openshift.UidRange:
         """The namespace's SCC user range, which OpenShift's namespace controller writes a moment after the
@@ -1159,6 +1189,7 @@ def warm_discovery(api: Api, check: Check) -> None:
     kinds = [
         ("Namespace", "v1"),
         ("ServiceAccount", "v1"),
+        ("Secret", "v1"),
         ("Pod", "v1"),
         ("Event", "v1"),
         ("Deployment", "apps/v1"),

@@ -116,6 +116,26 @@ def label_value(text: str) -> str:
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
 
 
+# The Secret types a pod's imagePullSecrets may name (kubelet reads no other).
+PULL_SECRET_TYPES = ("kubernetes.io/dockerconfigjson", "kubernetes.io/dockercfg")
+
+
+def pull_secret_copy(
+    secret: Mapping[str, Any], namespace: str, check: str, rack: str, run_id: str = ""
+) -> Dict[str, Any]:
+    """The copy of an image pull Secret for a check's own namespace: its name, type and data only (no
+    ownerReferences, resourceVersion, uid, annotations or labels of the source), labelled as the check's
+    other objects so that it goes with the namespace and the uninstall finds it."""
+    meta = secret.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": meta["name"], "namespace": namespace, "labels": common_labels(check, rack, run_id)},
+        "type": secret.get("type"),
+        "data": dict(secret.get("data") or {}),
+    }
+
+
 def own_selector(check: str, rack: str) -> str:
     """The label selector of the objects one check creates on one rack.
 

@@ -152,11 +152,20 @@ options:
     default: {}
   image_pull_secrets:
     description: >-
-      Image pull Secrets named by every pod of the checks (and the MPIJobs' pod templates). They must exist in the
-      check's namespace - a namespace the site gives (O(namespace), O(namespaces)).
+      Image pull Secrets named by every pod of the checks (and the MPIJobs' pod templates). Each is copied from
+      O(image_pull_secrets_namespace) into every namespace the checks create, before any pod (type, data and the
+      check's labels only; it goes with the namespace). A namespace the site gives (O(namespace), O(namespaces))
+      must hold them already. A Secret that does not exist is an V(error) verdict of the rack, naming it.
     type: list
     elements: str
     default: []
+  image_pull_secrets_namespace:
+    description: >-
+      Namespace of the Secrets of O(image_pull_secrets) (of type C(kubernetes.io/dockerconfigjson) or
+      C(kubernetes.io/dockercfg)); the default is the GPU Operator's namespace, which holds the cluster stage's
+      pull Secrets.
+    type: str
+    default: gpu-operator
   imex_channel:
     description: Settings of the V(imex_channel) check.
     type: dict
@@ -429,6 +438,7 @@ ARGUMENT_SPEC = dict(
     image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
     tolerations=dict(type="list", elements="dict", default=[dict(t) for t in GPU_NODE_TOLERATIONS]),
     mnnvl_products=dict(type="list", elements="str", default=list(MNNVL_PRODUCTS)),
+    image_pull_secrets_namespace=dict(type="str", default="gpu-operator", no_log=False),
     imex_channel=dict(
         type="dict",
         default={},
@@ -673,6 +683,7 @@ def main() -> None:
         namespaces=given,
         image_pull_secrets=list(params["image_pull_secrets"]),
         tolerations=[dict(t) for t in params["tolerations"]],
+        image_pull_secrets_namespace=params["image_pull_secrets_namespace"],
     )
     try:
         settings.openshift = detect_openshift(api) if params["openshift"] is None else params["openshift"]
