@@ -205,6 +205,52 @@ def test_the_verify_stage_passes_with_only_the_shipped_rbac(sim_rack, verify_sa,
         sim_rack.kubectl("annotate", "node", tray, "gpu-fabric.nvidia.com/verification-")
 
 
+def test_the_verify_stage_copies_pull_secrets_with_only_the_shipped_rbac(sim_rack, verify_sa, tmp_path):
+    kubeconfig, _token = verify_sa
+    prefix = "rbac-pull"
+    config = base64.b64encode(json.dumps({"auths": {"registry.example.com": {"auth": "cm9ib3Q6cw=="}}}).encode())
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": "mirror-pull", "namespace": "gpu-operator"},
+        "data": {".dockerconfigjson": config.decode()},
+    }
+    sim_rack.apply(secret)
+    try:
+        run = playbook(
+            sim_rack,
+            kubeconfig,
+            "verify.yml",
+            "--tags",
+            "imex_channel,nvbandwidth",
+            "-e",
+            verify_vars(tmp_path, prefix, gpu_fabric_verify_image_pull_secrets=["mirror-pull"]),
+        )
+    finally:
+        sim_rack.kubectl("delete", "secret", "-n", "gpu-operator", "mirror-pull", "--ignore-not-found")
+
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    found = records(tmp_path)
+    assert sorted(found) == ["imex_channel", "nvbandwidth"]
+    assert all(record["passed"] and record["objects_left"] == 0 for record in found.values()), found
+    assert all(record["timings"]["copy the image pull Secrets"] >= 0 for record in found.values())
+    assert verification_objects(sim_rack, prefix) == ZERO
+
+    def can(*args: str) -> str:
+        return sim_rack.kubectl(
+            "auth", "can-i", *args, f"--as=system:serviceaccount:{SA_NAMESPACE}:gpu-fabric-verify", check=False
+        ).stdout.strip()
+
+    assert can("get", "secrets", "-n", "gpu-operator") == "yes"
+    assert can("create", "secrets", "-n", f"{prefix}-imex-channel-rack0") == "yes"
+    assert can("get", "secrets", "-n", "kube-system") == "no"
+    assert can("get", "secrets", "-n", f"{prefix}-imex-channel-rack0") == "no"
+    assert can("list", "secrets", "-n", "gpu-operator") == "no"
+    assert can("list", "secrets", "--all-namespaces") == "no"
+    assert can("update", "secrets", "-n", "gpu-operator") == "no"
+
+
 def test_the_verify_stage_without_one_needed_rule_fails_with_a_clear_message(sim_rack, verify_sa, tmp_path):
     kubeconfig, _token = verify_sa
     role = next(yaml.safe_load_all((RBAC / "verify-stage.yaml").read_text()))

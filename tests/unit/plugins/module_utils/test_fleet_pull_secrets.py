@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 """Image pull Secrets copied into the namespaces the checks create: before any pod, data only, labelled, gone
-with the namespace; a missing one is an ``error`` verdict naming it; a transient API error is retried.
+with the namespace; a missing one is an ``error`` verdict naming it; a transient API error is retried; the
+shipped RBAC grants exactly the two rights it needs.
 
 The real ``Api`` and ``RackRun`` over the in-memory client of test_fleet_given_namespace.py, which here also
 deletes what is in a namespace with it (the namespace controller). The lifecycle on a real API server:
@@ -12,8 +13,11 @@ tests/integration/test_verify_pull_secrets.py.
 from __future__ import annotations
 
 import base64
+import itertools
+from pathlib import Path
 from typing import Any, Dict, List
 
+import yaml
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     common_labels,
@@ -24,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 from test_fleet_given_namespace import RACK0, MemoryClient, Resource
 
+RBAC = Path(__file__).resolve().parents[4] / "docs" / "rbac"
 RUN_ID = "20261201T132211Z"
 DOCKER_CONFIG = base64.b64encode(b'{"auths":{"registry.example.com":{"auth":"cm9ib3Q6cw=="}}}').decode()
 SOURCE_SECRET = {
@@ -236,3 +241,47 @@ def test_a_given_namespace_is_left_to_hold_its_own_secrets():
     record = rack_run(client, check, namespaces={"rack0": "shared"}).run()
     assert record["verdict"] == "passed", record["summary"]
     assert [c for c in client.calls if c[1] == "Secret"] == []
+
+
+# -- the shipped RBAC --------------------------------------------------------------------------------------
+
+
+def secret_rules(path: Path) -> List[tuple]:
+    """(kind of role, its namespace, verbs) of every rule on Secrets in a shipped file."""
+    found = []
+    for doc in yaml.safe_load_all(path.read_text()):
+        if doc and doc["kind"] in ("Role", "ClusterRole"):
+            for rule in doc["rules"]:
+                if "secrets" in rule["resources"]:
+                    assert rule["resources"] == ["secrets"] and rule["apiGroups"] == [""]
+                    found.append((doc["kind"], doc["metadata"].get("namespace", ""), sorted(rule["verbs"])))
+    return found
+
+
+def test_the_verify_stage_may_read_secrets_only_in_the_source_namespace_and_only_create_them_elsewhere():
+    assert secret_rules(RBAC / "verify-stage.yaml") == [
+        ("ClusterRole", "", ["create"]),
+        ("Role", "gpu-operator", ["get"]),
+    ]
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all((RBAC / "verify-stage.yaml").read_text())}
+    for kind, binding in (("ClusterRole", "ClusterRoleBinding"), ("Role", "RoleBinding")):
+        bound = docs[(binding, "gpu-fabric-verify-pull-secrets")]
+        assert bound["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": kind,
+            "name": bound["metadata"]["name"],
+        }
+        assert docs[(kind, "gpu-fabric-verify-pull-secrets")]["rules"] == [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get" if kind == "Role" else "create"]}
+        ]
+    # the main ClusterRole, which test_rbac.py trims rule by rule, holds no right on Secrets
+    main = docs[("ClusterRole", "gpu-fabric-verify")]
+    assert not any("secrets" in rule["resources"] for rule in main["rules"])
+
+
+def test_in_given_namespaces_no_right_on_secrets_is_needed():
+    assert secret_rules(RBAC / "verify-stage-namespaced.yaml") == []
+    assert not any(
+        right.resource == "secrets"
+        for right in itertools.chain(fleet.RackRun.rights, fleet.MpiJobCheck.rights, fleet.ImexChannelCheck.rights)
+    )
