@@ -301,7 +301,7 @@ def test_a_kind_the_cluster_does_not_serve_is_looked_up_once():
 
     api = fleet.Api(Client(), patience=0)
     kinds = (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1"))
-    for _ in range(3):
+    for _attempt in range(3):
         assert fleet.dra_kinds(api, kinds) == (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1beta2"))
     assert lookups == [("ResourceClaim", "resource.k8s.io/v1"), ("ResourceClaim", "resource.k8s.io/v1beta2")]
     assert api.served("ResourceClaim", "resource.k8s.io/v1") is False and len(lookups) == 2

@@ -66,10 +66,12 @@ class MemoryClient:
     """The dynamic client's resource/get/create/delete over a dict; ``rights``: (verb, group, resource,
     subresource, namespace) the identity holds."""
 
-    def __init__(self, rights: Set[Tuple[str, str, str, str, str]], served: Set[Tuple[str, str]] = SERVED) -> None:
+    def __init__(
+        self, rights: Set[Tuple[str, str, str, str, str]], served: Optional[Set[Tuple[str, str]]] = None
+    ) -> None:
         self.objects: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
         self.rights = rights
-        self.served = served
+        self.served = SERVED if served is None else served
         self.calls: list = []
 
     def resource(self, kind: str, api_version: str) -> Resource:

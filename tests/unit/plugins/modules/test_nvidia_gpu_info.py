@@ -430,7 +430,9 @@ def chrootable_driver_root(tmp_path: Path) -> Path:
 def test_driver_container_root_runs_its_nvidia_smi_in_a_chroot(capsys, tmp_path):
     root = chrootable_driver_root(tmp_path)
     # The stand-in refuses to run from the host: it is the chroot that makes it answer.
-    outside = subprocess.run([str(root / "usr" / "bin" / "nvidia-smi"), "-q", "-x"], capture_output=True, text=True)
+    outside = subprocess.run(
+        [str(root / "usr" / "bin" / "nvidia-smi"), "-q", "-x"], capture_output=True, text=True, check=False
+    )
     assert (outside.returncode, outside.stderr) == (126, "not run in the driver root\n")
     failed, result = run_module(capsys, {"driver_root": str(root), "proc_root": str(proc_tree(tmp_path, "h200x2"))})
     assert failed is False, result.get("msg")
