@@ -110,9 +110,19 @@ def json_page(response: Any) -> Dict[str, Any]:
     client answers that ignores ``serialize``) is converted as before.
     """
     data = getattr(response, "data", None)
-    if isinstance(data, (bytes, str)):
-        return json.loads(data)
-    return to_dict(response)
+    if not isinstance(data, (bytes, str)):
+        return to_dict(response)
+    page = json.loads(data)
+    # The API server leaves kind and apiVersion off a list's items; name them as the client's model does,
+    # since what reads the items (workload_summary, the checks' diagnostics) tells kinds apart by them.
+    kind, api_version = str(page.get("kind") or ""), page.get("apiVersion")
+    if kind.endswith("List"):
+        for item in page.get("items") or []:
+            if isinstance(item, dict):
+                item.setdefault("kind", kind[: -len("List")])
+                if api_version:
+                    item.setdefault("apiVersion", api_version)
+    return page
 
 
 def list_served(

@@ -140,6 +140,26 @@ def test_json_page_reads_the_raw_http_body_of_a_list():
     assert isinstance(page["items"][0]["metadata"], dict)
 
 
+def test_json_page_names_the_kind_of_each_item_as_the_clients_model_does():
+    # The API server sends a list's items without kind and apiVersion; what reads them (workload_summary)
+    # tells a DaemonSet from a Deployment by kind.
+    body = {
+        "kind": "DaemonSetList",
+        "apiVersion": "apps/v1",
+        "items": [
+            {"metadata": {"name": "cd-1-a", "namespace": "dra"}, "status": {"desiredNumberScheduled": 0}},
+            {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "kept"}},
+        ],
+    }
+    response = HTTPResponse(body=io.BytesIO(json.dumps(body).encode()), status=200, preload_content=True)
+    items = json_page(response)["items"]
+    assert [(i["kind"], i["apiVersion"]) for i in items] == [
+        ("DaemonSet", "apps/v1"),
+        ("PartialObjectMetadata", "meta.k8s.io/v1"),
+    ]
+    assert workload_summary(items[0]) == "DaemonSet dra/cd-1-a 0/0 ready"
+
+
 def test_json_page_still_converts_a_client_that_answers_dicts_or_model_objects():
     assert json_page({"items": [1]}) == {"items": [1]}
     assert json_page(None) == {}
