@@ -167,8 +167,13 @@ def test_host_driver_owner_derives_both_charts_values_in_check_mode(sim_rack, co
     )
     assert result.returncode == 0, result.stdout[-6000:]
     show = "Show the release that check mode would install or upgrade"
-    [operator] = results_named(result, f"gpu_fabric.mnnvl.gpu_operator : {show}")
-    [dra] = results_named(result, f"gpu_fabric.mnnvl.dra_driver : {show}")
+    shown = {
+        r["msg"]["release"]: r
+        for r in results_named(result, f"gpu_fabric.mnnvl.chart_release : {show}")
+        if not r.get("skipped")
+    }
+    assert sorted(shown) == ["gpu-operator/gpu-operator", "nvidia-dra-driver-gpu/nvidia-dra-driver-gpu"]
+    operator, dra = shown["gpu-operator/gpu-operator"], shown["nvidia-dra-driver-gpu/nvidia-dra-driver-gpu"]
     assert operator["msg"]["chart"].startswith("gpu-operator v25.10.0")
     assert operator["msg"]["values_wanted"]["driver"] == {"enabled": False}
     assert operator["msg"]["values_now"]["driver"] == {"enabled": True}
