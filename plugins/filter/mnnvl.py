@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 """Filters ``nvbandwidth_parse``, ``clique_groups``, ``openshift_detected``, ``rack_waves``, ``rack_peers``,
-``rack_clique_conflicts``, ``imex_driver_mismatch``, ``kernel_args_missing`` and ``grub_cmdline_dropin``
-(documentation: the YAML files beside this one)."""
+``rack_clique_conflicts``, ``imex_driver_mismatch``, ``kernel_args_missing``, ``grub_cmdline_dropin``,
+``dra_api_version``, ``dra_api_problem``, ``chart_values`` and ``driver_owner_conflict`` (documentation: the
+YAML files beside this one)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Dict, List, Tuple
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_values as _chart_values
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     CLIQUE_LABEL,
     UNLABELLED_KEY,
@@ -185,6 +187,40 @@ def dra_api_problem(apis: Any, server_version: str, required: str = "") -> str:
         raise AnsibleFilterError(f"dra_api_problem: {exc}") from exc
 
 
+def chart_values(
+    user_values: Any,
+    chart: str,
+    owner: str,
+    mirror_values: Any = None,
+    tolerations: Any = None,
+    service_monitor: Any = "auto",
+    schedulable_control_plane: Any = None,
+    controller_fallback_affinity: Any = None,
+) -> Dict[str, Any]:
+    """The user's values of a chart -> the values it is installed with (the collection's, mirror's, user's)."""
+    try:
+        return _chart_values.chart_values(
+            str(chart),
+            str(owner),
+            user_values,
+            mirror_values,
+            list(tolerations or []),
+            service_monitor,
+            list(schedulable_control_plane or []),
+            controller_fallback_affinity,
+        )
+    except _chart_values.ValuesError as exc:
+        raise AnsibleFilterError(f"chart_values: {exc}") from exc
+
+
+def driver_owner_conflict(user_values: Any, chart: str, owner: str) -> str:
+    """The user's values of a chart -> the value that contradicts the driver owner, in one line, or ""."""
+    try:
+        return _chart_values.driver_owner_conflict(str(chart), str(owner), user_values)
+    except _chart_values.ValuesError as exc:
+        raise AnsibleFilterError(f"driver_owner_conflict: {exc}") from exc
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
         return {
@@ -199,4 +235,6 @@ class FilterModule:
             "grub_cmdline_dropin": grub_cmdline_dropin,
             "dra_api_version": dra_api_version,
             "dra_api_problem": dra_api_problem,
+            "chart_values": chart_values,
+            "driver_owner_conflict": driver_owner_conflict,
         }

@@ -12,9 +12,11 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     FilterModule,
+    chart_values,
     clique_groups,
     dra_api_problem,
     dra_api_version,
+    driver_owner_conflict,
     grub_cmdline_dropin,
     imex_driver_mismatch,
     kernel_args_missing,
@@ -44,6 +46,8 @@ def test_filters_are_exported():
         "grub_cmdline_dropin": grub_cmdline_dropin,
         "dra_api_version": dra_api_version,
         "dra_api_problem": dra_api_problem,
+        "chart_values": chart_values,
+        "driver_owner_conflict": driver_owner_conflict,
     }
 
 

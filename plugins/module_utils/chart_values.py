@@ -1,0 +1,149 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The values the cluster stage installs each chart with: derived from the site's settings, the user's
+values merged on top, and a user value that contradicts the driver owner refused before anything changes.
+
+One owner of the NVIDIA driver for both charts (``gpu_fabric_driver_owner``): ``operator`` (the GPU
+Operator's driver container, mounted at ``/run/nvidia/driver``) or ``host`` (a driver installed on the
+host, under ``/``). The GPU Operator's ``driver.enabled`` and the DRA driver's ``nvidiaDriverRoot`` follow
+from it, so the two charts cannot disagree about where the driver is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+GPU_OPERATOR = "gpu-operator"
+DRA_DRIVER = "nvidia-dra-driver-gpu"
+CHARTS = (GPU_OPERATOR, DRA_DRIVER)
+OWNERS = ("operator", "host")
+# Where the DRA driver finds the driver: the GPU Operator's driver container mounts it here.
+DRIVER_ROOT = {"operator": "/run/nvidia/driver", "host": "/"}
+_TRUE = ("true", "yes", "on", "1", "y", "t")
+_FALSE = ("false", "no", "off", "0", "n", "f")
+
+
+class ValuesError(ValueError):
+    """Settings that cannot make the values (an unknown chart or owner, values that are not a mapping)."""
+
+
+def merge(*layers: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Later layers over earlier ones: mappings merge key by key, anything else (lists too) replaces.
+
+    The same rule as Ansible's ``combine(recursive=true)`` and Helm's own merge of ``--values`` files.
+    """
+    merged: Dict[str, Any] = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+                merged[key] = merge(merged[key], value)
+            elif isinstance(value, Mapping):
+                merged[key] = merge(value)
+            else:
+                merged[key] = value
+    return merged
+
+
+def _owner(owner: str) -> str:
+    if owner not in OWNERS:
+        raise ValuesError(f"gpu_fabric_driver_owner is {owner!r}; use operator or host")
+    return owner
+
+
+def _mapping(value: Any, name: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValuesError(f"{name} must be a mapping of chart values, not {type(value).__name__}")
+    return value
+
+
+def _flag(value: Any) -> Optional[bool]:
+    """A chart value read as a boolean the way Helm's templates and Ansible's ``bool`` read it; None: not one."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    return True if text in _TRUE else False if text in _FALSE else None
+
+
+def driver_owner_conflict(chart: str, owner: str, user_values: Any) -> str:
+    """One line naming the user value that contradicts the driver owner and both ways out, or ""."""
+    owner = _owner(owner)
+    values = _mapping(user_values, f"{_variable(chart)}")
+    if chart == GPU_OPERATOR:
+        driver = values.get("driver")
+        if not isinstance(driver, Mapping) or "enabled" not in driver:
+            return ""
+        given, wanted = driver["enabled"], owner == "operator"
+        if _flag(given) == wanted:
+            return ""
+        return (
+            f"gpu_operator_values sets driver.enabled={str(given).lower()} but gpu_fabric_driver_owner={owner} "
+            f"requires driver.enabled={str(wanted).lower()}. Remove driver.enabled from gpu_operator_values, or set "
+            f"gpu_fabric_driver_owner to {'operator' if _flag(given) else 'host'} (it also sets the DRA driver's "
+            "nvidiaDriverRoot). Nothing was installed."
+        )
+    if chart == DRA_DRIVER:
+        if "nvidiaDriverRoot" not in values or values["nvidiaDriverRoot"] == DRIVER_ROOT[owner]:
+            return ""
+        given = values["nvidiaDriverRoot"]
+        where = (
+            "the GPU Operator driver container mounts the driver at /run/nvidia/driver"
+            if owner == "operator"
+            else "a driver installed on the host lives under /"
+        )
+        return (
+            f"dra_driver_values sets nvidiaDriverRoot={given} but gpu_fabric_driver_owner={owner} requires "
+            f"nvidiaDriverRoot={DRIVER_ROOT[owner]} ({where}). Remove nvidiaDriverRoot from dra_driver_values, or "
+            f"set gpu_fabric_driver_owner to {'operator' if given == DRIVER_ROOT['operator'] else 'host'} (it also "
+            "sets the GPU Operator's driver.enabled). Nothing was installed."
+        )
+    raise ValuesError(f"chart is {chart!r}; use one of {', '.join(CHARTS)}")
+
+
+def _variable(chart: str) -> str:
+    return {GPU_OPERATOR: "gpu_operator_values", DRA_DRIVER: "dra_driver_values"}.get(chart, "values")
+
+
+def chart_values(
+    chart: str,
+    owner: str,
+    user_values: Any = None,
+    mirror_values: Any = None,
+    tolerations: Sequence[Any] = (),
+    service_monitor: Any = "auto",
+    schedulable_control_plane: Sequence[str] = (),
+    controller_fallback_affinity: Any = None,
+) -> Dict[str, Any]:
+    """The values a chart is installed with: the collection's, then the mirror's, then the user's.
+
+    ``gpu-operator``: ``driver.enabled`` from the owner, DCGM on, the operands' tolerations, the
+    ServiceMonitor setting as given (``auto`` is resolved against the cluster by
+    ``gpu_operator_install_info``). ``nvidia-dra-driver-gpu``: ``nvidiaDriverRoot`` from the owner, the
+    driver's GPU allocation off (the GPU Operator's device plugin hands out GPUs), the kubelet plugin's
+    tolerations, and, where no control-plane node is schedulable, the controller's affinity replaced by
+    ``controller_fallback_affinity`` (the chart requires a control-plane node; ``None`` drops the rule).
+    A contradicting user value is for :func:`driver_owner_conflict` to refuse first.
+    """
+    owner = _owner(owner)
+    user = _mapping(user_values, _variable(chart))
+    mirror = _mapping(mirror_values, "the mirror's values")
+    if chart == GPU_OPERATOR:
+        ours: Dict[str, Any] = {
+            "driver": {"enabled": owner == "operator"},
+            "dcgm": {"enabled": True},
+            "daemonsets": {"tolerations": list(tolerations or [])},
+            "dcgmExporter": {"serviceMonitor": {"enabled": str(service_monitor).lower()}},
+        }
+        return merge(ours, mirror, user)
+    if chart == DRA_DRIVER:
+        ours = {
+            "nvidiaDriverRoot": DRIVER_ROOT[owner],
+            "resources": {"gpus": {"enabled": False}},
+            "kubeletPlugin": {"tolerations": list(tolerations or [])},
+        }
+        placement: Dict[str, Any] = {}
+        if not schedulable_control_plane:
+            placement = {"controller": {"affinity": dict(controller_fallback_affinity or {}) or None}}
+        return merge(ours, mirror, placement, user)
+    raise ValuesError(f"chart is {chart!r}; use one of {', '.join(CHARTS)}")
