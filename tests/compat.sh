@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 out="$PWD/.tmp/compat"
 mkdir -p "$out"
 
-newest_patches() {  # the newest patch of each minor >= 1.33 (k8s.io/api v0.MINOR.PATCH is Kubernetes 1.MINOR.PATCH)
-  go list -m -versions k8s.io/api | tr ' ' '\n' | grep -E '^v0\.[0-9]+\.[0-9]+$' \
+newest_patches() {  # the newest patch of each minor >= 1.33 that the proxy serves k8s.io/kubernetes at
+  # (what sim/build.sh reads the go.mod of; the staging modules such as k8s.io/api list patches it may not serve)
+  go list -m -versions k8s.io/kubernetes | tr ' ' '\n' | grep -E '^v1\.[0-9]+\.[0-9]+$' \
     | awk -F. '$2 >= 33 { if (!($2 in best) || $3 + 0 > best[$2]) best[$2] = $3 + 0 }
                END { for (m in best) printf "1.%d.%d\n", m, best[m] }' | sort -t. -k2,2n
 }
