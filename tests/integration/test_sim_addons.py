@@ -31,6 +31,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth impor
 from simrack import logs, nodes  # noqa: E402
 from simrack.controllers import computedomain, gpuoperator, mpioperator  # noqa: E402
 from simrack.controllers.base import read_faults  # noqa: E402
+from verify_helpers import apply_cluster_stage  # noqa: E402
 
 TESTCASE = "multinode_device_to_device_memcpy_read_ce"
 FIXTURE_TEXT = logs.NVBANDWIDTH_FIXTURE.read_text()
@@ -459,7 +460,11 @@ GPU_OPERATOR_SETS = ("driver.enabled=true", "dcgm.enabled=true", "dcgmExporter.s
 
 @pytest.fixture(scope="module")
 def addons(sim_rack):
-    """GPU Operator, DRA driver and MPI operator installed from the rack's served locations."""
+    """GPU Operator, DRA driver and MPI operator installed from the rack's served locations.
+
+    Installed by hand, so the GPU Operator release carries values the collection did not set; the tests after
+    these find the collection's release again: cluster.yml adopts it (gpu_operator_on_existing=adopt).
+    """
     _helm_install(sim_rack, "gpu-operator", "gpu-operator", "gpu-operator", "v25.10.0", *GPU_OPERATOR_SETS)
     _helm_install(
         sim_rack,
@@ -473,7 +478,9 @@ def addons(sim_rack):
     sim_rack.kubectl("apply", "--server-side", "-f", sim_rack.endpoints["mpi_operator_manifest_url"])
     sim_rack.kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "--timeout=60s")
     sim_rack.kubectl("rollout", "status", "deployment/mpi-operator", "-n", "mpi-operator", "--timeout=120s")
-    return sim_rack
+    yield sim_rack
+    adopted = apply_cluster_stage(sim_rack, "-e", "gpu_operator_on_existing=adopt")
+    assert adopted.returncode == 0, f"cluster.yml adopting the hand-installed release:\n{adopted.stdout[-6000:]}"
 
 
 def gpu_nodes(rack) -> list[dict[str, Any]]:
@@ -681,9 +688,11 @@ def run_channel_pod(rack, namespace: str, name: str = "imex-channel-injection", 
 def test_served_repository_holds_both_charts_with_the_real_versions(sim_rack):
     with urllib.request.urlopen(sim_rack.endpoints["helm_repo_url"] + "/index.yaml", timeout=10) as resp:
         index = yaml.safe_load(resp.read())
-    assert [e["version"] for e in index["entries"]["gpu-operator"]] == ["v25.10.0"]
-    assert [e["version"] for e in index["entries"]["nvidia-dra-driver-gpu"]] == ["25.8.0"]
-    assert index["entries"]["nvidia-dra-driver-gpu"][0]["kubeVersion"] == ">=1.32.0-0"
+    # the defaults, and the releases test_upgrade.py upgrades from
+    assert sorted(e["version"] for e in index["entries"]["gpu-operator"]) == ["v25.10.0", "v25.3.4"]
+    dra = {e["version"]: e for e in index["entries"]["nvidia-dra-driver-gpu"]}
+    assert sorted(dra) == ["25.3.2", "25.8.0"]
+    assert dra["25.8.0"]["kubeVersion"] == ">=1.32.0-0"
     with urllib.request.urlopen(sim_rack.endpoints["mpi_operator_manifest_url"], timeout=10) as resp:
         kinds = [d["kind"] for d in yaml.safe_load_all(resp.read()) if d]
     assert kinds[:2] == ["Namespace", "CustomResourceDefinition"]

@@ -106,10 +106,12 @@ def test_the_check_pods_pull_with_a_copy_of_the_secret_in_their_namespace(source
 
     assert run.process.returncode == 0, run.output[-6000:]
     records = run.records()
+    racks = sorted(records["imex_channel"])  # every rack the simulated fleet has now
     for check in ("imex_channel", "nvbandwidth"):
-        record = records[check]["rack0"]
-        assert (record["verdict"], record["objects_left"]) == ("passed", 0), record["summary"]
-        assert record["timings"]["copy the image pull Secrets"] >= 0
+        assert sorted(records[check]) == racks
+        for record in records[check].values():
+            assert (record["verdict"], record["objects_left"]) == ("passed", 0), record["summary"]
+            assert record["timings"]["copy the image pull Secrets"] >= 0
     source = sim_rack.get_json("secret", "-n", SOURCE, SECRET)
     running: dict[str, set[str]] = {}  # namespace -> running pods seen with the copy there
     jobs: set[str] = set()
@@ -134,10 +136,13 @@ def test_the_check_pods_pull_with_a_copy_of_the_secret_in_their_namespace(source
                 == pod["metadata"]["labels"]["gpu-fabric.nvidia.com/check"]
             )
             running.setdefault(namespace, set()).add(pod["metadata"]["name"])
-    assert sorted(running) == [f"{prefix}-imex-channel-rack0", f"{prefix}-nvbandwidth-rack0"], running
-    assert any("-launcher" in name for name in running[f"{prefix}-nvbandwidth-rack0"])
-    assert len(running[f"{prefix}-imex-channel-rack0"]) == len(records["imex_channel"]["rack0"]["nodes"])
-    assert jobs == {"nvbandwidth-rack0"}
+    assert sorted(running) == sorted(
+        f"{prefix}-{check}-{rack}" for rack in racks for check in ("imex-channel", "nvbandwidth")
+    )
+    for rack in racks:
+        assert any("-launcher" in name for name in running[f"{prefix}-nvbandwidth-{rack}"]), running
+        assert len(running[f"{prefix}-imex-channel-{rack}"]) == len(records["imex_channel"][rack]["nodes"])
+    assert jobs == {f"nvbandwidth-{rack}" for rack in racks}
     assert verification_objects(sim_rack, prefix) == ZERO
     assert secrets_left(sim_rack, prefix) == []
     assert sim_rack.get_json("secret", "-n", SOURCE, SECRET)["metadata"]["uid"] == source["metadata"]["uid"]

@@ -167,13 +167,14 @@ def cluster_stage_installed(sim_rack: SimRack) -> bool:
     )
 
 
-def apply_cluster_stage(sim_rack: SimRack) -> subprocess.CompletedProcess:
+def apply_cluster_stage(sim_rack: SimRack, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
             str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook"),
             "-i",
             str(REPO_ROOT / "inventories" / "sim"),
             str(REPO_ROOT / "playbooks" / "cluster.yml"),
+            *args,
         ],
         cwd=REPO_ROOT,
         env=sim_rack.env,
