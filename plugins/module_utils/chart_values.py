@@ -13,35 +13,19 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional, Sequence
 
+from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.existing_install import merge
+
 GPU_OPERATOR = "gpu-operator"
 DRA_DRIVER = "nvidia-dra-driver-gpu"
 CHARTS = (GPU_OPERATOR, DRA_DRIVER)
 OWNERS = ("operator", "host")
 # Where the DRA driver finds the driver: the GPU Operator's driver container mounts it here.
 DRIVER_ROOT = {"operator": "/run/nvidia/driver", "host": "/"}
-_TRUE = ("true", "yes", "on", "1", "y", "t")
-_FALSE = ("false", "no", "off", "0", "n", "f")
 
 
 class ValuesError(ValueError):
     """Settings that cannot make the values (an unknown chart or owner, values that are not a mapping)."""
-
-
-def merge(*layers: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    """Later layers over earlier ones: mappings merge key by key, anything else (lists too) replaces.
-
-    The same rule as Ansible's ``combine(recursive=true)`` and Helm's own merge of ``--values`` files.
-    """
-    merged: Dict[str, Any] = {}
-    for layer in layers:
-        for key, value in (layer or {}).items():
-            if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-                merged[key] = merge(merged[key], value)
-            elif isinstance(value, Mapping):
-                merged[key] = merge(value)
-            else:
-                merged[key] = value
-    return merged
 
 
 def _owner(owner: str) -> str:
@@ -62,14 +46,16 @@ def _flag(value: Any) -> Optional[bool]:
     """A chart value read as a boolean the way Helm's templates and Ansible's ``bool`` read it; None: not one."""
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
-    return True if text in _TRUE else False if text in _FALSE else None
+    key = value.strip().lower() if isinstance(value, str) else value
+    if not isinstance(key, (str, int, float)):
+        return None
+    return True if key in BOOLEANS_TRUE else False if key in BOOLEANS_FALSE else None
 
 
 def driver_owner_conflict(chart: str, owner: str, user_values: Any) -> str:
     """One line naming the user value that contradicts the driver owner and both ways out, or ""."""
     owner = _owner(owner)
-    values = _mapping(user_values, f"{_variable(chart)}")
+    values = _mapping(user_values, _variable(chart))
     if chart == GPU_OPERATOR:
         driver = values.get("driver")
         if not isinstance(driver, Mapping) or "enabled" not in driver:

@@ -115,14 +115,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> Dict[str, Any]:
-    """``top`` over ``base``, maps merged recursively (Helm's and Ansible's ``combine(recursive=true)``)."""
-    merged = dict(base)
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = merge(merged[key], value)
-        else:
-            merged[key] = value
+def merge(*layers: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Later layers over earlier ones, maps merged recursively and anything else (lists too) replaced: Helm's
+    merge of ``--values`` files and Ansible's ``combine(recursive=true)``. ``None`` is an empty layer; no layer
+    is changed."""
+    merged: Dict[str, Any] = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+                merged[key] = merge(merged[key], value)
+            else:
+                merged[key] = value
     return merged
 
 

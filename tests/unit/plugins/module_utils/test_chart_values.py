@@ -13,8 +13,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.chart_values impo
     ValuesError,
     chart_values,
     driver_owner_conflict,
-    merge,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.existing_install import merge
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 FILTERS = FilterModule().filters()
