@@ -6,7 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: gpu_operator_ready
-short_description: Wait until the NVIDIA GPU Operator's ClusterPolicy is ready
+short_description: Wait until the NVIDIA GPU Operator's ClusterPolicy, pods and GPU nodes are ready
 version_added: 0.2.0
 description:
   - Reads the ClusterPolicies (C(nvidia.com/v1)) until the one the GPU Operator reconciles (O(name), else the
@@ -16,6 +16,10 @@ description:
     the Prometheus Operator's CRD, for one, keeps the state C(notReady) for ever.
   - On timeout it fails naming the state, the conditions (the C(Error) condition names the operator's states
     that are not ready) and the states seen while waiting.
+  - Then, each with its own O(wait_timeout), it waits until every pod of O(pods_namespace) is Ready (or
+    Succeeded) and every node of O(gpu_node_selector) reports C(nvidia.com/gpu) capacity, and fails naming
+    the pods or nodes that are not. One module process does the three waits of the role.
+  - A read that fails for a transient reason (429, a 5xx, no answer) is read again until the wait's deadline.
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - gpu_fabric.mnnvl.attributes
@@ -33,6 +37,16 @@ options:
     description: Seconds between two reads.
     type: int
     default: 5
+  pods_namespace:
+    description: The namespace of the operator and its operands, whose pods must all be Ready; empty to skip.
+    type: str
+    default: ""
+    version_added: 0.3.0
+  gpu_node_selector:
+    description: Label selector of the GPU nodes, each of which must report C(nvidia.com/gpu) capacity; empty to skip.
+    type: str
+    default: ""
+    version_added: 0.3.0
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -44,6 +58,8 @@ EXAMPLES = r"""
 - name: Wait for the GPU Operator's operands
   gpu_fabric.mnnvl.gpu_operator_ready:
     wait_timeout: 900
+    pods_namespace: gpu-operator
+    gpu_node_selector: feature.node.kubernetes.io/pci-10de.present=true
 """
 
 RETURN = r"""
@@ -70,6 +86,20 @@ summary:
   description: One line with the name, state and conditions.
   returned: always
   type: str
+gpus_per_node:
+  description: C(nvidia.com/gpu) capacity of each GPU node (empty when O(gpu_node_selector) is).
+  returned: always
+  type: dict
+  sample: {"gb200-r0-t0": 4, "gb200-r0-t1": 4}
+pods:
+  description: How many pods of O(pods_namespace) were read (0 when it is empty).
+  returned: always
+  type: int
+msg:
+  description: The GPU nodes and their GPUs, one line.
+  returned: success
+  type: str
+  sample: "2 GPU nodes: gb200-r0-t0=4, gb200-r0-t1=4"
 """
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_policy import PolicyTimeout, wait_ready
@@ -79,7 +109,17 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_error_text,
     list_all,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Urllib3Error, error_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.olm import CLUSTER_POLICY_API_VERSION
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
+    WaitTimeout,
+    gpu_capacity,
+    gpu_nodes_message,
+    gpu_nodes_summary,
+    not_ready_pods,
+    operator_pods_message,
+    poll,
+)
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
@@ -92,6 +132,8 @@ def build_module() -> AnsibleK8SModule:
         name=dict(type="str", default=""),
         wait_timeout=dict(type="int", default=900),
         wait_sleep=dict(type="int", default=5),
+        pods_namespace=dict(type="str", default=""),
+        gpu_node_selector=dict(type="str", default=""),
     )
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 
@@ -99,6 +141,9 @@ def build_module() -> AnsibleK8SModule:
 def main() -> None:
     module = build_module()
     params = module.params
+    timeout, sleep = params["wait_timeout"], params["wait_sleep"]
+    pods: list = []
+    capacity: dict = {}
     try:
         client = get_api_client(module=module)
 
@@ -108,14 +153,43 @@ def main() -> None:
             except ResourceNotFoundError:  # the CRD is not installed (yet)
                 return []
 
-        readiness = wait_ready(policies, params["wait_timeout"], params["name"], params["wait_sleep"])
+        readiness = wait_ready(policies, timeout, params["name"], sleep)
+        result = dict(readiness.to_dict(), changed=False, gpus_per_node=capacity, pods=0)
+        namespace = params["pods_namespace"]
+        if namespace:
+            try:
+                pods = poll(
+                    lambda: list_all(client, "v1", "Pod", namespace=namespace),
+                    lambda found: bool(found) and not not_ready_pods(found),
+                    timeout,
+                    sleep,
+                )
+            except WaitTimeout as exc:
+                module.fail_json(msg=operator_pods_message(namespace, timeout, not_ready_pods(exc.last)), **result)
+            result["pods"] = len(pods)
+        selector = params["gpu_node_selector"]
+        if selector:
+            try:
+                capacity = gpu_capacity(
+                    poll(
+                        lambda: list_all(client, "v1", "Node", label_selector=selector),
+                        lambda found: bool(found) and all(gpu_capacity(found).values()),
+                        timeout,
+                        sleep,
+                    )
+                )
+            except WaitTimeout as exc:
+                module.fail_json(msg=gpu_nodes_message(selector, timeout, gpu_capacity(exc.last)), **result)
+            result["gpus_per_node"] = capacity
     except PolicyTimeout as exc:
         module.fail_json(msg=exc.message, changed=False, **exc.readiness.to_dict())
     except CoreException as exc:
         module.fail_from_exception(exc)
     except DynamicApiError as exc:
-        module.fail_json(msg=f"cannot read the ClusterPolicies: {api_error_text(exc)}")
-    module.exit_json(changed=False, **readiness.to_dict())
+        module.fail_json(msg=f"cannot read the GPU Operator's rollout: {api_error_text(exc)}")
+    except (Urllib3Error, ConnectionError, TimeoutError) as exc:  # no answer through the whole wait
+        module.fail_json(msg=f"cannot read the GPU Operator's rollout: {error_line(exc)}")
+    module.exit_json(msg=gpu_nodes_summary(capacity) if capacity else readiness.summary(), **result)
 
 
 if __name__ == "__main__":

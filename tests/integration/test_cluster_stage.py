@@ -573,6 +573,12 @@ def restore_gpu_operator(sim_rack, converged):
     sim_rack.kubectl("delete", "crd", SERVICE_MONITOR_CRD["metadata"]["name"], "--ignore-not-found", "--wait=true")
 
 
+WAIT_ROLLOUT = (
+    "gpu_fabric.mnnvl.gpu_operator : Wait for the ClusterPolicy, the operator's pods and the GPU nodes' "
+    "nvidia.com/gpu capacity"
+)
+
+
 def test_gpu_operator_waits_for_the_cluster_policy_and_names_its_states(sim_rack, restore_gpu_operator):
     # The former default (ServiceMonitor always on) on a cluster without the Prometheus Operator: every pod
     # runs and every GPU is there, but the operator keeps the ClusterPolicy notReady.
@@ -588,7 +594,7 @@ def test_gpu_operator_waits_for_the_cluster_policy_and_names_its_states(sim_rack
         json_output=True,
     )
     assert result.returncode == 2, result.stdout[-4000:]
-    [wait] = results_named(result, "gpu_fabric.mnnvl.gpu_operator : Wait for the ClusterPolicy to be ready")
+    [wait] = results_named(result, WAIT_ROLLOUT)
     assert wait["failed"] is True
     assert (wait["name"], wait["state"]) == ("cluster-policy", "notReady")
     assert (
@@ -610,7 +616,7 @@ def test_service_monitor_auto_turns_on_where_the_api_is_served(sim_rack, restore
     assert helm_values(sim_rack, "gpu-operator", "gpu-operator")["dcgmExporter"] == {
         "serviceMonitor": {"enabled": True}
     }
-    [wait] = results_named(result, "gpu_fabric.mnnvl.gpu_operator : Wait for the ClusterPolicy to be ready")
+    [wait] = results_named(result, WAIT_ROLLOUT)
     assert wait["state"] == "ready"
     monitors = sim_rack.get_json("servicemonitors", "-n", "gpu-operator")["items"]
     assert [m["metadata"]["name"] for m in monitors] == ["nvidia-dcgm-exporter"]

@@ -1,0 +1,193 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Whether a deployed component has rolled out: the waits of the gpu_operator and dra_driver roles.
+
+Each judge is a function of the objects as the API server lists them (plain dicts); :func:`poll`
+reads until a judge is satisfied, retrying a read that fails for a transient reason (429, a 5xx, no
+answer), so that an API server restart during a wait is waited out, not reported. The messages name
+what is missing and where to look.
+
+>>> not_ready_pods([{"metadata": {"name": "gpu-operator-1"}, "status": {"phase": "Pending"}}])
+['gpu-operator-1 (Pending)']
+>>> missing(["t2", "t10", "t1"], {"t1"})
+['t2', 't10']
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Set, TypeVar
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import DynamicApiError, natural_key
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Urllib3Error, is_transient
+
+T = TypeVar("T")
+
+GPU_RESOURCE = "nvidia.com/gpu"
+CONTROLLER_SELECTOR = "nvidia-dra-driver-gpu-component=controller"
+PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's Ready condition is True."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, Mapping))
+
+
+def not_ready_pods(pods: Iterable[Mapping[str, Any]]) -> List[str]:
+    """``name (Phase)`` of every pod that is neither Ready nor Succeeded (a finished Job's pod)."""
+    found = []
+    for pod in pods:
+        phase = str((pod.get("status") or {}).get("phase") or "Unknown")
+        if phase != "Succeeded" and not is_ready(pod):
+            found.append(f"{_name(pod)} ({phase})")
+    return sorted(found, key=natural_key)
+
+
+def ready_pod_nodes(pods: Iterable[Mapping[str, Any]]) -> Set[str]:
+    """The nodes that run a Ready pod of ``pods``."""
+    return {str((pod.get("spec") or {}).get("nodeName") or "") for pod in pods if is_ready(pod)} - {""}
+
+
+def gpu_capacity(nodes: Iterable[Mapping[str, Any]]) -> Dict[str, int]:
+    """``nvidia.com/gpu`` capacity per node (0 where the device plugin has not reported it), in name order."""
+    counts = {}
+    for node in nodes:
+        raw = ((node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE, 0)
+        try:
+            counts[_name(node)] = int(raw)
+        except (TypeError, ValueError):
+            counts[_name(node)] = 0
+    return dict(sorted(counts.items(), key=lambda item: natural_key(item[0])))
+
+
+def slice_nodes(slices: Iterable[Mapping[str, Any]], driver: str) -> Set[str]:
+    """The nodes with a ResourceSlice of ``driver``."""
+    found = set()
+    for item in slices:
+        spec = item.get("spec") or {}
+        if spec.get("driver") == driver and spec.get("nodeName"):
+            found.add(str(spec["nodeName"]))
+    return found
+
+
+def missing(expected: Iterable[str], present: Iterable[str]) -> List[str]:
+    """What of ``expected`` is not in ``present``, in name order."""
+    have = set(present)
+    return sorted({name for name in expected if name not in have}, key=natural_key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Waiting
+# ---------------------------------------------------------------------------------------------
+
+
+class WaitTimeout(Exception):
+    """The judge was still unsatisfied at the deadline; ``last`` is what was read last."""
+
+    def __init__(self, last: Any) -> None:
+        super().__init__("timed out")
+        self.last = last
+
+
+def poll(
+    read: Callable[[], T],
+    done: Callable[[T], bool],
+    timeout: float,
+    delay: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    transient: Callable[[BaseException], bool] = is_transient,
+) -> T:
+    """``read()`` until ``done`` holds for what it returns, for at most ``timeout`` seconds.
+
+    A read that fails transiently is tried again until the deadline, then its error propagates; any other
+    error propagates at once. Raises :class:`WaitTimeout` with the last value read.
+    """
+    deadline = clock() + timeout
+    while True:
+        try:
+            value = read()
+        except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
+            if not transient(exc) or clock() >= deadline:
+                raise
+            sleep(delay)
+            continue
+        if done(value):
+            return value
+        if clock() >= deadline:
+            raise WaitTimeout(value)
+        sleep(delay)
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages
+# ---------------------------------------------------------------------------------------------
+
+
+def operator_pods_message(namespace: str, timeout: int, not_ready: Sequence[str]) -> str:
+    return (
+        f"GPU Operator pods not ready after {timeout}s in namespace {namespace}: "
+        f"{', '.join(not_ready) if not_ready else 'no pod at all'}. Read them with "
+        f"`kubectl -n {namespace} describe pod` (driver container builds take minutes)."
+    )
+
+
+def gpu_nodes_message(selector: str, timeout: int, capacity: Mapping[str, int]) -> str:
+    if not capacity:
+        return f"No node matches {selector}; set gpu_fabric_gpu_node_selector to a label your GPU nodes carry"
+    without = [name for name, count in capacity.items() if count == 0]
+    return (
+        f"GPU nodes without {GPU_RESOURCE} capacity after {timeout}s: {', '.join(without)}; "
+        "check the device plugin and driver pods on them"
+    )
+
+
+def gpu_nodes_summary(capacity: Mapping[str, int]) -> str:
+    return f"{len(capacity)} GPU nodes: " + ", ".join(f"{name}={count}" for name, count in capacity.items())
+
+
+def controller_message(namespace: str, timeout: int, pods: Sequence[Mapping[str, Any]]) -> str:
+    states = [f"{_name(p)} {(p.get('status') or {}).get('phase') or 'Unknown'}" for p in pods]
+    return (
+        f"The DRA driver controller is not Ready after {timeout}s in namespace {namespace}: "
+        f"{', '.join(states) or 'no controller pod'}. A Pending controller usually means no schedulable "
+        "node-role.kubernetes.io/control-plane node: set dra_driver_controller_fallback_affinity."
+    )
+
+
+def plugin_message(namespace: str, timeout: int, nodes: Sequence[str]) -> str:
+    return (
+        f"The DRA kubelet plugin is not Ready on {len(nodes)} GPU node(s) after {timeout}s: {', '.join(nodes)}. "
+        f"Check `kubectl -n {namespace} get pods -l {PLUGIN_SELECTOR} -o wide`: a looping init container means a "
+        "wrong nvidiaDriverRoot; no pod means the nodes lack NFD/GPU labels or carry taints the plugin does not "
+        "tolerate (gpu_fabric_gpu_tolerations)."
+    )
+
+
+def device_class_message(absent: Sequence[str], chart: str, namespace: str, release: str) -> str:
+    return (
+        f"DeviceClass missing: {', '.join(absent)} (expected from chart {chart} with "
+        f"resources.computeDomains.enabled=true). Check the release's values "
+        f"(`helm -n {namespace} get values {release}`) and re-run this role."
+    )
+
+
+def slice_message(driver: str, nodes: Sequence[str], namespace: str) -> str:
+    return (
+        f"No ResourceSlice of driver {driver} for GPU node(s): {', '.join(nodes)}. The kubelet plugin on those "
+        f"nodes publishes channel-0 and daemon-0; read its logs "
+        f"(`kubectl -n {namespace} logs -l {PLUGIN_SELECTOR} -c compute-domains`)."
+    )
+
+
+def dra_summary(chart: str, nodes: Sequence[str], device_classes: Sequence[str], api_version: str) -> str:
+    return (
+        f"DRA driver {chart} ready: controller Ready, kubelet plugin Ready on {len(nodes)} GPU nodes, "
+        f"DeviceClasses {', '.join(device_classes)}, ResourceSlices on every GPU node ({api_version})."
+    )
