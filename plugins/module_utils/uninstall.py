@@ -113,20 +113,35 @@ def plan_summary(users: Sequence[ObjectRef], ours: Sequence[ObjectRef], namespac
     return "; ".join(parts)
 
 
-def manifest_removal(documents: Iterable[Any], include_crds: bool) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    """The objects of an install manifest to delete, in deletion order, and its CRDs (kept apart).
+def manifest_removal(
+    documents: Iterable[Any], include_crds: bool
+) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """The objects of an install manifest to delete, in deletion order; its aggregating ClusterRoles; its CRDs.
 
     Deletion order is the reverse of the manifest's (a Deployment before the RBAC it runs with), with
-    Namespaces last; CRDs come back only when ``include_crds``: deleting one deletes every object of its
-    kind, users' included.
+    Namespaces last. ClusterRoles with an ``aggregationRule`` (the MPI operator's ``kubeflow-mpijobs-admin``)
+    come back apart, to be deleted once the roles they aggregate are gone: deleting an aggregated role
+    queues a sync of every aggregating one, and kube-controller-manager's aggregation controller force-applies
+    its rules, which creates again an aggregating role deleted in between. CRDs come back only when
+    ``include_crds``: deleting one deletes every object of its kind, users' included.
     """
     objects: List[ObjectRef] = []
+    aggregating: List[ObjectRef] = []
     crds: List[ObjectRef] = []
     for doc in documents:
         if not isinstance(doc, Mapping) or not doc.get("kind"):
             continue
         ref = object_ref(doc)
-        (crds if ref.kind == CRD_KIND else objects).append(ref)
+        if ref.kind == CRD_KIND:
+            crds.append(ref)
+        elif ref.kind == "ClusterRole" and doc.get("aggregationRule"):
+            aggregating.append(ref)
+        else:
+            objects.append(ref)
     ordered = [r for r in reversed(objects) if r.kind not in _CLUSTER_SCOPED_LAST]
     ordered += [r for r in reversed(objects) if r.kind in _CLUSTER_SCOPED_LAST]
-    return [r.definition() for r in ordered], [r.definition() for r in crds] if include_crds else []
+    return (
+        [r.definition() for r in ordered],
+        [r.definition() for r in reversed(aggregating)],
+        [r.definition() for r in crds] if include_crds else [],
+    )

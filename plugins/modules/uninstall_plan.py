@@ -84,6 +84,14 @@ mpi_operator_objects:
   returned: always
   type: list
   elements: dict
+mpi_operator_aggregating_roles:
+  description:
+    - The manifest's ClusterRoles with an C(aggregationRule), as definitions, to delete after RV(mpi_operator_objects)
+      (kube-controller-manager creates again an aggregating role deleted while the roles it aggregates remain).
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.3.0
 mpi_operator_crds:
   description: The manifest's CRDs as definitions when O(include_crds), else empty.
   returned: always
@@ -150,7 +158,7 @@ def main() -> None:
         module.fail_json(msg=f"cannot list ComputeDomains, MPIJobs and Namespaces: {api_error_text(exc)}")
     users, ours = partition_workloads(domains, mpijobs)
     our_namespaces = verification_namespaces(namespaces)
-    objects, crds = manifest_removal(documents, params["include_crds"])
+    objects, aggregating, crds = manifest_removal(documents, params["include_crds"])
     module.exit_json(
         changed=False,
         blocked=bool(users) and not params["force"],
@@ -159,6 +167,7 @@ def main() -> None:
         verification_workloads=[r.definition() for r in ours],
         verification_namespaces=our_namespaces,
         mpi_operator_objects=objects,
+        mpi_operator_aggregating_roles=aggregating,
         mpi_operator_crds=crds,
     )
 

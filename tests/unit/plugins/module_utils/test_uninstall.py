@@ -87,15 +87,19 @@ def test_only_the_labelled_namespaces_are_the_verification_stages():
 
 def test_the_manifest_is_deleted_in_reverse_with_the_namespace_last_and_the_crd_only_when_asked():
     documents = list(yaml.safe_load_all(MPI_MANIFEST.read_text()))
-    objects, crds = uninstall.manifest_removal(documents, include_crds=False)
+    objects, aggregating, crds = uninstall.manifest_removal(documents, include_crds=False)
     refs = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    # the aggregating role apart, deleted after the roles it aggregates (those stay in objects)
+    assert [(o["kind"], o["metadata"]["name"]) for o in aggregating] == [("ClusterRole", "kubeflow-mpijobs-admin")]
+    assert ("ClusterRole", "kubeflow-mpijobs-admin") not in refs
+    assert ("ClusterRole", "kubeflow-mpijobs-edit") in refs
     assert refs[0] == ("Deployment", "mpi-operator")
     assert refs[-1] == ("Namespace", "mpi-operator")
     assert ("CustomResourceDefinition", "mpijobs.kubeflow.org") not in refs
     assert refs.index(("Deployment", "mpi-operator")) < refs.index(("ClusterRoleBinding", "mpi-operator"))
     assert objects[0]["metadata"] == {"name": "mpi-operator", "namespace": "mpi-operator"}
     assert crds == []
-    crds = uninstall.manifest_removal(documents, include_crds=True)[1]
+    crds = uninstall.manifest_removal(documents, include_crds=True)[2]
     assert crds == [
         {
             "apiVersion": "apiextensions.k8s.io/v1",
@@ -106,7 +110,8 @@ def test_the_manifest_is_deleted_in_reverse_with_the_namespace_last_and_the_crd_
 
 
 def test_empty_documents_of_a_manifest_are_skipped():
-    objects, crds = uninstall.manifest_removal(
+    objects, aggregating, crds = uninstall.manifest_removal(
         [None, {}, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}], include_crds=True
     )
+    assert aggregating == []
     assert (objects, crds) == ([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}], [])
