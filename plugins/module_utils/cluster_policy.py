@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import WaitTimeout, poll
+
 READY = "ready"
 SERVICE_MONITOR_GROUP_VERSION = "monitoring.coreos.com/v1"
 
@@ -123,19 +125,21 @@ def wait_ready(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> PolicyReadiness:
-    """Poll until the ClusterPolicy is ready; raise PolicyTimeout naming its state and conditions."""
-    deadline = clock() + timeout
+    """Poll until the ClusterPolicy is ready (:func:`rollout.poll`: a transient read error is read again);
+    raise PolicyTimeout naming its state, its conditions and the states seen."""
     history: List[str] = []
-    while True:
+
+    def read() -> PolicyReadiness:
         readiness = evaluate_policies(list_policies(), name)
         label = readiness.state or ("absent" if not readiness.name else "no status")
         if not history or history[-1] != label:
             history.append(label)
-        if readiness.ready:
-            return readiness
-        if clock() >= deadline:
-            raise PolicyTimeout(timeout_message(readiness, timeout, history), readiness)
-        sleep(delay)
+        return readiness
+
+    try:
+        return poll(read, lambda readiness: readiness.ready, timeout, delay, sleep=sleep, clock=clock)
+    except WaitTimeout as exc:
+        raise PolicyTimeout(timeout_message(exc.last, timeout, history), exc.last) from None
 
 
 def service_monitor_wanted(setting: Any, served: bool) -> bool:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Set, TypeVar
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import GPU_RESOURCE, gpu_count
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import DynamicApiError, natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Urllib3Error, is_transient
 
 T = TypeVar("T")
 
-GPU_RESOURCE = "nvidia.com/gpu"
 CONTROLLER_SELECTOR = "nvidia-dra-driver-gpu-component=controller"
 PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
 
@@ -55,14 +55,8 @@ def ready_pod_nodes(pods: Iterable[Mapping[str, Any]]) -> Set[str]:
 
 
 def gpu_capacity(nodes: Iterable[Mapping[str, Any]]) -> Dict[str, int]:
-    """``nvidia.com/gpu`` capacity per node (0 where the device plugin has not reported it), in name order."""
-    counts = {}
-    for node in nodes:
-        raw = ((node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE, 0)
-        try:
-            counts[_name(node)] = int(raw)
-        except (TypeError, ValueError):
-            counts[_name(node)] = 0
+    """``nvidia.com/gpu`` per node (:func:`cliques.gpu_count`: 0 until the device plugin reports it), in name order."""
+    counts = {_name(node): gpu_count(node) for node in nodes}
     return dict(sorted(counts.items(), key=lambda item: natural_key(item[0])))
 
 

@@ -91,7 +91,6 @@ msg:
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
-    api_error_text,
     list_all,
     natural_key,
 )
@@ -162,9 +161,7 @@ def main() -> None:
             module.fail_json(
                 msg=plugin_message(namespace, timeout, missing(nodes, ready_pod_nodes(exc.last))), gpu_nodes=nodes
             )
-        classes = poll(
-            lambda: list_all(client, p["dra_api_version"], "DeviceClass"), lambda found: True, timeout, sleep
-        )
+        classes = poll(lambda: list_all(client, p["dra_api_version"], "DeviceClass"), lambda _: True, timeout, sleep)
         absent = missing(p["device_classes"], (item["metadata"]["name"] for item in classes))
         if absent:
             module.fail_json(
@@ -184,9 +181,7 @@ def main() -> None:
             )
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except DynamicApiError as exc:
-        module.fail_json(msg=f"cannot read the DRA driver's rollout: {api_error_text(exc)}", gpu_nodes=nodes)
-    except (Urllib3Error, ConnectionError, TimeoutError) as exc:  # no answer through the whole wait
+    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # refused, or no answer in time
         module.fail_json(msg=f"cannot read the DRA driver's rollout: {error_line(exc)}", gpu_nodes=nodes)
     module.exit_json(
         changed=False,

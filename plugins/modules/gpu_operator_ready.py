@@ -106,7 +106,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_policy im
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     ResourceNotFoundError,
-    api_error_text,
     list_all,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Urllib3Error, error_line
@@ -185,9 +184,7 @@ def main() -> None:
         module.fail_json(msg=exc.message, changed=False, **exc.readiness.to_dict())
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except DynamicApiError as exc:
-        module.fail_json(msg=f"cannot read the GPU Operator's rollout: {api_error_text(exc)}")
-    except (Urllib3Error, ConnectionError, TimeoutError) as exc:  # no answer through the whole wait
+    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # refused, or no answer in time
         module.fail_json(msg=f"cannot read the GPU Operator's rollout: {error_line(exc)}")
     module.exit_json(msg=gpu_nodes_summary(capacity) if capacity else readiness.summary(), **result)
 

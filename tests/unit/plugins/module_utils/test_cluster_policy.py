@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import cluster_policy
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import DynamicApiError, api_exception
 
 # The status GPU Operator v25.10.0 writes (clusterpolicy_controller.go, internal/conditions): state notReady,
 # Ready=False (reason Error) and Error=True (reason OperandNotReady) whose message lists the states.
@@ -95,6 +97,29 @@ def test_wait_returns_once_ready_and_times_out_naming_states_and_conditions():
         "gpu_operator_wait_timeout when driver containers are still building."
     )
     assert err.value.readiness.state == "notReady"
+
+
+def test_wait_reads_again_after_a_transient_error_and_not_after_a_refusal():
+    def answers(*outcomes):
+        it = iter(outcomes)
+
+        def read():
+            outcome = next(it)
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+
+        return read
+
+    unavailable = api_exception(ApiException(status=503, reason="Service Unavailable"))
+    clock = iter(range(0, 100, 5))
+    readiness = cluster_policy.wait_ready(
+        answers(unavailable, [READY]), 60, sleep=lambda s: None, clock=lambda: next(clock)
+    )
+    assert readiness.ready is True
+    forbidden = api_exception(ApiException(status=403, reason="Forbidden"))
+    with pytest.raises(DynamicApiError):
+        cluster_policy.wait_ready(answers(forbidden, [READY]), 60, sleep=lambda s: None, clock=lambda: next(clock))
 
 
 def test_no_policy_at_all_says_to_install_the_chart():
