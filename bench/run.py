@@ -35,6 +35,7 @@ BENCHMARKS = {
     "sim_up": ("sim_up.py", ["1x18", "8x18", "64x18", "512x18"], ["1x4", "--settle", "2"]),
     "clique_scale": ("clique_scale.py", ["18", "144", "1152", "9216"], ["18", "--repeats", "1"]),
     "rerun": ("rerun.py", ["1x4", "1x18", "--profile", "10"], ["1x4"]),
+    "host_rerun": ("host_rerun.py", ["1", "4", "8", "--profile", "12"], ["1"]),
     "fleet_verify": ("fleet_verify.py", [], ["1x4", "--serial", "no"]),
 }
 
