@@ -22,9 +22,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from datetime import datetime
 from pathlib import Path
+
+from playbook_runs import run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RACK = REPO_ROOT / "sim" / "rack"
@@ -49,15 +50,6 @@ BENCH_PORTS = {
     "GPU_FABRIC_SIM_KCM_PORT": "26257",
     "GPU_FABRIC_SIM_SCHEDULER_PORT": "26259",
 }
-
-
-def run(cmd: list[str], env: dict[str, str], what: str) -> tuple[float, str]:
-    start = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
-    elapsed = time.monotonic() - start
-    if result.returncode != 0:
-        sys.exit(f"{what} failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
-    return elapsed, result.stdout
 
 
 def _time(text: str) -> float:

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from playbook_runs import enable_profile, run, slowest_table, slowest_tasks
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 BUILD_IMAGE = REPO_ROOT / "tests" / "molecule" / "build-image.sh"
@@ -47,16 +49,6 @@ TRAY_VARS = {
     "nvidia_imex_mode": "dra",
 }
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
-PROFILE = re.compile(r"^(.+?) -{2,} (\d+\.\d+)s$", re.M)
-
-
-def run(cmd: list[str], env: dict[str, str], what: str) -> tuple[float, str]:
-    start = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
-    elapsed = time.monotonic() - start
-    if result.returncode != 0:
-        sys.exit(f"{what} failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
-    return elapsed, result.stdout
 
 
 def podman_env() -> dict[str, str]:
@@ -105,9 +97,7 @@ def write_inventory(path: Path, names: list[str]) -> None:
 def measure(count: int, runs: int, profile: int) -> dict:
     env = podman_env()
     env["ANSIBLE_FORKS"] = str(max(5, count))
-    if profile:
-        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
-        env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = str(profile)
+    enable_profile(env, profile)
     names = [f"gpu-fabric-bench-t{index + 1}" for index in range(count)]
     workdir = Path(tempfile.mkdtemp(prefix=f"host-rerun-bench-{count}-", dir=REPO_ROOT / ".tmp"))
     inventory = workdir / "inventory.yml"
@@ -128,7 +118,7 @@ def measure(count: int, runs: int, profile: int) -> dict:
             changed = sum(int(m.group(3)) for m in recaps)
             result["runs"].append({"run": index + 1, "wall_s": round(seconds, 1), "ok": ok, "changed": changed})
         if profile:
-            result["slowest_tasks"] = [(name.strip(), float(s)) for name, s in PROFILE.findall(output)][:profile]
+            result["slowest_tasks"] = slowest_tasks(output, profile)
     finally:
         for name in names:
             subprocess.run(["podman", "rm", "-f", "-t", "0", name], env=env, capture_output=True, check=False)
@@ -152,8 +142,7 @@ def table(results: list[dict]) -> str:
             )
     for r in results:
         if r.get("slowest_tasks"):
-            lines += ["", f"Slowest tasks of the last run, {r['trays']} tray(s):", "", "| task | s |", "|---|---|"]
-            lines += [f"| {name} | {seconds} |" for name, seconds in r["slowest_tasks"]]
+            lines += slowest_table(f"Slowest tasks of the last run, {r['trays']} tray(s):", r["slowest_tasks"])
     return "\n".join(lines)
 
 

@@ -27,8 +27,9 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from playbook_runs import enable_profile, run, slowest_table, slowest_tasks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RACK = REPO_ROOT / "sim" / "rack"
@@ -43,17 +44,6 @@ BENCH_PORTS = {
     "GPU_FABRIC_SIM_SCHEDULER_PORT": "47259",
 }
 RECAP = re.compile(r"^localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
-# profile_tasks: "<role> : <task name> ------- 12.34s"
-PROFILE = re.compile(r"^(.+?) -{2,} (\d+\.\d+)s$", re.M)
-
-
-def run(cmd: list[str], env: dict[str, str], what: str) -> tuple[float, str]:
-    start = time.monotonic()
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
-    elapsed = time.monotonic() - start
-    if result.returncode != 0:
-        sys.exit(f"{what} failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
-    return elapsed, result.stdout
 
 
 def measure(size: str, runs: int, profile: int, playbook: str = "cluster.yml") -> dict:
@@ -63,9 +53,7 @@ def measure(size: str, runs: int, profile: int, playbook: str = "cluster.yml") -
         os.environ, GPU_FABRIC_SIM_STATE=str(state), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"), **BENCH_PORTS
     )
     env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    if profile:
-        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
-        env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = str(profile)
+    enable_profile(env, profile)
     print(f"--- {size}: {racks * trays} trays, state {state}", flush=True)
     result: dict = {"size": size, "playbook": playbook, "runs": []}
     try:
@@ -80,7 +68,7 @@ def measure(size: str, runs: int, profile: int, playbook: str = "cluster.yml") -
             ok, changed = (int(recap.group(1)), int(recap.group(2))) if recap else (None, None)
             result["runs"].append({"run": index + 1, "wall_s": round(seconds, 1), "ok": ok, "changed": changed})
         if profile:
-            result["slowest_tasks"] = [(name.strip(), float(s)) for name, s in PROFILE.findall(output)][:profile]
+            result["slowest_tasks"] = slowest_tasks(output, profile)
     finally:
         subprocess.run([str(RACK), "down"], env=env, capture_output=True, check=False)
     first = result["runs"][0]["wall_s"]
@@ -100,8 +88,7 @@ def table(results: list[dict]) -> str:
             )
     for r in results:
         if r.get("slowest_tasks"):
-            lines += ["", f"Slowest tasks of the last run, {r['size']}:", "", "| task | s |", "|---|---|"]
-            lines += [f"| {name} | {seconds} |" for name, seconds in r["slowest_tasks"]]
+            lines += slowest_table(f"Slowest tasks of the last run, {r['size']}:", r["slowest_tasks"])
     return "\n".join(lines)
 
 

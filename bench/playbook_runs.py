@@ -1,0 +1,43 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the benchmarks that run playbooks share: a timed command that ends the benchmark when it fails,
+and the slowest tasks of a run (ansible.posix's profile_tasks). Not a benchmark of its own."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# profile_tasks: "<role> : <task name> ------- 12.34s"
+PROFILE = re.compile(r"^(.+?) -{2,} (\d+\.\d+)s$", re.M)
+
+
+def run(cmd: list[str], env: dict[str, str], what: str) -> tuple[float, str]:
+    """Run ``cmd`` from the repository root; its wall time and stdout, or exit naming ``what`` and its output."""
+    start = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO_ROOT, check=False)
+    elapsed = time.monotonic() - start
+    if result.returncode != 0:
+        sys.exit(f"{what} failed (exit {result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}")
+    return elapsed, result.stdout
+
+
+def enable_profile(env: dict[str, str], count: int) -> None:
+    """Have ``ansible-playbook`` print its ``count`` slowest tasks (nothing when ``count`` is 0)."""
+    if count:
+        env["ANSIBLE_CALLBACKS_ENABLED"] = "ansible.posix.profile_tasks"
+        env["PROFILE_TASKS_TASK_OUTPUT_LIMIT"] = str(count)
+
+
+def slowest_tasks(output: str, count: int) -> list[tuple[str, float]]:
+    """The ``count`` slowest tasks that profile_tasks printed at the end of ``output``."""
+    return [(name.strip(), float(seconds)) for name, seconds in PROFILE.findall(output)][:count]
+
+
+def slowest_table(title: str, tasks: list) -> list[str]:
+    """A Markdown table of ``slowest_tasks``, under ``title``."""
+    return ["", title, "", "| task | s |", "|---|---|", *(f"| {name} | {seconds} |" for name, seconds in tasks)]
