@@ -28,8 +28,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import dra, mirror, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    DynamicApiError,
+    NotFoundError,
+    ResourceNotFoundError,
+    Urllib3Error,
     api_error_text,
     get_object,
+    is_transient,
     iter_pages,
     json_page,
     pod_summary,
@@ -60,27 +65,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_obje
     pull_secret_copy,
 )
 
-try:
-    from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
-except ImportError:  # the module reports the missing library
-
-    class DynamicApiError(Exception):  # type: ignore[no-redef]
-        status = 0
-
-    class ResourceNotFoundError(Exception):  # type: ignore[no-redef]
-        pass
-
-    NotFoundError = DynamicApiError  # type: ignore[assignment,misc]
-
-try:
-    from urllib3.exceptions import HTTPError as Urllib3Error
-except ImportError:  # pragma: no cover - urllib3 comes with the kubernetes client
-
-    class Urllib3Error(Exception):  # type: ignore[no-redef]
-        pass
-
-
-TRANSIENT_STATUS = (0, 429, 500, 502, 503, 504)
 ERROR_LINE = re.compile(
     r"_ERROR_|Error:|NCCL WARN|Test NCCL failure|MPI_ABORT was invoked|lost communication with a remote daemon"
 )
@@ -113,16 +97,6 @@ class ApiUnavailable(Exception):
 
 class NotRun(Exception):
     """The check could not run on this cluster as it is (a component it needs is missing); one line."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, Urllib3Error):
-        return True
-    if isinstance(exc, cd.ComputeDomainError) and exc.__cause__ is not None:
-        return is_transient(exc.__cause__)
-    if isinstance(exc, DynamicApiError):
-        return int(getattr(exc, "status", 0) or 0) in TRANSIENT_STATUS
-    return isinstance(exc, (ConnectionError, TimeoutError))
 
 
 def error_text(exc: BaseException) -> str:

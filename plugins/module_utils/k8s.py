@@ -24,6 +24,17 @@ except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes")
 
     NotFoundError = ResourceNotFoundError = DynamicApiError  # type: ignore[assignment,misc]
 
+try:
+    from urllib3.exceptions import HTTPError as Urllib3Error
+    from urllib3.exceptions import MaxRetryError
+    from urllib3.exceptions import SSLError as Urllib3SSLError
+except ImportError:  # urllib3 comes with the kubernetes client
+
+    class Urllib3Error(Exception):  # type: ignore[no-redef]
+        pass
+
+    MaxRetryError = Urllib3SSLError = Urllib3Error  # type: ignore[assignment,misc]
+
 DEFAULT_PAGE_SIZE = 500
 # Accept header of a list that returns each item's metadata alone (names, labels, annotations). A server
 # that cannot answer so sends the whole objects: the second media type.
@@ -145,6 +156,26 @@ def get_object(client: Any, resource: Any, name: str, namespace: Optional[str] =
         return to_dict(client.get(resource, name=name, namespace=namespace))
     except NotFoundError:
         return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth another try: 429, a 5xx, or no answer at all (connection refused or reset, a timeout).
+
+    Not transient: every other status, a TLS failure (the client reports one as status 0, or as the
+    reason of urllib3's MaxRetryError; a certificate does not heal by waiting), and anything else.
+    An error raised from a transient one (``raise ... from exc``, as the ComputeDomain helpers do) is
+    transient too.
+    """
+    if isinstance(exc, DynamicApiError):
+        status = int(getattr(exc, "status", None) or 0)
+        return status == 429 or status >= 500
+    if isinstance(exc, MaxRetryError):
+        return not isinstance(getattr(exc, "reason", None), Urllib3SSLError)
+    if isinstance(exc, Urllib3SSLError):
+        return False
+    if isinstance(exc, (Urllib3Error, ConnectionError, TimeoutError)):
+        return True
+    return exc.__cause__ is not None and is_transient(exc.__cause__)
 
 
 def api_error_text(exc: BaseException, limit: int = 300) -> str:

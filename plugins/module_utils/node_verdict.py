@@ -29,7 +29,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     NotFoundError,
+    Urllib3Error,
     api_error_text,
+    is_transient,
     list_all,
     resource_api,
     to_dict,
@@ -40,16 +42,6 @@ try:
 except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes")
     ConflictError = DynamicApiError  # type: ignore[assignment,misc]
 
-try:
-    from urllib3.exceptions import HTTPError as Urllib3Error
-    from urllib3.exceptions import MaxRetryError
-    from urllib3.exceptions import SSLError as Urllib3SSLError
-except ImportError:  # urllib3 comes with the kubernetes client
-
-    class Urllib3Error(Exception):  # type: ignore[no-redef]
-        pass
-
-    MaxRetryError = Urllib3SSLError = Urllib3Error  # type: ignore[assignment,misc]
 
 DEFAULT_LABEL_KEY = "gpu-fabric.nvidia.com/verified"
 DEFAULT_ANNOTATION_KEY = "gpu-fabric.nvidia.com/verification"
@@ -298,18 +290,6 @@ def node_outcome(plan: Optional[NodePlan], changed: bool) -> Dict[str, Any]:
 # ---------------------------------------------------------------------------------------------
 # Errors of API calls
 # ---------------------------------------------------------------------------------------------
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Worth another try: 429, a 5xx, or no answer at all (connection refused or reset, a timeout)."""
-    if isinstance(exc, DynamicApiError):
-        status = getattr(exc, "status", None) or 0
-        return status == 429 or status >= 500
-    if isinstance(exc, MaxRetryError):
-        return not isinstance(getattr(exc, "reason", None), Urllib3SSLError)
-    if isinstance(exc, Urllib3SSLError):
-        return False
-    return isinstance(exc, (Urllib3Error, ConnectionError, TimeoutError))
 
 
 def error_line(exc: BaseException) -> str:

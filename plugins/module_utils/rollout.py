@@ -20,8 +20,12 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Set, TypeVar
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import GPU_RESOURCE, gpu_count
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import DynamicApiError, natural_key
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Urllib3Error, is_transient
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    DynamicApiError,
+    Urllib3Error,
+    is_transient,
+    natural_key,
+)
 
 T = TypeVar("T")
 

@@ -91,10 +91,11 @@ msg:
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
+    Urllib3Error,
     list_all,
     natural_key,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Urllib3Error, error_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     CONTROLLER_SELECTOR,
     PLUGIN_SELECTOR,

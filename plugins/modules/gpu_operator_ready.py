@@ -106,9 +106,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_policy im
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     ResourceNotFoundError,
+    Urllib3Error,
     list_all,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Urllib3Error, error_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.olm import CLUSTER_POLICY_API_VERSION
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     WaitTimeout,

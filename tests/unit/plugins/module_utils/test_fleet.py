@@ -51,23 +51,6 @@ def _Status(status: int):
     return api_exception(ApiException(status=status, reason=f"reason {status}"))
 
 
-@pytest.mark.parametrize(
-    ("exc", "transient"),
-    [
-        (_Status(503), True),
-        (_Status(429), True),
-        (_Status(500), True),
-        (_Status(404), False),
-        (_Status(403), False),
-        (_Status(409), False),
-        (MaxRetryError(None, "/api", NewConnectionError(None, "Connection refused")), True),
-        (ValueError("ours"), False),
-    ],
-)
-def test_which_errors_are_transient(exc, transient):
-    assert fleet.is_transient(exc) is transient
-
-
 def raising(exc: BaseException):
     def call():
         raise exc

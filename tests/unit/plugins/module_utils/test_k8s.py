@@ -10,6 +10,7 @@ import types
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_error_text,
+    is_transient,
     iter_pages,
     json_page,
     list_served,
@@ -18,7 +19,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
 )
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError, api_exception
-from urllib3.exceptions import MaxRetryError, NewConnectionError
+from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError, SSLError
 from urllib3.response import HTTPResponse
 
 # The API server's answer to a log read of a container that has not written yet (as kube-apiserver
@@ -195,3 +196,52 @@ def test_other_errors_of_a_list_are_raised():
     error = client_error(403, "Forbidden", b"forbidden", "text/plain")
     with pytest.raises(type(error)):
         list_served(GoneKindClient(error), "kubeflow.org/v2beta1", "MPIJob")
+
+
+class _Wrapped(Exception):
+    """What a helper raises from an API error (``raise _Wrapped(...) from exc``)."""
+
+
+def _raised_from(cause: BaseException) -> BaseException:
+    try:
+        try:
+            raise cause
+        except BaseException as exc:
+            raise _Wrapped("the ComputeDomain was not created") from exc
+    except _Wrapped as wrapped:
+        return wrapped
+
+
+def _status(status: int) -> BaseException:
+    return api_exception(ApiException(status=status, reason=f"reason {status}"))
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (_status(429), True),
+        (_status(500), True),
+        (_status(503), True),
+        (_status(504), True),
+        (_status(400), False),
+        (_status(403), False),
+        (_status(404), False),
+        (_status(409), False),
+        (_status(422), False),
+        # the client reports a TLS failure as an ApiException of status 0: a certificate does not heal by waiting
+        (api_exception(ApiException(status=0, reason="SSLError\ncertificate verify failed")), False),
+        (MaxRetryError(None, "/api", NewConnectionError(None, "Connection refused")), True),
+        (MaxRetryError(None, "/api", SSLError("certificate verify failed")), False),
+        (SSLError("certificate verify failed"), False),
+        (ReadTimeoutError(None, "/api", "Read timed out."), True),
+        (ProtocolError("Connection aborted.", ConnectionResetError(104, "reset")), True),
+        (ConnectionResetError(104, "Connection reset by peer"), True),
+        (TimeoutError("timed out"), True),
+        (ValueError("a bug of ours"), False),
+        (_raised_from(_status(503)), True),
+        (_raised_from(_status(403)), False),
+        (_Wrapped("no cause"), False),
+    ],
+)
+def test_transient_errors_are_429_5xx_and_no_answer(exc, transient):
+    assert is_transient(exc) is transient

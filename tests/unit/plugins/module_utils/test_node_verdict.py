@@ -19,7 +19,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict impo
     desired_patch,
     desired_taints,
     error_line,
-    is_transient,
     parse_trays,
     plan_node,
     time_problems,
@@ -373,16 +372,6 @@ def test_error_line_holds_the_message_and_no_headers():
     assert error_line(html) == "503 Service Unavailable: upstream connect error"
     empty = api_error(ServiceUnavailableError, 503, "Service Unavailable")
     assert error_line(empty) == "503 Service Unavailable"
-
-
-def test_transient_errors_are_429_5xx_and_no_answer():
-    refused = MaxRetryError(None, "/api/v1/nodes", NewConnectionError(None, "Connection refused"))
-    assert is_transient(refused)
-    assert is_transient(api_error(TooManyRequestsError, 429, "Too Many Requests", "throttled"))
-    assert is_transient(api_error(ServiceUnavailableError, 503, "Service Unavailable"))
-    assert not is_transient(conflict("gb200-r0-t3"))
-    assert not is_transient(api_error(ForbiddenError, 403, "Forbidden", "no"))
-    assert not is_transient(ValueError("a bug of ours"))
 
 
 # --- writing through a fake API server ----------------------------------------------------------
