@@ -16,6 +16,7 @@ what is missing and where to look.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Set, TypeVar
 
@@ -72,6 +73,24 @@ def slice_nodes(slices: Iterable[Mapping[str, Any]], driver: str) -> Set[str]:
         if spec.get("driver") == driver and spec.get("nodeName"):
             found.add(str(spec["nodeName"]))
     return found
+
+
+def deployment_available(deployment: Any) -> bool:
+    """Whether a Deployment (a dict, or None when absent) has the condition Available=True."""
+    conditions = ((deployment or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Available" and str(c.get("status")) == "True" for c in conditions)
+
+
+def served_versions(crd: Any) -> List[str]:
+    """The versions a CustomResourceDefinition (a dict, or None) serves, in its order."""
+    versions = ((crd or {}).get("spec") or {}).get("versions") or []
+    return [str(v.get("name")) for v in versions if isinstance(v, Mapping) and v.get("served")]
+
+
+def deployment_images(deployment: Any) -> List[str]:
+    """The images of a Deployment's containers (a dict, or None)."""
+    spec = ((((deployment or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
+    return [str(c.get("image")) for c in spec.get("containers") or [] if isinstance(c, Mapping) and c.get("image")]
 
 
 def missing(expected: Iterable[str], present: Iterable[str]) -> List[str]:
@@ -188,4 +207,39 @@ def dra_summary(chart: str, nodes: Sequence[str], device_classes: Sequence[str],
     return (
         f"DRA driver {chart} ready: controller Ready, kubelet plugin Ready on {len(nodes)} GPU nodes, "
         f"DeviceClasses {', '.join(device_classes)}, ResourceSlices on every GPU node ({api_version})."
+    )
+
+
+def deployment_message(namespace: str, name: str, timeout: int, deployment: Any) -> str:
+    """A Deployment not Available in time: its status (or that it does not exist) and where to look."""
+    if not deployment:
+        state = "not found"
+    else:
+        found = deployment.get("status") or {}
+        state = json.dumps(
+            {k: found[k] for k in ("replicas", "readyReplicas", "availableReplicas", "conditions") if k in found},
+            sort_keys=True,
+        )
+    images = ", ".join(deployment_images(deployment)) or "its image"
+    return (
+        f"Deployment {namespace}/{name} is not Available after {timeout}s ({state}). Check its pods: "
+        f"`kubectl -n {namespace} get pods` (image pull of {images}?)."
+    )
+
+
+def crd_message(crd_name: str, version: str, crd: Any) -> str:
+    if not crd:
+        return f"The {crd_name} CustomResourceDefinition is missing; the manifest applied did not create it."
+    served = ", ".join(served_versions(crd)) or "none"
+    return (
+        f"The {crd_name} CustomResourceDefinition does not serve {version} (served: {served}); "
+        "apply the manifest of an MPI operator release that serves it (mpi_operator_manifest_url)."
+    )
+
+
+def mpi_operator_summary(namespace: str, name: str, deployment: Mapping[str, Any], crd_name: str, version: str) -> str:
+    found = deployment.get("status") or {}
+    return (
+        f"MPI operator {namespace}/{name} Available ({found.get('availableReplicas', 0)}/{found.get('replicas', 0)} "
+        f"replicas, {', '.join(deployment_images(deployment)) or 'no image'}); {crd_name} serves {version}."
     )

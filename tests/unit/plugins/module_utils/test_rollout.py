@@ -159,3 +159,17 @@ def test_messages_name_what_is_missing_and_where_to_look():
         "DeviceClass missing: a.nvidia.com (expected from chart nvidia-dra-driver-gpu 25.8.0 with"
     )
     assert "for GPU node(s): t1, t2." in rollout.slice_message("compute-domain.nvidia.com", ["t1", "t2"], "ns")
+
+
+def test_deployment_and_crd_judges_read_what_the_api_server_writes():
+    available = {
+        "status": {"conditions": [{"type": "Progressing", "status": "True"}, {"type": "Available", "status": "True"}]}
+    }
+    assert rollout.deployment_available(available) is True
+    assert rollout.deployment_available({"status": {"conditions": [{"type": "Available", "status": "False"}]}}) is False
+    assert rollout.deployment_available({"metadata": {"name": "new"}}) is False
+    assert rollout.deployment_available(None) is False
+    crd = {"spec": {"versions": [{"name": "v2beta1", "served": True}, {"name": "v1", "served": False}, {"name": "v3"}]}}
+    assert rollout.served_versions(crd) == ["v2beta1"]
+    assert rollout.served_versions(None) == []
+    assert rollout.deployment_images(None) == []
