@@ -258,3 +258,46 @@ def implicit_docker_hub_images(documents: Iterable[Mapping[str, Any]]) -> List[s
                     if image and ("/" not in image or not _HOST.match(first)):
                         found.append(image)
     return found
+
+
+# The options of the mirror_settings module and of its action plugin (one spec, one computation).
+SETTINGS_SPEC: Dict[str, Dict[str, Any]] = dict(
+    registry=dict(type="str", default=""),
+    image_overrides=dict(type="dict", default={}),
+    pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
+    download_mirror=dict(type="str", default=""),
+    images=dict(type="dict", default={}),
+    urls=dict(type="dict", default={}),
+    charts=dict(type="dict", default={}),
+    manifest=dict(type="str", default=""),
+)
+
+
+def settings(params: Mapping[str, Any]) -> Dict[str, Any]:
+    """mirror_settings' result for its validated options; ValueError names a manifest that is not YAML."""
+    prefix, overrides, secrets = params["registry"], params["image_overrides"], params["pull_secrets"]
+    objects: List[Dict[str, Any]] = []
+    if params["manifest"]:
+        import yaml  # PyYAML comes with ansible-core; imported here so the rest needs nothing but the standard library
+
+        try:
+            objects = mirror_manifest(yaml.safe_load_all(params["manifest"]), prefix, overrides, secrets)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"the manifest is not YAML: {str(exc).splitlines()[0]}") from exc
+    return dict(
+        changed=False,
+        gpu_operator_values=gpu_operator_values(prefix, overrides, secrets),
+        dra_driver_values=dra_driver_values(prefix, overrides, secrets),
+        images={k: mirror_image(str(v or ""), prefix, overrides) for k, v in params["images"].items()},
+        urls={k: mirror_url(str(v or ""), params["download_mirror"]) for k, v in params["urls"].items()},
+        charts={
+            k: chart_source(
+                str(v.get("chart", "")),
+                str(v.get("repo_url", "")),
+                str(v.get("repo_name", "")),
+                bool(v.get("authenticated", False)),
+            )
+            for k, v in params["charts"].items()
+        },
+        manifest_objects=objects,
+    )

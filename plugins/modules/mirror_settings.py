@@ -16,7 +16,8 @@ description:
   - The public registry host is replaced by O(registry) and the path kept
     (C(nvcr.io/nvidia/gpu-operator) becomes C(<registry>/nvidia/gpu-operator)); an override keyed by the public
     image without its tag wins.
-  - Changes nothing; reads nothing from the cluster.
+  - Changes nothing; reads nothing from the cluster or the host. It runs on the controller, in the task's own
+    process (an action plugin), so a role pays no module process for it, on a tray or for the cluster.
 extends_documentation_fragment:
   - gpu_fabric.mnnvl.attributes
   - gpu_fabric.mnnvl.attributes.INFO_MODULE
@@ -109,67 +110,23 @@ manifest_objects:
   elements: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.mirror import (
-    chart_source,
-    dra_driver_values,
-    gpu_operator_values,
-    mirror_image,
-    mirror_manifest,
-    mirror_url,
-)
+import copy
 
-try:
-    import yaml
-except ImportError:  # reported when a manifest is given
-    yaml = None
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.mirror import SETTINGS_SPEC, settings
 
 
 def build_module() -> AnsibleModule:
-    return AnsibleModule(
-        argument_spec=dict(
-            registry=dict(type="str", default=""),
-            image_overrides=dict(type="dict", default={}),
-            pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
-            download_mirror=dict(type="str", default=""),
-            images=dict(type="dict", default={}),
-            urls=dict(type="dict", default={}),
-            charts=dict(type="dict", default={}),
-            manifest=dict(type="str", default=""),
-        ),
-        supports_check_mode=True,
-    )
+    return AnsibleModule(argument_spec=copy.deepcopy(SETTINGS_SPEC), supports_check_mode=True)
 
 
 def main() -> None:
+    """What runs where the action plugin of the same name does not (a direct module call, a test)."""
     module = build_module()
-    p = module.params
-    prefix, overrides, secrets = p["registry"], p["image_overrides"], p["pull_secrets"]
-    objects = []
-    if p["manifest"]:
-        if yaml is None:
-            module.fail_json(msg=missing_required_lib("PyYAML"))
-        try:
-            objects = mirror_manifest(yaml.safe_load_all(p["manifest"]), prefix, overrides, secrets)
-        except yaml.YAMLError as exc:
-            module.fail_json(msg=f"the manifest is not YAML: {str(exc).splitlines()[0]}")
-    module.exit_json(
-        changed=False,
-        gpu_operator_values=gpu_operator_values(prefix, overrides, secrets),
-        dra_driver_values=dra_driver_values(prefix, overrides, secrets),
-        images={k: mirror_image(str(v or ""), prefix, overrides) for k, v in p["images"].items()},
-        urls={k: mirror_url(str(v or ""), p["download_mirror"]) for k, v in p["urls"].items()},
-        charts={
-            k: chart_source(
-                str(v.get("chart", "")),
-                str(v.get("repo_url", "")),
-                str(v.get("repo_name", "")),
-                bool(v.get("authenticated", False)),
-            )
-            for k, v in p["charts"].items()
-        },
-        manifest_objects=objects,
-    )
+    try:
+        module.exit_json(**settings(module.params))
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
 
 
 if __name__ == "__main__":
