@@ -19,9 +19,10 @@ alone cannot tell a dead operation from a live one (another run of the same stag
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 GOOD = ("deployed", "superseded")
@@ -36,8 +37,9 @@ class Revision:
     number: int
     status: str
     updated: Optional[datetime]
-    chart: str = ""
+    chart: str = ""  # Helm's "<chart name>-<chart version>"
     description: str = ""
+    app_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ def parse_history(text: str) -> List[Revision]:
                 updated=parse_time(str(entry.get("updated", ""))),
                 chart=str(entry.get("chart", "")),
                 description=str(entry.get("description", "")),
+                app_version=str(entry.get("app_version", "")),
             )
         )
     return sorted(revisions, key=lambda r: r.number)
@@ -130,6 +133,99 @@ def summarize(revisions: List[Revision]) -> List[Any]:
     return [{"revision": r.number, "status": r.status, "chart": r.chart} for r in revisions[-5:]]
 
 
+class SettleError(RuntimeError):
+    """Helm's history could not be read or the repair failed (message: one line)."""
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What :func:`settle` found and did: ``action`` is ``none``, ``waited``, ``rollback`` or ``uninstall``.
+
+    ``latest`` is the release's latest revision as the last history read showed it, when nothing was changed
+    since (``None`` when there is no release, or after a rollback or uninstall: read it again then)."""
+
+    changed: bool
+    action: str
+    msg: str
+    revisions: List[Any] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+    latest: Optional[Revision] = None
+
+
+Helm = Callable[..., Tuple[int, str, str]]
+
+
+def settle(
+    helm: Helm,
+    name: str,
+    release: str,
+    stale_after: float,
+    poll_delay: float,
+    check_mode: bool,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+) -> Settled:
+    """Wait out another run's live operation on ``name``, or repair what a dead one left pending.
+
+    ``helm(*args)`` runs Helm in the release's namespace and returns ``(rc, stdout, stderr)``;
+    ``release`` is ``namespace/name`` for the messages. Check mode reads and says, and changes nothing.
+    """
+    waited = 0.0
+    while True:
+        rc, out, err = helm("history", name, "--output", "json", "--max", "20")
+        if rc != 0:
+            if history_missing(err):
+                return Settled(False, "none", f"release {release}: not installed")
+            raise SettleError(f"helm history {release} failed (rc {rc}): {one_line(err)}")
+        try:
+            revisions = parse_history(out)
+        except HelmHistoryError as exc:
+            raise SettleError(f"release {release}: {exc}") from exc
+        action = decide(release, revisions, now(), stale_after)
+        summary = summarize(revisions)
+        latest = revisions[-1] if revisions else None
+        if action.kind == "none":
+            if not waited:
+                return Settled(False, "none", action.message, summary, latest=latest)
+            msg = f"release {release}: the other operation ended after {waited:.0f} s"
+            return Settled(False, "waited", msg, summary, [msg], latest=latest)
+        if action.kind == "wait":
+            if check_mode:
+                return Settled(False, "none", action.message, summary, latest=latest)
+            sleep(poll_delay)
+            waited += poll_delay
+            continue
+        if check_mode:
+            return Settled(True, action.kind, action.message, summary, latest=latest)
+        if action.kind == "rollback":
+            args = ["rollback", name, str(action.revision), "--wait", "--timeout", f"{stale_after:.0f}s"]
+        else:
+            args = ["uninstall", name, "--wait", "--timeout", f"{stale_after:.0f}s"]
+        rc, out, err = helm(*args)
+        if rc != 0:
+            raise SettleError(f"{action.message}; helm {args[0]} failed (rc {rc}): {one_line(err)}")
+        return Settled(True, action.kind, action.message, summary, [action.message])
+
+
+def latest_revision(helm: Helm, name: str, release: str) -> Optional[Revision]:
+    """The release's latest revision (``helm history --max 1``), ``None`` when there is no release."""
+    rc, out, err = helm("history", name, "--output", "json", "--max", "1")
+    if rc != 0:
+        if history_missing(err):
+            return None
+        raise SettleError(f"helm history {release} failed (rc {rc}): {one_line(err)}")
+    try:
+        revisions = parse_history(out)
+    except HelmHistoryError as exc:
+        raise SettleError(f"release {release}: {exc}") from exc
+    return revisions[-1] if revisions else None
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """A command's stderr as one line of at most ``limit`` characters."""
+    return " ".join((text or "").split())[:limit]
+
+
 def connection_args(params: Mapping[str, Any]) -> List[str]:
     """Helm's global flags for the connection options kubernetes.core.helm takes (context, host, api_key,
     validate_certs, ca_cert); the kubeconfig goes through the environment."""
@@ -145,3 +241,22 @@ def connection_args(params: Mapping[str, Any]) -> List[str]:
     if params.get("ca_cert"):
         args += ["--kube-ca-file", str(params["ca_cert"])]
     return args
+
+
+def helm_connection(params: Mapping[str, Any], environ: Mapping[str, str]) -> Tuple[List[str], Dict[str, str]]:
+    """Helm's flags and environment for a module that takes kubernetes.core's connection options
+    (``AUTH_ARG_SPEC``, without fallbacks): each option, or else its ``K8S_AUTH_*`` variable, as
+    kubernetes.core's client reads them, so that Helm talks to the cluster the module's API client does."""
+    resolved = {
+        "context": params.get("context") or environ.get("K8S_AUTH_CONTEXT"),
+        "host": params.get("host") or environ.get("K8S_AUTH_HOST"),
+        "api_key": params.get("api_key") or environ.get("K8S_AUTH_API_KEY"),
+        "ca_cert": params.get("ca_cert") or environ.get("K8S_AUTH_SSL_CA_CERT"),
+        "validate_certs": params.get("validate_certs"),
+    }
+    if resolved["validate_certs"] is None and environ.get("K8S_AUTH_VERIFY_SSL"):
+        resolved["validate_certs"] = environ["K8S_AUTH_VERIFY_SSL"].strip().lower() not in ("0", "false", "no", "off")
+    kubeconfig = params.get("kubeconfig")
+    if not isinstance(kubeconfig, str) or not kubeconfig:
+        kubeconfig = environ.get("K8S_AUTH_KUBECONFIG", "")
+    return connection_args(resolved), ({"KUBECONFIG": kubeconfig} if kubeconfig else {})

@@ -213,7 +213,7 @@ def mirror_url(url: str, base: str) -> str:
 
 
 def chart_source(chart_name: str, repo_url: str, repo_name: str = "", authenticated: bool = False) -> Dict[str, str]:
-    """Where kubernetes.core.helm finds a chart: ``chart_ref``, ``chart_repo_url`` ("" for none) and what to log
+    """Where Helm finds a chart: ``chart_ref``, ``chart_repo_url`` ("" for none) and what to log
     in to first.
 
     An ``oci://`` repository names the chart in the reference (Helm takes no repository URL then) and, with

@@ -9,7 +9,8 @@ module: helm_release_settle
 short_description: Wait out or repair a Helm release left pending by an interrupted operation
 version_added: 0.2.0
 description:
-  - Run before C(kubernetes.core.helm) installs or upgrades a release. Reads C(helm history) of the release.
+  - Run before C(kubernetes.core.helm) installs or upgrades a release; M(gpu_fabric.mnnvl.chart_release) runs the same
+    check itself. Reads C(helm history) of the release.
   - Nothing pending (or no release yet) - nothing to do.
   - The latest revision C(pending-install), C(pending-upgrade) or C(pending-rollback) for less than
     O(stale_after) seconds - another Helm operation is live (another run of the stage); waits until it ends.
@@ -93,8 +94,6 @@ msg:
 """
 
 import os
-import time
-from datetime import datetime, timezone
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import helm_release
@@ -118,7 +117,6 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    release = f"{p['namespace']}/{p['name']}"
     base = [p["binary_path"], *helm_release.connection_args(p)]
     kubeconfig = p["kubeconfig"] or os.environ.get("K8S_AUTH_KUBECONFIG")
     env = {"KUBECONFIG": kubeconfig} if kubeconfig else {}
@@ -126,41 +124,15 @@ def main() -> None:
     def helm(*args: str):
         return module.run_command([*base, *args, "--namespace", p["namespace"]], environ_update=env)
 
-    waited = 0.0
-    while True:
-        rc, out, err = helm("history", p["name"], "--output", "json", "--max", "20")
-        if rc != 0:
-            if helm_release.history_missing(err):
-                module.exit_json(changed=False, action="none", revisions=[], msg=f"release {release}: not installed")
-            module.fail_json(msg=f"helm history {release} failed (rc {rc}): {' '.join(err.split())[:300]}")
-        try:
-            revisions = helm_release.parse_history(out)
-        except helm_release.HelmHistoryError as exc:
-            module.fail_json(msg=f"release {release}: {exc}")
-        action = helm_release.decide(release, revisions, datetime.now(timezone.utc), p["stale_after"])
-        summary = helm_release.summarize(revisions)
-        if action.kind == "none":
-            msg = action.message if not waited else f"release {release}: the other operation ended after {waited:.0f} s"
-            if waited:
-                module.warn(msg)
-            module.exit_json(changed=False, action="waited" if waited else "none", revisions=summary, msg=msg)
-        if action.kind == "wait":
-            if module.check_mode:
-                module.exit_json(changed=False, action="none", revisions=summary, msg=action.message)
-            time.sleep(p["poll_delay"])
-            waited += p["poll_delay"]
-            continue
-        if module.check_mode:
-            module.exit_json(changed=True, action=action.kind, revisions=summary, msg=action.message)
-        module.warn(action.message)
-        if action.kind == "rollback":
-            args = ["rollback", p["name"], str(action.revision), "--wait", "--timeout", f"{p['stale_after']}s"]
-        else:
-            args = ["uninstall", p["name"], "--wait", "--timeout", f"{p['stale_after']}s"]
-        rc, out, err = helm(*args)
-        if rc != 0:
-            module.fail_json(msg=f"{action.message}; helm {args[0]} failed (rc {rc}): {' '.join(err.split())[:300]}")
-        module.exit_json(changed=True, action=action.kind, revisions=summary, msg=action.message)
+    try:
+        done = helm_release.settle(
+            helm, p["name"], f"{p['namespace']}/{p['name']}", p["stale_after"], p["poll_delay"], module.check_mode
+        )
+    except helm_release.SettleError as exc:
+        module.fail_json(msg=str(exc))
+    for warning in done.warnings:
+        module.warn(warning)
+    module.exit_json(changed=done.changed, action=done.action, revisions=done.revisions, msg=done.msg)
 
 
 if __name__ == "__main__":

@@ -679,6 +679,6 @@ def test_the_helm_tasks_run_the_helm_binary_that_preflight_checked(sim_rack, con
     lines = calls.read_text().splitlines()
     assert lines[0] == "version --short"  # cluster_preflight's check
     for release, namespace in (("gpu-operator", "gpu-operator"), ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")):
-        # helm_release_settle's history, then kubernetes.core.helm's own calls for the release
+        # chart_release's pending-release check (history), then its status read of the release
         assert any(line.startswith(f"history {release} ") and namespace in line for line in lines), lines
         assert any(release in line and not line.startswith("history") for line in lines), lines

@@ -120,3 +120,96 @@ def test_connection_args_follow_the_kubernetes_core_helm_options():
         "/etc/k8s/ca.crt",
     ]
     assert "--kube-insecure-skip-tls-verify" not in helm_release.connection_args({"validate_certs": True})
+
+
+def test_helm_connection_takes_each_option_or_else_its_k8s_auth_variable():
+    environ = {
+        "K8S_AUTH_KUBECONFIG": "/etc/gpu-fabric/admin.kubeconfig",
+        "K8S_AUTH_CONTEXT": "env-context",
+        "K8S_AUTH_VERIFY_SSL": "no",
+    }
+    flags, env = helm_release.helm_connection({"context": "admin@rack", "kubeconfig": None}, environ)
+    assert flags == ["--kube-context", "admin@rack", "--kube-insecure-skip-tls-verify"]
+    assert env == {"KUBECONFIG": "/etc/gpu-fabric/admin.kubeconfig"}
+    flags, env = helm_release.helm_connection({"kubeconfig": "/k", "validate_certs": True}, environ)
+    assert flags == ["--kube-context", "env-context"]
+    assert env == {"KUBECONFIG": "/k"}
+    # a kubeconfig given as a mapping is the API client's alone; Helm reads its own default
+    assert helm_release.helm_connection({"kubeconfig": {"clusters": []}}, {}) == ([], {})
+
+
+class ScriptedHelm:
+    """Answers each Helm call with the next of ``answers`` (rc, stdout, stderr) and records the calls."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+        return self.answers.pop(0)
+
+
+def history(*entries) -> tuple:
+    return 0, json.dumps(list(entries)), ""
+
+
+def settle(helm, check_mode=False, clock=None):
+    sleeps = []
+    done = helm_release.settle(
+        helm, "rel", "ns/rel", 660, 5.0, check_mode, sleep=sleeps.append, now=clock or (lambda: NOW)
+    )
+    return done, sleeps
+
+
+def test_settle_waits_for_a_live_operation_to_end_and_says_so():
+    helm = ScriptedHelm(history(*DEPLOYED, pending("pending-upgrade", 30)), history(*DEPLOYED))
+    done, sleeps = settle(helm)
+    assert (done.changed, done.action, sleeps) == (False, "waited", [5.0])
+    assert done.warnings == ["release ns/rel: the other operation ended after 5 s"]
+    assert helm.calls == [("history", "rel", "--output", "json", "--max", "20")] * 2
+
+
+def test_settle_rolls_back_an_interrupted_upgrade_and_check_mode_only_says_it():
+    stale = history(*DEPLOYED, pending("pending-upgrade", 3600))
+    done, _ = settle(ScriptedHelm(stale), check_mode=True)
+    assert (done.changed, done.action) == (True, "rollback")
+    helm = ScriptedHelm(stale, (0, "Rollback was a success!", ""))
+    done, _ = settle(helm)
+    assert helm.calls[1] == ("rollback", "rel", "2", "--wait", "--timeout", "660s")
+    assert done.warnings == [done.msg]
+
+
+def test_settle_of_a_release_that_is_not_there_or_whose_repair_fails():
+    assert settle(ScriptedHelm((1, "", "Error: release: not found")))[0].msg == "release ns/rel: not installed"
+    with pytest.raises(helm_release.SettleError, match=r"helm history ns/rel failed \(rc 1\): Error: cluster down"):
+        settle(ScriptedHelm((1, "", "Error:\n  cluster down\n")))
+    with pytest.raises(helm_release.SettleError, match="helm uninstall failed"):
+        settle(ScriptedHelm(history(pending("pending-install", 3600, revision=1)), (1, "", "Error: timed out")))
+
+
+def test_settle_hands_on_the_latest_revision_it_read_unless_it_changed_the_release():
+    done, _ = settle(ScriptedHelm(history(*DEPLOYED)))
+    assert (done.latest.number, done.latest.status, done.latest.chart) == (
+        2,
+        "deployed",
+        "nvidia-dra-driver-gpu-25.8.0",
+    )
+    assert done.latest.app_version == "25.8.0"
+    waited, _ = settle(ScriptedHelm(history(*DEPLOYED, pending("pending-upgrade", 30)), history(*DEPLOYED)))
+    assert waited.latest.number == 2  # the read after the other operation ended
+    stale = history(*DEPLOYED, pending("pending-upgrade", 3600))
+    assert settle(ScriptedHelm(stale), check_mode=True)[0].latest.status == "pending-upgrade"  # nothing was done
+    assert settle(ScriptedHelm(stale, (0, "Rollback was a success!", "")))[0].latest is None  # read it again
+    assert settle(ScriptedHelm((1, "", "Error: release: not found")))[0].latest is None
+
+
+def test_the_latest_revision_is_one_history_entry_or_none():
+    helm = ScriptedHelm(history(DEPLOYED[-1]))
+    assert helm_release.latest_revision(helm, "rel", "ns/rel").number == 2
+    assert helm.calls == [("history", "rel", "--output", "json", "--max", "1")]
+    assert helm_release.latest_revision(ScriptedHelm((1, "", "Error: release: not found")), "rel", "ns/rel") is None
+    with pytest.raises(helm_release.SettleError, match=r"helm history ns/rel failed \(rc 1\): Error: forbidden"):
+        helm_release.latest_revision(ScriptedHelm((1, "", "Error: forbidden\n")), "rel", "ns/rel")
+    with pytest.raises(helm_release.SettleError, match="release ns/rel: helm history printed no JSON"):
+        helm_release.latest_revision(ScriptedHelm((0, "<html>", "")), "rel", "ns/rel")

@@ -1,0 +1,417 @@
+#!/usr/bin/python
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: chart_release
+short_description: Install or upgrade one Helm release, its namespace and its chart's CRDs, in one process
+version_added: 0.3.0
+description:
+  - The steps of one release of the cluster stage, in order, each changing only what differs.
+  - Settles a release that an interrupted run left pending, as M(gpu_fabric.mnnvl.helm_release_settle) does.
+  - Creates the namespace with O(namespace_labels), or sets the labels it lacks; its other labels stay.
+  - Applies the CRDs of the chart version (C(helm show crds)) server-side with O(field_manager). Helm creates a
+    chart's C(crds/) on the first install only and never upgrades them.
+  - Reads the release's latest revision (C(helm history)) and its values (C(helm get values)), and installs or
+    upgrades it (C(helm upgrade --install --reset-values --wait)) when it is absent, when its latest revision is
+    not C(deployed), or when its chart, chart version or values differ from O(chart_name), O(chart_version) and
+    O(values). No chart is downloaded for that decision, unless O(chart_version) is a range, which
+    C(helm show chart) resolves.
+  - Check mode reads everything and changes nothing; with C(--diff) it shows the release's values installed and
+    wanted.
+  - The connection options are kubernetes.core's, with its C(K8S_AUTH_*) environment variables; Helm gets the same
+    cluster through C(KUBECONFIG), C(--kube-context), C(--kube-apiserver), C(--kube-token),
+    C(--kube-insecure-skip-tls-verify) and C(--kube-ca-file). A kubeconfig given as a mapping reaches the API
+    client only.
+author: gpu_fabric.mnnvl contributors (@gpu-fabric)
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - gpu_fabric.mnnvl.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads the release, the namespace and the CRDs, dry-runs the CRDs' apply on the API server, and changes nothing.
+  diff_mode:
+    support: full
+    details:
+      - The diff shows the release's values, installed and wanted, as YAML, when the release would change.
+options:
+  name:
+    description: Release name.
+    type: str
+    required: true
+  namespace:
+    description: Release namespace, created when missing.
+    type: str
+    required: true
+  namespace_labels:
+    description: Labels the namespace must carry (the charts' pods need Pod Security C(privileged)).
+    type: dict
+    default: {}
+  chart_ref:
+    description:
+      - The chart to install, as Helm takes it - C(nvidia/gpu-operator), C(oci://...), or a name with O(chart_repo_url).
+    type: str
+    required: true
+  chart_repo_url:
+    description: The chart repository (C(--repo)); empty for an OCI reference or a named repository.
+    type: str
+    default: ""
+  chart_name:
+    description: The chart's name; an installed release of another chart is upgraded. Empty - not compared.
+    type: str
+    default: ""
+  chart_version:
+    description: The chart version, or a range that C(helm show chart) resolves.
+    type: str
+    required: true
+  values:
+    description: The release's values, exactly; values of an earlier revision are not carried over.
+    type: dict
+    default: {}
+  upgrade_crds:
+    description: Apply the chart version's CRDs server-side.
+    type: bool
+    default: true
+  field_manager:
+    description: Field manager of the CRDs' server-side apply.
+    type: str
+    default: gpu-fabric
+  take_ownership:
+    description: Adopt the objects of an install that Helm did not make (C(--take-ownership), Helm 3.17 or later).
+    type: bool
+    default: false
+  wait_timeout:
+    description: Seconds Helm waits for the release's objects (C(--wait --timeout)).
+    type: int
+    default: 600
+  stale_after:
+    description: Seconds after which a pending revision is taken as interrupted; default O(wait_timeout) plus 60.
+    type: int
+  poll_delay:
+    description: Seconds between two reads while another Helm operation on the release runs.
+    type: float
+    default: 5
+  api_patience:
+    description: Seconds a transient API error (429, 5xx, no answer) is retried before the module fails.
+    type: int
+    default: 10
+  binary_path:
+    description: The Helm binary.
+    type: path
+    default: helm
+requirements:
+  - helm (3.17 or later for O(take_ownership))
+  - kubernetes (the Python client)
+notes:
+  - The comparison is Helm's own record of the release; objects changed behind Helm's back are not found here (the
+    roles' readiness checks find what matters of them).
+"""
+
+EXAMPLES = r"""
+- name: Install or upgrade the GPU Operator
+  gpu_fabric.mnnvl.chart_release:
+    name: gpu-operator
+    namespace: gpu-operator
+    namespace_labels:
+      pod-security.kubernetes.io/enforce: privileged
+    chart_ref: nvidia/gpu-operator
+    chart_name: gpu-operator
+    chart_version: v25.10.0
+    values:
+      driver:
+        enabled: false
+"""
+
+RETURN = r"""
+action:
+  description: What was (or in check mode would be) done to the release - C(install), C(upgrade) or C(none).
+  returned: always
+  type: str
+reasons:
+  description: Why the release is installed or upgraded, one line per difference.
+  returned: always
+  type: list
+  elements: str
+  sample: ["values differ (logVerbosity)"]
+release:
+  description:
+    - The release after the run (before it, in check mode) - name, namespace, revision, status, chart, app_version.
+  returned: when the release exists
+  type: dict
+settle:
+  description: What the pending-release check found (C(none), C(waited), C(rollback), C(uninstall)) and its message.
+  returned: always
+  type: dict
+namespace:
+  description: C(created), C(labelled) or C(unchanged).
+  returned: always
+  type: str
+crds:
+  description: The chart's CRDs applied, and those of them the apply changed (would change, in check mode).
+  returned: when O(upgrade_crds)
+  type: dict
+  sample: {"applied": ["clusterpolicies.nvidia.com"], "changed": []}
+values_now:
+  description: The values of the installed release (empty when there is none).
+  returned: always
+  type: dict
+values_wanted:
+  description: O(values), as Helm will store them.
+  returned: always
+  type: dict
+command:
+  description: The Helm command that installed or upgraded the release (that would, in check mode).
+  returned: when the release is installed or upgraded
+  type: list
+  elements: str
+msg:
+  description: One line per step that did something, and the release's state.
+  returned: always
+  type: str
+"""
+
+import json
+import os
+import time
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_release as cr
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import helm_release
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    PARTIAL_METADATA_LIST,
+    DynamicApiError,
+    NotFoundError,
+    Urllib3Error,
+    api_error_text,
+    is_transient,
+    json_page,
+)
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def build_module() -> AnsibleK8SModule:
+    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec.update(
+        name=dict(type="str", required=True),
+        namespace=dict(type="str", required=True),
+        namespace_labels=dict(type="dict", default={}),
+        chart_ref=dict(type="str", required=True),
+        chart_repo_url=dict(type="str", default=""),
+        chart_name=dict(type="str", default=""),
+        chart_version=dict(type="str", required=True),
+        values=dict(type="dict", default={}),
+        upgrade_crds=dict(type="bool", default=True),
+        field_manager=dict(type="str", default="gpu-fabric"),
+        take_ownership=dict(type="bool", default=False),
+        wait_timeout=dict(type="int", default=600),
+        stale_after=dict(type="int"),
+        poll_delay=dict(type="float", default=5.0),
+        api_patience=dict(type="int", default=10),
+        binary_path=dict(type="path", default="helm"),
+    )
+    return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
+
+
+class Api:
+    """The raw API calls of the module (no discovery: every path is known), a transient error retried."""
+
+    def __init__(self, client, patience: float, sleep=time.sleep, clock=time.monotonic):
+        self.client = client
+        self.patience = patience
+        self.sleep = sleep
+        self.clock = clock
+
+    def call(self, method: str, path: str, **params):
+        deadline = self.clock() + self.patience
+        while True:
+            try:
+                return json_page(self.client.client.request(method, path, serialize=False, **params))
+            except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
+                if not is_transient(exc) or self.clock() >= deadline:
+                    raise
+                self.sleep(1.0)
+
+    def get(self, path: str):
+        try:
+            return self.call("get", path)
+        except NotFoundError:
+            return None
+
+
+def ensure_namespace(api: Api, name: str, labels, check_mode: bool) -> str:
+    namespace = api.get(f"/api/v1/namespaces/{name}")
+    missing = cr.namespace_labels_patch(namespace, labels)
+    if namespace is None:
+        if not check_mode:
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": missing}}
+            api.call("post", "/api/v1/namespaces", body=body)
+        return "created"
+    if not missing:
+        return "unchanged"
+    if not check_mode:
+        patch = {"metadata": {"labels": missing}}
+        api.call("patch", f"/api/v1/namespaces/{name}", body=patch, content_type="application/merge-patch+json")
+    return "labelled"
+
+
+def apply_crds(api: Api, crds, field_manager: str, check_mode: bool):
+    """Apply every CRD server-side; the names of those the apply changed (would change)."""
+    before = {
+        item["metadata"]["name"]: item["metadata"]
+        for item in api.call("get", CRD_PATH, header_params={"Accept": PARTIAL_METADATA_LIST}).get("items") or []
+    }
+    changed = []
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        params = dict(content_type="application/apply-patch+yaml", field_manager=field_manager, force_conflicts=True)
+        if check_mode:
+            params["dry_run"] = "All"
+        after = api.call("patch", f"{CRD_PATH}/{name}", body=crd, **params).get("metadata") or {}
+        old = before.get(name)
+        if old is None:
+            changed.append(name)
+        elif check_mode:
+            keys = ("generation", "labels", "annotations")
+            if any((old.get(key) or None) != (after.get(key) or None) for key in keys):
+                changed.append(name)
+        elif old.get("resourceVersion") != after.get("resourceVersion"):
+            changed.append(name)
+    return changed
+
+
+def release_info(latest, name: str, namespace: str):
+    """The RETURN's ``release``: the latest revision as ``helm history`` gives it."""
+    if latest is None:
+        return None
+    return {
+        "name": name,
+        "namespace": namespace,
+        "revision": latest.number,
+        "status": latest.status,
+        "chart": latest.chart,
+        "app_version": latest.app_version,
+    }
+
+
+def main() -> None:
+    module = build_module()
+    p = module.params
+    name, namespace = p["name"], p["namespace"]
+    release = f"{namespace}/{name}"
+    flags, env = helm_release.helm_connection(p, os.environ)
+    stale_after = p["stale_after"] if p["stale_after"] is not None else p["wait_timeout"] + 60
+
+    def helm(*args: str):
+        argv = [p["binary_path"], *flags, *args, "--namespace", namespace]
+        return module._module.run_command(argv, environ_update=env)
+
+    def helm_read(what: str, *args: str) -> str:
+        rc, out, err = helm(*args)
+        if rc != 0:
+            module.fail_json(msg=f"{what} for {release} failed (rc {rc}): {helm_release.one_line(err)}")
+        return out
+
+    chart_args = [p["chart_ref"], "--version", p["chart_version"]]
+    if p["chart_repo_url"]:
+        chart_args += ["--repo", p["chart_repo_url"]]
+    result = dict(changed=False, values_wanted=cr.plain(p["values"]))
+    lines = []
+
+    try:
+        settled = helm_release.settle(helm, name, release, stale_after, p["poll_delay"], module.check_mode)
+    except helm_release.SettleError as exc:
+        module.fail_json(msg=str(exc))
+    for warning in settled.warnings:
+        module.warn(warning)
+    result["settle"] = {"action": settled.action, "msg": settled.msg}
+    result["changed"] |= settled.changed
+    if settled.action != "none":
+        lines.append(settled.msg)
+
+    try:
+        api = Api(get_api_client(module=module), p["api_patience"])
+        result["namespace"] = ensure_namespace(api, namespace, p["namespace_labels"], module.check_mode)
+        if result["namespace"] != "unchanged":
+            result["changed"] = True
+            lines.append(f"namespace {namespace} {result['namespace']}")
+        if p["upgrade_crds"]:
+            crds = cr.crd_documents(helm_read("helm show crds", "show", "crds", *chart_args))
+            changed = apply_crds(api, crds, p["field_manager"], module.check_mode)
+            result["crds"] = {"applied": [crd["metadata"]["name"] for crd in crds], "changed": changed}
+            if changed:
+                result["changed"] = True
+                lines.append(f"CRDs {'would change' if module.check_mode else 'changed'}: {', '.join(changed)}")
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
+        module.fail_json(msg=f"release {release}: the API server refused the namespace or CRDs: {api_error_text(exc)}")
+    except cr.ChartReleaseError as exc:
+        module.fail_json(msg=f"release {release}: {exc}")
+
+    def read_release(latest):
+        """The release whose latest revision is ``latest`` (``None``: no release), with its values."""
+        if latest is None:
+            return None
+        values = cr.parse_values(helm_read("helm get values", "get", "values", name, "--output", "json"))
+        return cr.installed_release(latest, values, p["chart_name"])
+
+    try:
+        # the pending-release check read the history; after a rollback or an uninstall it is old: read it again
+        settled_as_read = settled.action in ("none", "waited") or module.check_mode
+        latest = settled.latest if settled_as_read else helm_release.latest_revision(helm, name, release)
+        installed = read_release(latest)
+        version = p["chart_version"]
+        if installed is not None and not cr.is_exact_version(version):
+            version = cr.parse_chart_version(helm_read("helm show chart", "show", "chart", *chart_args))
+        plan = cr.plan(installed, p["chart_name"], version, p["values"])
+    except cr.ChartReleaseError as exc:
+        module.fail_json(msg=f"release {release}: {exc}")
+    except helm_release.SettleError as exc:
+        module.fail_json(msg=str(exc))
+    result.update(
+        action=plan.action,
+        reasons=plan.reasons,
+        values_now=installed.values if installed else {},
+        release=release_info(latest, name, namespace),
+    )
+    lines.append(cr.release_line(release, p["chart_name"], version, plan, module.check_mode))
+
+    if plan.action != "none":
+        result["changed"] = True
+        if module._diff:
+            result["diff"] = cr.values_diff(release, result["values_now"], result["values_wanted"])
+        values_file = os.path.join(module._module.tmpdir, "values.json")
+        args = cr.upgrade_args(
+            name,
+            p["chart_ref"],
+            p["chart_version"],
+            values_file,
+            p["wait_timeout"],
+            chart_repo_url=p["chart_repo_url"],
+            take_ownership=p["take_ownership"],
+        )
+        result["command"] = [p["binary_path"], *args, "--namespace", namespace]
+        if not module.check_mode:
+            with open(values_file, "w", encoding="utf-8") as handle:
+                json.dump(result["values_wanted"], handle)
+            rc, _, err = helm(*args)
+            if rc != 0:
+                failure = f"helm upgrade --install of {release} failed (rc {rc}): {helm_release.one_line(err)}"
+                module.fail_json(msg=failure, **result)
+            try:
+                result["release"] = release_info(helm_release.latest_revision(helm, name, release), name, namespace)
+            except helm_release.SettleError as exc:
+                module.fail_json(msg=f"release {release} was installed, then: {exc}", **result)
+    module.exit_json(msg=cr.summary(lines), **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One Helm release judged: what its history and values say is installed, what the play asks for, what to do."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_release as cr
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import helm_release
+
+FIXTURES = Path(__file__).parents[3] / "fixtures" / "helm"
+# `helm history nvidia-dra-driver-gpu -o json` and `helm get values nvidia-dra-driver-gpu -o json` (Helm 3.19.5) of
+# the release cluster.yml installs on the simulated rack
+HISTORY = (FIXTURES / "history-dra-driver.json").read_text()
+VALUES = (FIXTURES / "get-values-dra-driver.json").read_text()
+# `helm show crds nvidia-dra-driver-gpu --version 25.8.0 --repo <the simulated rack's chart repository>`
+CRDS = (FIXTURES / "show-crds-dra-driver.txt").read_text()
+CHART = "nvidia-dra-driver-gpu"
+
+
+def latest(**changes) -> helm_release.Revision:
+    return replace(helm_release.parse_history(HISTORY)[-1], **changes)
+
+
+def installed(values=None, **changes) -> cr.Installed:
+    return cr.installed_release(latest(**changes), cr.parse_values(VALUES) if values is None else values, CHART)
+
+
+def wanted() -> dict:
+    return json.loads(VALUES)
+
+
+def test_the_latest_revision_and_the_values_give_the_chart_its_version_and_the_sites_values():
+    release = installed()
+    assert (release.revision, release.status) == (1, "deployed")
+    assert (release.chart_name, release.chart_version, release.app_version) == (CHART, "25.8.0", "25.8.0")
+    assert release.values["nvidiaDriverRoot"] == "/run/nvidia/driver"
+    assert release.values == wanted()
+
+
+@pytest.mark.parametrize(
+    "chart, name, expected",
+    [
+        ("nvidia-dra-driver-gpu-25.8.0", "nvidia-dra-driver-gpu", ("nvidia-dra-driver-gpu", "25.8.0")),
+        ("gpu-operator-v25.10.0", "gpu-operator", ("gpu-operator", "v25.10.0")),
+        # the name asked for is not the installed one: the version is told by its x.y.z form
+        ("gpu-operator-v25.10.0", "nvidia-dra-driver-gpu", ("gpu-operator", "v25.10.0")),
+        ("chart-2-gpu-1.0.0-rc.1+b5", "", ("chart-2-gpu", "1.0.0-rc.1+b5")),
+        ("no-version", "", ("no-version", "")),
+    ],
+)
+def test_helms_chart_and_version_are_split_at_the_version(chart, name, expected):
+    assert cr.split_chart(chart, name) == expected
+
+
+def test_a_release_given_no_values_has_none():
+    assert cr.parse_values("null\n") == {}
+    assert cr.parse_values("") == {}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("Error: something", "helm get values printed no JSON"),
+        ("[1, 2]", "not a mapping of values"),
+        ('"text"', "not a mapping of values"),
+    ],
+)
+def test_values_that_are_not_a_mapping_are_refused_in_one_line(text, message):
+    with pytest.raises(cr.ChartReleaseError, match=message) as caught:
+        cr.parse_values(text)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_same_chart_version_and_values_need_nothing():
+    assert cr.plan(installed(), CHART, "25.8.0", wanted()) == cr.Plan("none")
+
+
+def test_an_absent_release_is_installed():
+    assert cr.plan(None, CHART, "25.8.0", {}) == cr.Plan("install", ["not installed"])
+
+
+def test_a_v_before_the_version_is_the_same_version():
+    assert cr.same_version("v25.10.0", "25.10.0")
+    assert cr.plan(installed(), CHART, "v25.8.0", wanted()).action == "none"
+    assert not cr.same_version("25.8.0", "25.8.1")
+
+
+def test_every_difference_is_a_reason_to_upgrade():
+    release = installed(number=2, status="failed")
+    values = dict(wanted(), logVerbosity="6")
+    the_plan = cr.plan(release, CHART, "25.8.1", values)
+    assert the_plan.action == "upgrade"
+    assert the_plan.reasons == [
+        "revision 2 is failed",
+        "chart version 25.8.0 -> 25.8.1",
+        "values differ (logVerbosity)",
+    ]
+
+
+def test_a_release_of_another_chart_is_upgraded():
+    release = cr.installed_release(latest(), wanted(), "gpu-operator")
+    assert cr.plan(release, "gpu-operator", "25.8.0", wanted()).reasons == [
+        "chart nvidia-dra-driver-gpu, not gpu-operator"
+    ]
+
+
+def test_values_are_compared_as_helm_stores_them():
+    # a string "6" and a number 6 are different values for a chart; a tuple from Jinja is a list
+    now = {"a": {"b": 6, "c": [1, 2]}}
+    assert cr.plan(installed(now), "", "25.8.0", {"a": {"b": 6, "c": (1, 2)}}).action == "none"
+    assert cr.plan(installed(now), "", "25.8.0", {"a": {"b": "6", "c": [1, 2]}}).reasons == ["values differ (a.b)"]
+
+
+def test_changed_keys_name_added_removed_and_changed_paths():
+    now = {"keep": 1, "gone": 2, "nested": {"x": 1, "y": {"z": 1}}}
+    later = {"keep": 1, "new": 3, "nested": {"x": 2, "y": {"z": 1}}}
+    assert cr.changed_keys(now, later) == ["gone", "nested.x", "new"]
+    assert len(cr.changed_keys({}, {str(i): i for i in range(20)})) == 8
+
+
+@pytest.mark.parametrize(
+    "version, exact",
+    [
+        ("25.8.0", True),
+        ("v25.10.0", True),
+        ("1.2.3-rc.1+build.5", True),
+        ("25.8", True),
+        ("~25.8", False),
+        ("^25", False),
+        (">=25.3.0 <26", False),
+        ("25.x", False),
+        ("", False),
+    ],
+)
+def test_a_range_is_told_from_one_version(version, exact):
+    assert cr.is_exact_version(version) is exact
+
+
+def test_a_chart_yaml_gives_its_version():
+    assert cr.parse_chart_version("apiVersion: v2\nname: gpu-operator\nversion: v25.10.0\n") == "v25.10.0"
+    with pytest.raises(cr.ChartReleaseError, match="without a version"):
+        cr.parse_chart_version("apiVersion: v2\nname: gpu-operator\n")
+
+
+def test_the_charts_crds_are_its_customresourcedefinition_documents():
+    crds = cr.crd_documents(CRDS)
+    names = [crd["metadata"]["name"] for crd in crds]
+    assert "computedomains.resource.nvidia.com" in names
+    assert all(crd["kind"] == "CustomResourceDefinition" for crd in crds)
+    # empty documents and other kinds are left out
+    assert cr.crd_documents("---\n---\n" + CRDS + "\n---\nkind: ConfigMap\nmetadata: {name: x}\n") == crds
+    assert cr.crd_documents("") == []
+
+
+def test_crds_that_are_not_yaml_or_have_no_name_are_refused():
+    with pytest.raises(cr.ChartReleaseError, match="no YAML"):
+        cr.crd_documents("kind: [unclosed")
+    with pytest.raises(cr.ChartReleaseError, match="without a name"):
+        cr.crd_documents("kind: CustomResourceDefinition\nmetadata: {}\n")
+
+
+PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
+
+
+def test_the_namespace_gets_only_the_labels_it_lacks():
+    assert cr.namespace_labels_patch(None, PRIVILEGED) == PRIVILEGED
+    site = {"metadata": {"labels": {"team": "gpu", "pod-security.kubernetes.io/enforce": "baseline"}}}
+    assert cr.namespace_labels_patch(site, PRIVILEGED) == PRIVILEGED  # the site's team label stays as it is
+    done = {"metadata": {"labels": {"team": "gpu", **PRIVILEGED}}}
+    assert cr.namespace_labels_patch(done, PRIVILEGED) == {}
+    assert cr.namespace_labels_patch({"metadata": {}}, {"n": 1}) == {"n": "1"}
+
+
+def test_the_upgrade_installs_with_exactly_the_values_given():
+    args = cr.upgrade_args("rel", "nvidia-dra-driver-gpu", "25.8.0", "/tmp/v.json", 600)
+    assert args == [
+        "upgrade",
+        "rel",
+        "nvidia-dra-driver-gpu",
+        "--install",
+        "--version",
+        "25.8.0",
+        "--reset-values",
+        "--values",
+        "/tmp/v.json",
+        "--wait",
+        "--timeout",
+        "600s",
+    ]
+    more = cr.upgrade_args("rel", "x", "1", "/v", 60, chart_repo_url="http://charts", take_ownership=True)
+    assert more[-3:] == ["--repo", "http://charts", "--take-ownership"]
+
+
+def test_the_diff_shows_both_values_as_yaml():
+    diff = cr.values_diff("ns/rel", {"a": 1}, {"a": 2, "b": {"c": "6"}})
+    assert yaml.safe_load(diff["before"]) == {"a": 1}
+    assert yaml.safe_load(diff["after"]) == {"a": 2, "b": {"c": "6"}}
+    assert diff["before_header"] == "ns/rel values (installed)"
+    assert cr.values_diff("ns/rel", {}, {"a": 1})["before"] == ""
+
+
+def test_the_release_line_says_what_was_done_and_why():
+    upgrade = cr.Plan("upgrade", ["values differ (a)"])
+    assert cr.release_line("ns/rel", "chart", "1.0", upgrade, check_mode=True) == (
+        "release ns/rel: would upgrade chart 1.0 (values differ (a))"
+    )
+    assert cr.release_line("ns/rel", "chart", "1.0", upgrade, check_mode=False).startswith("release ns/rel: upgraded")
+    assert cr.release_line("ns/rel", "chart", "1.0", cr.Plan("none"), False) == (
+        "release ns/rel: chart 1.0 deployed with the values asked for"
+    )

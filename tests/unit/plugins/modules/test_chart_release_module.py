@@ -1,0 +1,135 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""chart_release's API steps (the namespace, the CRDs' server-side apply) against a recorded API, and its
+transient-error retry. The Helm steps run against the simulated rack (tests/integration/test_cluster_stage.py)."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.modules import chart_release
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import api_exception
+
+PRIVILEGED = {"pod-security.kubernetes.io/enforce": "privileged"}
+
+
+class RecordedApi:
+    """Answers by (method, path) from ``objects``; records every call with its parameters."""
+
+    def __init__(self, objects):
+        self.objects = dict(objects)
+        self.calls = []
+
+    def call(self, method, path, **params):
+        self.calls.append((method, path, params))
+        answer = self.objects.get((method, path))
+        if callable(answer):
+            return answer(params)
+        return answer or {}
+
+    def get(self, path):
+        self.calls.append(("get", path, {}))
+        return self.objects.get(("get", path))
+
+
+def test_an_absent_namespace_is_created_with_its_labels():
+    api = RecordedApi({})
+    assert chart_release.ensure_namespace(api, "gpu-operator", PRIVILEGED, check_mode=False) == "created"
+    method, path, params = api.calls[-1]
+    assert (method, path) == ("post", "/api/v1/namespaces")
+    assert params["body"]["metadata"] == {"name": "gpu-operator", "labels": PRIVILEGED}
+
+
+def test_a_namespace_is_given_the_labels_it_lacks_and_check_mode_writes_nothing():
+    namespace = {"metadata": {"name": "gpu-operator", "labels": {"team": "gpu"}}}
+    api = RecordedApi({("get", "/api/v1/namespaces/gpu-operator"): namespace})
+    assert chart_release.ensure_namespace(api, "gpu-operator", PRIVILEGED, check_mode=True) == "labelled"
+    assert [c[0] for c in api.calls] == ["get"]
+    assert chart_release.ensure_namespace(api, "gpu-operator", PRIVILEGED, check_mode=False) == "labelled"
+    method, _, params = api.calls[-1]
+    assert (method, params["body"], params["content_type"]) == (
+        "patch",
+        {"metadata": {"labels": PRIVILEGED}},
+        "application/merge-patch+json",
+    )
+    namespace["metadata"]["labels"].update(PRIVILEGED)
+    assert chart_release.ensure_namespace(api, "gpu-operator", PRIVILEGED, check_mode=False) == "unchanged"
+
+
+def crd(name):
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name}}
+
+
+def test_the_crds_that_the_apply_changed_are_told_by_their_resource_version():
+    path = chart_release.CRD_PATH
+    listed = {
+        "items": [
+            {"metadata": {"name": "same.nvidia.com", "resourceVersion": "10"}},
+            {"metadata": {"name": "newer.nvidia.com", "resourceVersion": "11"}},
+        ]
+    }
+    api = RecordedApi(
+        {
+            ("get", path): listed,
+            ("patch", f"{path}/same.nvidia.com"): {"metadata": {"name": "same.nvidia.com", "resourceVersion": "10"}},
+            ("patch", f"{path}/newer.nvidia.com"): {"metadata": {"name": "newer.nvidia.com", "resourceVersion": "12"}},
+            ("patch", f"{path}/new.nvidia.com"): {"metadata": {"name": "new.nvidia.com", "resourceVersion": "13"}},
+        }
+    )
+    crds = [crd("same.nvidia.com"), crd("newer.nvidia.com"), crd("new.nvidia.com")]
+    assert chart_release.apply_crds(api, crds, "gpu-fabric", check_mode=False) == ["newer.nvidia.com", "new.nvidia.com"]
+    # one metadata-only list, then one server-side apply per CRD, forced, by the field manager
+    assert api.calls[0][2]["header_params"]["Accept"].startswith("application/json;as=PartialObjectMetadataList")
+    for _, _, params in api.calls[1:]:
+        assert params["content_type"] == "application/apply-patch+yaml"
+        assert (params["field_manager"], params["force_conflicts"], params.get("dry_run")) == ("gpu-fabric", True, None)
+
+
+def test_check_mode_dry_runs_the_apply_and_compares_generation_and_labels():
+    path = chart_release.CRD_PATH
+    old = {"name": "a.nvidia.com", "resourceVersion": "10", "generation": 1, "labels": {"x": "1"}}
+    api = RecordedApi(
+        {
+            ("get", path): {"items": [{"metadata": old}, {"metadata": dict(old, name="b.nvidia.com")}]},
+            # a dry run keeps the resourceVersion; a changed spec shows in the generation
+            ("patch", f"{path}/a.nvidia.com"): {"metadata": dict(old, generation=2)},
+            ("patch", f"{path}/b.nvidia.com"): {"metadata": dict(old, name="b.nvidia.com")},
+        }
+    )
+    assert chart_release.apply_crds(api, [crd("a.nvidia.com"), crd("b.nvidia.com")], "fm", check_mode=True) == [
+        "a.nvidia.com"
+    ]
+    assert all(params["dry_run"] == "All" for method, _, params in api.calls if method == "patch")
+
+
+class FlakyClient:
+    """A dynamic client whose ``request`` fails with ``errors`` first, then answers."""
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.client = self
+        self.requests = 0
+
+    def request(self, method, path, serialize=True, **params):
+        self.requests += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return {"kind": "Namespace", "metadata": {"name": "x"}}
+
+
+def api_error(status):
+    return api_exception(ApiException(status=status, reason="Error"))
+
+
+def test_a_transient_api_error_is_retried_and_any_other_raised_at_once():
+    sleeps = []
+    client = FlakyClient(api_error(503), ConnectionRefusedError())
+    api = chart_release.Api(client, patience=10, sleep=sleeps.append, clock=lambda: 0.0)
+    assert api.get("/api/v1/namespaces/x")["metadata"]["name"] == "x"
+    assert (client.requests, sleeps) == (3, [1.0, 1.0])
+    forbidden = chart_release.Api(FlakyClient(api_error(403)), patience=10, sleep=sleeps.append, clock=lambda: 0.0)
+    with pytest.raises(Exception) as caught:
+        forbidden.get("/api/v1/namespaces/x")
+    assert getattr(caught.value, "status", None) == 403
+    assert chart_release.Api(FlakyClient(api_error(404)), patience=0).get("/api/v1/namespaces/x") is None
