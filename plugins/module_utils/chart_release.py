@@ -21,7 +21,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-import yaml
+try:
+    import yaml
+except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes"): the client needs PyYAML
+    yaml = None
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.helm_release import Revision, one_line
 
 # A version Helm matches exactly (Helm's --version also takes ranges: ~1.2, ^1, >=1.0 <2.0, 1.x).

@@ -402,7 +402,7 @@ def main() -> None:
         if not module.check_mode:
             with open(values_file, "w", encoding="utf-8") as handle:
                 json.dump(result["values_wanted"], handle)
-            rc, _, err = helm(*args)
+            rc, _stdout, err = helm(*args)
             if rc != 0:
                 failure = f"helm upgrade --install of {release} failed (rc {rc}): {helm_release.one_line(err)}"
                 module.fail_json(msg=failure, **result)

@@ -172,10 +172,10 @@ def test_settle_waits_for_a_live_operation_to_end_and_says_so():
 
 def test_settle_rolls_back_an_interrupted_upgrade_and_check_mode_only_says_it():
     stale = history(*DEPLOYED, pending("pending-upgrade", 3600))
-    done, _ = settle(ScriptedHelm(stale), check_mode=True)
+    done = settle(ScriptedHelm(stale), check_mode=True)[0]
     assert (done.changed, done.action) == (True, "rollback")
     helm = ScriptedHelm(stale, (0, "Rollback was a success!", ""))
-    done, _ = settle(helm)
+    done = settle(helm)[0]
     assert helm.calls[1] == ("rollback", "rel", "2", "--wait", "--timeout", "660s")
     assert done.warnings == [done.msg]
 
@@ -189,14 +189,14 @@ def test_settle_of_a_release_that_is_not_there_or_whose_repair_fails():
 
 
 def test_settle_hands_on_the_latest_revision_it_read_unless_it_changed_the_release():
-    done, _ = settle(ScriptedHelm(history(*DEPLOYED)))
+    done = settle(ScriptedHelm(history(*DEPLOYED)))[0]
     assert (done.latest.number, done.latest.status, done.latest.chart) == (
         2,
         "deployed",
         "nvidia-dra-driver-gpu-25.8.0",
     )
     assert done.latest.app_version == "25.8.0"
-    waited, _ = settle(ScriptedHelm(history(*DEPLOYED, pending("pending-upgrade", 30)), history(*DEPLOYED)))
+    waited = settle(ScriptedHelm(history(*DEPLOYED, pending("pending-upgrade", 30)), history(*DEPLOYED)))[0]
     assert waited.latest.number == 2  # the read after the other operation ended
     stale = history(*DEPLOYED, pending("pending-upgrade", 3600))
     assert settle(ScriptedHelm(stale), check_mode=True)[0].latest.status == "pending-upgrade"  # nothing was done

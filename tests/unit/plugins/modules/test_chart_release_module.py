@@ -47,7 +47,7 @@ def test_a_namespace_is_given_the_labels_it_lacks_and_check_mode_writes_nothing(
     assert chart_release.ensure_namespace(api, "gpu-operator", PRIVILEGED, check_mode=True) == "labelled"
     assert [c[0] for c in api.calls] == ["get"]
     assert chart_release.ensure_namespace(api, "gpu-operator", PRIVILEGED, check_mode=False) == "labelled"
-    method, _, params = api.calls[-1]
+    method, _path, params = api.calls[-1]
     assert (method, params["body"], params["content_type"]) == (
         "patch",
         {"metadata": {"labels": PRIVILEGED}},
@@ -81,7 +81,7 @@ def test_the_crds_that_the_apply_changed_are_told_by_their_resource_version():
     assert chart_release.apply_crds(api, crds, "gpu-fabric", check_mode=False) == ["newer.nvidia.com", "new.nvidia.com"]
     # one metadata-only list, then one server-side apply per CRD, forced, by the field manager
     assert api.calls[0][2]["header_params"]["Accept"].startswith("application/json;as=PartialObjectMetadataList")
-    for _, _, params in api.calls[1:]:
+    for _method, _path, params in api.calls[1:]:
         assert params["content_type"] == "application/apply-patch+yaml"
         assert (params["field_manager"], params["force_conflicts"], params.get("dry_run")) == ("gpu-fabric", True, None)
 
@@ -100,7 +100,7 @@ def test_check_mode_dry_runs_the_apply_and_compares_generation_and_labels():
     assert chart_release.apply_crds(api, [crd("a.nvidia.com"), crd("b.nvidia.com")], "fm", check_mode=True) == [
         "a.nvidia.com"
     ]
-    assert all(params["dry_run"] == "All" for method, _, params in api.calls if method == "patch")
+    assert all(params["dry_run"] == "All" for method, _path, params in api.calls if method == "patch")
 
 
 class FlakyClient:
