@@ -32,7 +32,6 @@ _EXACT_VERSION = re.compile(r"^v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.
 # The version at the end of Helm's "<chart name>-<chart version>": a chart version is SemVer 2 (x.y.z).
 _CHART_AND_VERSION = re.compile(r"^(?P<name>.+?)-(?P<version>v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?)$")
 CRD_KIND = "CustomResourceDefinition"
-CRD_API_VERSION = "apiextensions.k8s.io/v1"
 
 
 class ChartReleaseError(ValueError):
@@ -218,8 +217,9 @@ def release_line(release: str, chart_name: str, chart_version: str, the_plan: Pl
     chart = f"{chart_name} {chart_version}".strip()
     if the_plan.action == "none":
         return f"release {release}: {chart} deployed with the values asked for"
-    verb = {"install": "install", "upgrade": "upgrade"}[the_plan.action]
-    done = f"would {verb}" if check_mode else {"install": "installed", "upgrade": "upgraded"}[the_plan.action]
+    done = (
+        f"would {the_plan.action}" if check_mode else {"install": "installed", "upgrade": "upgraded"}[the_plan.action]
+    )
     return f"release {release}: {done} {chart} ({'; '.join(the_plan.reasons)})"
 
 

@@ -186,9 +186,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     NotFoundError,
     Urllib3Error,
     api_error_text,
-    is_transient,
     json_page,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
@@ -230,14 +230,15 @@ class Api:
         self.clock = clock
 
     def call(self, method: str, path: str, **params):
-        deadline = self.clock() + self.patience
-        while True:
-            try:
-                return json_page(self.client.client.request(method, path, serialize=False, **params))
-            except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
-                if not is_transient(exc) or self.clock() >= deadline:
-                    raise
-                self.sleep(1.0)
+        response = poll(
+            lambda: self.client.client.request(method, path, serialize=False, **params),
+            lambda _: True,
+            self.patience,
+            1.0,
+            sleep=self.sleep,
+            clock=self.clock,
+        )
+        return json_page(response)
 
     def get(self, path: str):
         try:
