@@ -525,8 +525,11 @@ def restart_apiserver(paths: StatePaths, config: RackConfig, after: float | None
         )
         progress(f"kube-apiserver will restart in {after:g}s (pid {proc.pid}, log {log.name})")
         return 0
-    downtime = cluster.restart_apiserver(paths, config, progress)
-    progress(f"kube-apiserver restarted; API unavailable for {downtime:.1f}s")
+    downtime, catch_up = cluster.restart_apiserver(paths, config, progress)
+    progress(
+        f"kube-apiserver restarted; API unavailable for {downtime:.1f}s; "
+        f"kube-controller-manager caught up {catch_up:.1f}s later"
+    )
     return 0
 
 

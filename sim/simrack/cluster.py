@@ -517,8 +517,12 @@ def ensure_component(paths: StatePaths, config: RackConfig, component: Component
     return True
 
 
-def restart_apiserver(paths: StatePaths, config: RackConfig, progress: Progress) -> float:
-    """Kill kube-apiserver and start it again on the same etcd; returns seconds without an API."""
+def restart_apiserver(paths: StatePaths, config: RackConfig, progress: Progress) -> tuple[float, float]:
+    """Kill kube-apiserver and start it again on the same etcd.
+
+    Returns the seconds without an API, then the seconds kube-controller-manager took after that to
+    act on a new object again (`controllers_caught_up`): the rack is whole when this returns.
+    """
     component = component_commands(paths, config)["kube-apiserver"]
     start = time.monotonic()
     pid = component_pid(paths, component.name)
@@ -526,6 +530,39 @@ def restart_apiserver(paths: StatePaths, config: RackConfig, progress: Progress)
         progress(f"stopping kube-apiserver (pid {pid})")
         stop_pid(pid)
     ensure_component(paths, config, component, progress)
+    downtime = time.monotonic() - start
+    return downtime, controllers_caught_up(paths, config, progress)
+
+
+# client-go's reflector re-lists after a failed watch with a backoff of 0.8 s doubling to 30 s, jittered
+# up to twice that, and reset only after 2 minutes without a failure; one minute covers it, the rest
+# is for a loaded machine.
+CATCH_UP_TIMEOUT = 180.0
+
+
+def controllers_caught_up(
+    paths: StatePaths, config: RackConfig, progress: Progress, timeout: float = CATCH_UP_TIMEOUT
+) -> float:
+    """Wait until kube-controller-manager acts on a new object again; returns the seconds it took.
+
+    After kube-apiserver restarts, the controller-manager's informers reconnect with the reflector's
+    backoff, so its controllers can lag the API by up to a minute, and longer after restarts close
+    together (a real control plane does the same). The sign that they caught up is the one `up` waits
+    for: a new namespace gets its `default` ServiceAccount. The probe namespace is deleted after.
+    """
+    name = f"sim-probe-{secrets.token_hex(4)}"
+    kubectl(config, paths, "create", "namespace", name)
+    start = time.monotonic()
+    try:
+        wait_for(
+            f"kube-controller-manager to make the default ServiceAccount of namespace {name}",
+            lambda: apiserver_get(paths, config, f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] == 200,
+            timeout,
+            progress,
+            log=paths.log_file("kube-controller-manager"),
+        )
+    finally:
+        kubectl(config, paths, "delete", "namespace", name, "--wait=false", check=False)
     return time.monotonic() - start
 
 

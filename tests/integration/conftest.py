@@ -100,6 +100,22 @@ class SimRack:
             args += ["--after", str(after)]
         return self.rack(*args)
 
+    def apiserver_restarts_done(self) -> int:
+        """How many `fault apiserver-restart --after` restarts have finished: each ends its log with the
+        line `kube-apiserver restarted; ...` once kube-controller-manager has caught up."""
+        try:
+            return (self.state / "logs" / "fault-apiserver-restart.log").read_text().count("kube-apiserver restarted;")
+        except FileNotFoundError:
+            return 0
+
+    def wait_apiserver_restarts_done(self, count: int) -> None:
+        """Wait for `count` background restarts to have finished, so the next test finds a whole rack."""
+        self.wait_until(
+            f"{count} kube-apiserver restart(s) and kube-controller-manager's catch-up",
+            lambda: self.apiserver_restarts_done() >= count,
+            timeout=300,
+        )
+
     def clear_faults(self) -> None:
         self.rack("fault", "--clear-all")
 

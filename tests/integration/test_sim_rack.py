@@ -445,6 +445,7 @@ def test_fault_apiserver_restart_keeps_objects(clean_faults: SimRack, namespace:
 def test_fault_apiserver_restart_after_delay(clean_faults: SimRack) -> None:
     sim_rack = clean_faults
     old_pid = sim_rack.status()["processes"]["kube-apiserver"]["pid"]
+    done = sim_rack.apiserver_restarts_done()
     output = sim_rack.fault("apiserver-restart", after=3).stdout
     assert "will restart in 3s" in output
     # the command returned at once: the old server still answers
@@ -461,3 +462,4 @@ def test_fault_apiserver_restart_after_delay(clean_faults: SimRack) -> None:
         sim_rack.kubectl("get", "nodes", "sim-control-plane", "-o", "name").stdout.strip() == "node/sim-control-plane"
     )
     assert new_pid != old_pid
+    sim_rack.wait_apiserver_restarts_done(done + 1)
