@@ -433,16 +433,40 @@ def test_a_value_where_a_table_belongs_is_refused():
         edit_config(before, "config.toml", ContainerdRequest(systemd_cgroup=True))
 
 
-def test_a_valid_file_tomlkit_cannot_read_is_refused_as_such_not_as_invalid():
-    # valid TOML (tomllib and containerd read it): an indented options header before its runtime's header
-    before = (
-        "version = 3\n"
-        '  [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]\n'
-        '    BinaryName = "/usr/bin/nvidia-container-runtime"\n'
-        '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]\n'
-        '  runtime_type = "io.containerd.runc.v2"\n'
-    )
+# valid TOML (tomllib and containerd read it): an indented options header before its runtime's header.
+# tomlkit up to 0.15.2 cannot read it (ParseError "'OutOfOrderTableProxy' object has no attribute 'trivia'
+# at line 5 col 0"); 0.15.3 can. requirements-host.txt allows any tomlkit from 0.12.0.
+OPTIONS_BEFORE_RUNTIME = (
+    "version = 3\n"
+    '  [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]\n'
+    '    BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+    '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]\n'
+    '  runtime_type = "io.containerd.runc.v2"\n'
+)
+
+
+def test_a_valid_file_tomlkit_cannot_read_is_refused_as_such_not_as_invalid(monkeypatch):
+    def as_tomlkit_0_15_2_reads_it(text):
+        raise tomlkit.exceptions.ParseError(5, 0, "'OutOfOrderTableProxy' object has no attribute 'trivia'")
+
+    monkeypatch.setattr(tomlkit, "parse", as_tomlkit_0_15_2_reads_it)
     with pytest.raises(ContainerdConfigError) as error:
-        edit_config(before, "/etc/containerd/config.toml", ContainerdRequest(enable_cdi=True))
-    assert str(error.value).startswith("/etc/containerd/config.toml is valid TOML, but the tomlkit library (")
-    assert "the file was left unchanged" in str(error.value)
+        edit_config(OPTIONS_BEFORE_RUNTIME, "/etc/containerd/config.toml", ContainerdRequest(enable_cdi=True))
+    assert str(error.value).startswith(
+        "/etc/containerd/config.toml is valid TOML, but the tomlkit library ("
+        f"{tomlkit.__version__}) cannot read it ('OutOfOrderTableProxy' object has no attribute 'trivia' at line 5); "
+        "the file was left unchanged."
+    )
+
+
+def test_with_the_installed_tomlkit_that_file_is_edited_right_or_refused_as_such():
+    try:
+        result = edit_config(OPTIONS_BEFORE_RUNTIME, "/etc/containerd/config.toml", ContainerdRequest(enable_cdi=True))
+    except ContainerdConfigError as error:  # tomlkit before 0.15.3
+        assert str(error).startswith("/etc/containerd/config.toml is valid TOML, but the tomlkit library (")
+        return
+    assert table(result.text, V3_RUNTIME)["containerd"]["runtimes"]["nvidia"] == {
+        "runtime_type": "io.containerd.runc.v2",
+        "options": {"BinaryName": "/usr/bin/nvidia-container-runtime"},
+    }
+    assert table(result.text, V3_RUNTIME)["enable_cdi"] is True
