@@ -271,7 +271,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     tainted = nodes.apply_gpu_taint(core, nodes.parse_taint(config.gpu_taint), previous)
     if tainted:
         progress(f"GPU taint {config.gpu_taint or '(none)'} set on {len(tainted)} tray(s)")
-    wait_default_service_account(core)
+    cluster.wait_default_service_account(paths, config, "default", 60.0, progress)
     for change in nodes.apply_busy_pods(core, faults):
         progress(f"fault busy-node: {change}")
 
@@ -311,23 +311,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     progress(f"rack up: {summary}")
     progress(f"use it: source <({SIM_DIR / 'rack'} env) && kubectl get nodes -L nvidia.com/gpu.clique")
     return 0
-
-
-def wait_default_service_account(core, timeout: float = 60.0) -> None:
-    """Pods cannot be created in a namespace until kube-controller-manager made its 'default' SA."""
-    from kubernetes.client.exceptions import ApiException
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            core.read_namespaced_service_account("default", "default")
-            return
-        except ApiException as exc:
-            if exc.status != 404 or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "the default ServiceAccount did not appear; see `sim/rack logs kube-controller-manager`"
-                ) from exc
-        time.sleep(0.5)
 
 
 def cmd_down(args: argparse.Namespace) -> int:

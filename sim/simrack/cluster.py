@@ -552,17 +552,25 @@ def controllers_caught_up(
     """
     name = f"sim-probe-{secrets.token_hex(4)}"
     kubectl(config, paths, "create", "namespace", name)
-    start = time.monotonic()
     try:
-        wait_for(
-            f"kube-controller-manager to make the default ServiceAccount of namespace {name}",
-            lambda: apiserver_get(paths, config, f"/api/v1/namespaces/{name}/serviceaccounts/default")[0] == 200,
-            timeout,
-            progress,
-            log=paths.log_file("kube-controller-manager"),
-        )
+        return wait_default_service_account(paths, config, name, timeout, progress)
     finally:
         kubectl(config, paths, "delete", "namespace", name, "--wait=false", check=False)
+
+
+def wait_default_service_account(
+    paths: StatePaths, config: RackConfig, namespace: str, timeout: float, progress: Progress
+) -> float:
+    """Wait until kube-controller-manager made the `default` ServiceAccount of `namespace` (no pod can be
+    created in a namespace before it); returns the seconds it took."""
+    start = time.monotonic()
+    wait_for(
+        f"kube-controller-manager to make the default ServiceAccount of namespace {namespace}",
+        lambda: apiserver_get(paths, config, f"/api/v1/namespaces/{namespace}/serviceaccounts/default")[0] == 200,
+        timeout,
+        progress,
+        log=paths.log_file("kube-controller-manager"),
+    )
     return time.monotonic() - start
 
 
