@@ -55,6 +55,8 @@ class Policy:
     allow_refused_kubelet: bool = False
     dra_api_version: str = ""
     helm_binary: str = "helm"
+    # helm install/upgrade --take-ownership (adopting a GPU Operator installed without Helm) came in 3.17
+    min_helm_version: str = "3.17.0"
 
 
 def node_info(node: Mapping[str, Any]) -> NodeInfo:
@@ -133,12 +135,28 @@ def problems(state: ClusterState, policy: Policy, extra: Sequence[str] = ()) -> 
         if dra:
             found.append(dra)
     found.extend(str(problem) for problem in extra)
-    if not state.helm_ok:
-        found.append(
-            f"Helm is not usable: `{policy.helm_binary} version` failed ({state.helm_error}); install Helm 3 or set "
-            "cluster_preflight_helm_binary"
-        )
+    found.extend(helm_problems(state, policy))
     return [" ".join(problem.split()) for problem in found]
+
+
+def helm_problems(state: ClusterState, policy: Policy) -> List[str]:
+    """Helm missing, failing or older than the floor, with where to get it; [] when it will do."""
+    install = (
+        "install Helm (https://helm.sh/docs/intro/install/; the collection's execution environment carries it) "
+        "or set gpu_fabric_helm_binary to its path"
+    )
+    if not state.helm_ok:
+        return [
+            f"Helm is not usable: `{policy.helm_binary} version` failed ({state.helm_error}); the cluster stage needs "
+            f"Helm {policy.min_helm_version} or later on the controller: {install}"
+        ]
+    found = semver(state.helm_version)
+    if found and not version_at_least(found, policy.min_helm_version):
+        return [
+            f"Helm is {state.helm_version} (`{policy.helm_binary}`), older than {policy.min_helm_version}, which the "
+            f"cluster stage needs (--take-ownership of an existing GPU Operator); {install}"
+        ]
+    return []
 
 
 def failure_message(found: Sequence[str]) -> str:

@@ -69,11 +69,24 @@ def test_an_unreachable_api_is_one_problem_and_helm_still_counts():
     assert found == [
         "the Kubernetes API is not reachable: MaxRetryError: Connection refused; check the kubeconfig "
         "(gpu_fabric_kubeconfig or K8S_AUTH_KUBECONFIG) and that the API server is up",
-        "Helm is not usable: `/opt/helm version` failed (boom); install Helm 3 or set cluster_preflight_helm_binary",
+        "Helm is not usable: `/opt/helm version` failed (boom); the cluster stage needs Helm 3.17.0 or later on the"
+        " controller: install Helm (https://helm.sh/docs/intro/install/; the collection's execution environment"
+        " carries it) or set gpu_fabric_helm_binary to its path",
     ]
     assert dra_api_version(state) == "" and openshift(state) is False
     assert failure_message(found).startswith("Cluster preflight found 2 problem(s): the Kubernetes API is not")
     assert " | Helm is not usable" in failure_message(found)
+
+
+def test_a_helm_older_than_the_floor_is_named_with_what_to_do():
+    found = problems(healthy(helm_version="v3.14.4+g81c902a"), Policy())
+    assert found == [
+        "Helm is v3.14.4+g81c902a (`helm`), older than 3.17.0, which the cluster stage needs (--take-ownership of an"
+        " existing GPU Operator); install Helm (https://helm.sh/docs/intro/install/; the collection's execution"
+        " environment carries it) or set gpu_fabric_helm_binary to its path"
+    ]
+    assert problems(healthy(helm_version="v3.17.0+g301108e"), Policy()) == []
+    assert problems(healthy(helm_version="v4.0.1+g4b7e1b8"), Policy()) == []
 
 
 def test_every_problem_is_reported_in_order():
