@@ -25,6 +25,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.versions import c
 _KUBELET_VERSION_RE = re.compile(r"v(\d+\.\d+\.\d+)")
 _KERNEL_RE = re.compile(r"^(\d+)\.(\d+)")
 
+# Python modules the collection's modules import on a GPU host: (Debian/Ubuntu package, pip requirement, needed by).
+PYTHON_MODULES = {
+    "tomlkit": ("python3-tomlkit", "tomlkit>=0.12.0", "containerd_config edits containerd's config.toml with it"),
+}
+
 # The driver root each owner's driver lives under (what nvidia_driver_root must be, when it is set).
 DRIVER_ROOTS = {"operator": "/run/nvidia/driver", "host": "/"}
 
@@ -41,6 +46,8 @@ class HostState:
     running_time_sync: Tuple[str, ...] = ()
     host_nvidia_smi: bool = False
     kubelet_version: str = ""
+    missing_python_modules: Tuple[str, ...] = ()
+    python: str = "python3"
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,7 @@ def problems(state: HostState, policy: Policy) -> List[str]:
             f" {', '.join(policy.time_sync_services)}); start one (IMEX peers and Kubernetes certificates need"
             " synchronised clocks) or set preflight_require_time_sync to false"
         )
+    found.extend(python_module_problem(name, state.python) for name in state.missing_python_modules)
     found.extend(_driver_problems(state, policy))
     if state.kubelet_version:
         if state.kubelet_version in policy.refused_kubelet_versions:
@@ -126,6 +134,16 @@ def problems(state: HostState, policy: Policy) -> List[str]:
                 " upgrade the kubelet"
             )
     return found
+
+
+def python_module_problem(name: str, python: str) -> str:
+    """The line for a Python module the host's interpreter cannot import, with how to install it."""
+    package, requirement, needed_by = PYTHON_MODULES.get(name, (f"python3-{name}", name, "a module of the collection"))
+    return (
+        f"the Python module {name} is missing from {python}, the interpreter Ansible runs on this host ({needed_by});"
+        f" install {package} (Debian/Ubuntu) or run `{python} -m pip install '{requirement}'`"
+        " (requirements-host.txt of the collection)"
+    )
 
 
 def _driver_problems(state: HostState, policy: Policy) -> List[str]:

@@ -100,6 +100,15 @@ options:
     type: list
     elements: str
     default: [1.34.0, 1.34.1]
+  python_modules:
+    description:
+      - Python modules that the collection's modules import on this host; each one that the interpreter running this
+        module cannot import is a problem naming the package to install (V(tomlkit) - C(python3-tomlkit) on
+        Debian/Ubuntu, or pip).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.4.0
   extra_problems:
     description: Problems found before this check, reported after its own.
     type: list
@@ -122,6 +131,7 @@ EXAMPLES = r"""
     architecture: "{{ ansible_facts['architecture'] }}"
     kernel: "{{ ansible_facts['kernel'] }}"
     driver_owner: operator
+    python_modules: [tomlkit]
 """
 
 RETURN = r"""
@@ -145,6 +155,13 @@ host_nvidia_smi:
   description: Whether O(host_nvidia_smi_path) exists (a driver installed on the host).
   returned: always
   type: bool
+missing_python_modules:
+  description: The O(python_modules) that the host's interpreter cannot import.
+  returned: always
+  type: list
+  elements: str
+  sample: [tomlkit]
+  version_added: 0.4.0
 kubelet_version:
   description: The installed kubelet's version; empty when there is no kubelet at O(kubelet_path).
   returned: always
@@ -152,7 +169,9 @@ kubelet_version:
   sample: 1.34.2
 """
 
+import importlib.util
 import os
+import sys
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.host_preflight import (
@@ -201,6 +220,7 @@ def build_module() -> AnsibleModule:
             kubelet_path=dict(type="path", default="/usr/bin/kubelet"),
             min_kubelet_version=dict(type="str", default="1.32.0"),
             refused_kubelet_versions=dict(type="list", elements="str", default=["1.34.0", "1.34.1"]),
+            python_modules=dict(type="list", elements="str", default=[]),
             extra_problems=dict(type="list", elements="str", default=[]),
             fail_on_problems=dict(type="bool", default=True),
         ),
@@ -223,6 +243,10 @@ def read_kubelet_version(module: AnsibleModule, path: str) -> str:
     return kubelet_version(out) if rc == 0 else ""
 
 
+def missing_python_modules(names: list) -> tuple:
+    return tuple(name for name in names if importlib.util.find_spec(name) is None)
+
+
 def main() -> None:
     module = build_module()
     params = module.params
@@ -235,6 +259,8 @@ def main() -> None:
         running_time_sync=tuple(read_running_time_sync(module, params["time_sync_services"])),
         host_nvidia_smi=os.path.exists(params["host_nvidia_smi_path"]),
         kubelet_version=read_kubelet_version(module, params["kubelet_path"]),
+        missing_python_modules=missing_python_modules(params["python_modules"]),
+        python=sys.executable,
     )
     policy = Policy(
         supported_distributions=tuple(params["supported_distributions"]),
@@ -260,6 +286,7 @@ def main() -> None:
         running_time_sync=list(state.running_time_sync),
         host_nvidia_smi=state.host_nvidia_smi,
         kubelet_version=state.kubelet_version,
+        missing_python_modules=list(state.missing_python_modules),
     )
     if found and params["fail_on_problems"]:
         module.fail_json(msg=failure_message(params["host"], found), **result)

@@ -147,3 +147,12 @@ def test_failure_message_is_one_numbered_line():
         "preflight found 2 problems on gb200-r01-t05: (1) first problem; (2) second."
     )
     assert failure_message("t1", ["only"]) == "preflight found 1 problem on t1: (1) only."
+
+
+def test_a_missing_python_module_names_the_package_and_the_pip_requirement():
+    state = dataclasses.replace(HEALTHY, missing_python_modules=("tomlkit",), python="/usr/bin/python3")
+    assert problems(state, POLICY) == [
+        "the Python module tomlkit is missing from /usr/bin/python3, the interpreter Ansible runs on this host"
+        " (containerd_config edits containerd's config.toml with it); install python3-tomlkit (Debian/Ubuntu) or run"
+        " `/usr/bin/python3 -m pip install 'tomlkit>=0.12.0'` (requirements-host.txt of the collection)"
+    ]

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import host_preflight
@@ -53,6 +54,32 @@ def test_a_host_with_everything_passes(tmp_path, monkeypatch):
     assert result["kubelet_version"] == "1.34.2"
     assert result["missing_commands"] == []
     assert result["host_nvidia_smi"] is False
+    assert result["missing_python_modules"] == []
+
+
+def test_a_python_module_the_interpreter_cannot_import_is_a_problem(tmp_path, monkeypatch):
+    stand_ins(tmp_path, monkeypatch)
+    result = run_module(
+        host_preflight.main,
+        dict(
+            FACTS,
+            driver_owner="operator",
+            required_commands=["sh"],
+            time_sync_services=["systemd-timesyncd.service"],
+            host_nvidia_smi_path=str(tmp_path / "none"),
+            kubelet_path=str(tmp_path / "none"),
+            python_modules=["json", "gpu_fabric_no_such_module"],
+        ),
+        check_mode=True,
+    )
+    assert result["failed"] is True
+    assert result["missing_python_modules"] == ["gpu_fabric_no_such_module"]
+    assert result["msg"] == (
+        f"preflight found 1 problem on t1: (1) the Python module gpu_fabric_no_such_module is missing from"
+        f" {sys.executable}, the interpreter Ansible runs on this host (a module of the collection); install"
+        f" python3-gpu_fabric_no_such_module (Debian/Ubuntu) or run `{sys.executable} -m pip install"
+        " 'gpu_fabric_no_such_module'` (requirements-host.txt of the collection)."
+    )
 
 
 def test_every_problem_fails_at_once_with_the_variable_problems_last(tmp_path, monkeypatch):
