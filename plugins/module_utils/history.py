@@ -1,0 +1,398 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The kept history of verification runs: one directory per run, an index, retention, the baseline.
+
+Layout under the history directory (``<report dir>/runs``)::
+
+    index.json                  {"version": 1, "runs": [{"run_id", "started", "finished", "pinned",
+                                                         "verdicts": {"<check>/<rack>": "passed"}}]}
+    .lock                       flock'ed around every read-modify-write of the index
+    <run_id>/<check>/<rack>.json  the records of that run, as the checks wrote them
+
+Every file is written to a temporary file next to it and moved into place (``os.replace``), so a reader
+sees a whole file or the earlier one; the index is read, changed and rewritten under an exclusive
+``fcntl.flock`` of ``.lock``, so two runs at once both land in it. Retention keeps the newest
+``keep_runs`` runs not older than ``keep_days`` days, and always the pinned run and the run being written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import statistics
+import tempfile
+from datetime import datetime, timedelta, timezone
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+
+INDEX = "index.json"
+LOCK = ".lock"
+INDEX_VERSION = 1
+DEFAULT_KEEP_RUNS = 30
+DEFAULT_KEEP_DAYS = 90
+# A run id names a directory: letters, digits, '.', '_', '-' (playbooks/verify.yml makes 20261203T101500123456Z).
+RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+PASSED = "passed"
+
+
+class HistoryError(Exception):
+    """The history cannot be read or written; the message says what to do."""
+
+
+# ----------------------------------------------------------------------------------------- files
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID.match(run_id or ""):
+        raise HistoryError(
+            f"run id {run_id!r} cannot name a history directory; expected letters, digits, '.', '_' or '-' "
+            "(at most 128), as playbooks/verify.yml makes them"
+        )
+    return run_id
+
+
+def run_id_from(timestamp: str) -> str:
+    """A run id for a run that was given none: its start time without separators (``20261203T101500Z``)."""
+    return re.sub(r"[^0-9A-Za-z]", "", timestamp) or "run"
+
+
+def write_json(path: str, data: Any) -> None:
+    """``data`` as JSON at ``path``: a temporary file in the same directory, flushed, then moved into place."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+@contextlib.contextmanager
+def locked(history_dir: str) -> Iterator[None]:
+    """An exclusive lock of the history (``.lock``), held while the index is read, changed and written."""
+    os.makedirs(history_dir, exist_ok=True)
+    with open(os.path.join(history_dir, LOCK), "a", encoding="utf-8") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _read_json(path: str) -> Any:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+# ----------------------------------------------------------------------------------------- the index
+
+
+def _entry_of(records: Sequence[Mapping[str, Any]], run_id: str) -> Dict[str, Any]:
+    started = [r["started"] for r in records if isinstance(r.get("started"), str)]
+    finished = [r["finished"] for r in records if isinstance(r.get("finished"), str)]
+    return {
+        "run_id": run_id,
+        "started": min(started) if started else None,
+        "finished": max(finished) if finished else None,
+        "pinned": False,
+        "verdicts": {f"{r['check']}/{r['rack']}": str(r.get("verdict") or "") for r in records},
+    }
+
+
+def _run_records(history_dir: str, run_id: str) -> List[Dict[str, Any]]:
+    records = []
+    directory = os.path.join(history_dir, run_id)
+    for check in sorted(os.listdir(directory)):
+        if not os.path.isdir(os.path.join(directory, check)):
+            continue
+        for name in sorted(os.listdir(os.path.join(directory, check))):
+            if name.endswith(".json") and not name.startswith("."):
+                try:
+                    record = _read_json(os.path.join(directory, check, name))
+                except (OSError, ValueError):
+                    continue
+                if isinstance(record, dict):
+                    records.append(dict(record, check=check, rack=name[: -len(".json")]))
+    return records
+
+
+def rebuild_index(history_dir: str) -> Dict[str, Any]:
+    """The index made again from the run directories (no run pinned): for a history whose index is missing."""
+    runs = []
+    if os.path.isdir(history_dir):
+        for name in sorted(os.listdir(history_dir)):
+            if RUN_ID.match(name) and os.path.isdir(os.path.join(history_dir, name)):
+                runs.append(_entry_of(_run_records(history_dir, name), name))
+    return {"version": INDEX_VERSION, "runs": runs}
+
+
+def read_index(history_dir: str) -> Dict[str, Any]:
+    """The index of ``history_dir``; rebuilt from the run directories when missing; an unreadable one is refused."""
+    path = os.path.join(history_dir, INDEX)
+    if not os.path.exists(path):
+        return rebuild_index(history_dir)
+    try:
+        index = _read_json(path)
+    except (OSError, ValueError) as exc:
+        raise HistoryError(
+            f"the history index {path} cannot be read ({exc}); remove it and the next run rebuilds it from the "
+            "run directories (pin the baseline run again)"
+        ) from exc
+    if not isinstance(index, dict) or not isinstance(index.get("runs"), list):
+        raise HistoryError(
+            f"the history index {path} has no list 'runs'; remove it and the next run rebuilds it from the run "
+            "directories (pin the baseline run again)"
+        )
+    return index
+
+
+def _started_key(entry: Mapping[str, Any]) -> Tuple[str, str]:
+    return (str(entry.get("started") or ""), str(entry.get("run_id") or ""))
+
+
+def newest_first(runs: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
+    return sorted(runs, key=_started_key, reverse=True)
+
+
+def _parse_time(value: Any) -> Optional[datetime]:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def retained(
+    runs: Sequence[Mapping[str, Any]], keep_runs: int, keep_days: int, now: datetime, current: str = ""
+) -> Tuple[List[Mapping[str, Any]], List[Mapping[str, Any]]]:
+    """(kept, removed): the newest ``keep_runs`` runs (0: any number) not older than ``keep_days`` days
+    (0: any age), and always a pinned run and the run ``current``; a run of unknown age is judged by count only."""
+    oldest = now - timedelta(days=keep_days) if keep_days > 0 else None
+    kept, removed = [], []
+    for position, entry in enumerate(newest_first(runs)):
+        started = _parse_time(entry.get("started"))
+        too_many = keep_runs > 0 and position >= keep_runs
+        too_old = oldest is not None and started is not None and started < oldest
+        if entry.get("pinned") or entry.get("run_id") == current or not (too_many or too_old):
+            kept.append(entry)
+        else:
+            removed.append(entry)
+    return kept, removed
+
+
+def record_run(
+    history_dir: str,
+    run_id: str,
+    records: Sequence[Mapping[str, Any]],
+    keep_runs: int = DEFAULT_KEEP_RUNS,
+    keep_days: int = DEFAULT_KEEP_DAYS,
+    now: Optional[datetime] = None,
+) -> Dict[str, Any]:
+    """Keep ``records`` (one check's, every rack) as run ``run_id``, update the index, apply retention.
+
+    A check run again in the same run replaces that check's records of the run. Returns
+    ``{"run_dir", "files", "removed_runs"}``.
+    """
+    check_run_id(run_id)
+    run_dir = os.path.join(history_dir, run_id)
+    files = []
+    checks = sorted({str(r["check"]) for r in records})
+    # the records are written under the lock too: another run's retention must not remove this run's
+    # directory between its records and its index entry
+    with locked(history_dir):
+        for check in checks:
+            directory = os.path.join(run_dir, check)
+            wanted = {os.path.join(directory, f"{r['rack']}.json"): r for r in records if r["check"] == check}
+            for path, record in wanted.items():
+                write_json(path, record)
+                files.append(path)
+            for name in os.listdir(directory):
+                path = os.path.join(directory, name)
+                if name.endswith(".json") and not name.startswith(".") and path not in wanted:
+                    os.unlink(path)
+        index = read_index(history_dir)
+        runs = [dict(e) for e in index["runs"] if isinstance(e, dict)]
+        entry = next((e for e in runs if e.get("run_id") == run_id), None)
+        fresh = _entry_of(records, run_id)
+        if entry is None:
+            runs.append(fresh)
+        else:
+            verdicts = {k: v for k, v in (entry.get("verdicts") or {}).items() if k.split("/", 1)[0] not in checks}
+            verdicts.update(fresh["verdicts"])
+            entry["verdicts"] = dict(sorted(verdicts.items()))
+            for key, pick in (("started", min), ("finished", max)):
+                values = [v for v in (entry.get(key), fresh[key]) if v]
+                entry[key] = pick(values) if values else None
+        kept, removed = retained(runs, keep_runs, keep_days, now or datetime.now(timezone.utc), current=run_id)
+        write_json(os.path.join(history_dir, INDEX), {"version": INDEX_VERSION, "runs": newest_first(kept)})
+        for gone in removed:
+            if RUN_ID.match(str(gone.get("run_id"))):
+                shutil.rmtree(os.path.join(history_dir, str(gone["run_id"])), ignore_errors=True)
+    return {"run_dir": run_dir, "files": files, "removed_runs": [str(e["run_id"]) for e in removed]}
+
+
+def pin_run(history_dir: str, run_id: str) -> bool:
+    """Pin ``run_id`` as the site's baseline (the one pinned run; empty: none); whether the index changed."""
+    if run_id:
+        check_run_id(run_id)
+    with locked(history_dir):
+        index = read_index(history_dir)
+        runs = [dict(e) for e in index["runs"] if isinstance(e, dict)]
+        if run_id and not any(e.get("run_id") == run_id for e in runs):
+            known = ", ".join(str(e.get("run_id")) for e in newest_first(runs)[:5]) or "none"
+            raise HistoryError(
+                f"the baseline run {run_id} is not in the history {history_dir} (newest runs: {known}); "
+                "set gpu_fabric_verify_baseline_run to a kept run, or empty"
+            )
+        changed = False
+        for entry in runs:
+            pinned = entry.get("run_id") == run_id
+            changed = changed or bool(entry.get("pinned")) != pinned
+            entry["pinned"] = pinned
+        if changed:
+            write_json(os.path.join(history_dir, INDEX), {"version": INDEX_VERSION, "runs": newest_first(runs)})
+    return changed
+
+
+# ----------------------------------------------------------------------------------------- reading runs
+
+
+def run_record(history_dir: str, run_id: str, check: str, rack: str) -> Optional[Dict[str, Any]]:
+    """The record of (check, rack) in run ``run_id``; None when it is not there or cannot be read."""
+    if not RUN_ID.match(run_id or ""):
+        return None
+    try:
+        record = _read_json(os.path.join(history_dir, run_id, check, f"{rack}.json"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _figures(record: Mapping[str, Any], testcase: Optional[str]) -> Optional[Dict[str, Any]]:
+    details = record.get("details") if isinstance(record.get("details"), dict) else {}
+    if testcase and details.get("testcase") not in (None, testcase):
+        return None
+    median = details.get("median_gbps")
+    if not isinstance(median, (int, float)) or isinstance(median, bool) or median <= 0:
+        return None
+    return {
+        "median_gbps": float(median),
+        "min_gbps": details.get("min") if isinstance(details.get("min"), (int, float)) else None,
+        "matrix": details.get("matrix") if isinstance(details.get("matrix"), list) else None,
+        "rank_nodes": details.get("rank_nodes") or record.get("nodes") or None,
+        "driver_version": details.get("driver_version"),
+        "testcase": details.get("testcase"),
+    }
+
+
+def baseline_for(
+    history_dir: str, check: str, rack: str, testcase: Optional[str] = None, exclude_run: str = ""
+) -> Optional[Dict[str, Any]]:
+    """The rack's baseline: the pinned run's record for (check, rack) when a run is pinned and holds it,
+    else the newest run where (check, rack) passed; ``exclude_run`` (the run being judged) never counts.
+
+    Returns ``{"run_id", "recorded_at", "median_gbps", "matrix", "rank_nodes", "driver_version", "source"}``
+    (the keys the nvbandwidth rule reads) or None when no run gives one. A record of another testcase, or
+    without a median, is passed over.
+    """
+    if not history_dir or not os.path.isdir(history_dir):
+        return None
+    key = f"{check}/{rack}"
+    runs = [e for e in newest_first(read_index(history_dir)["runs"]) if isinstance(e, dict)]
+    runs = [e for e in runs if e.get("run_id") != exclude_run and key in (e.get("verdicts") or {})]
+    pinned = [("pinned", e) for e in runs if e.get("pinned")]
+    passing = [("last passing", e) for e in runs if not e.get("pinned") and e["verdicts"][key] == PASSED]
+    for kind, entry in pinned + passing:
+        record = run_record(history_dir, str(entry["run_id"]), check, rack)
+        figures = _figures(record, testcase) if record else None
+        if figures is None:
+            continue
+        return {
+            "run_id": entry["run_id"],
+            "recorded_at": record.get("finished") or entry.get("finished") or entry.get("started"),
+            "median_gbps": figures["median_gbps"],
+            "matrix": figures["matrix"],
+            "rank_nodes": figures["rank_nodes"],
+            "driver_version": figures["driver_version"],
+            "source": f"{kind} run {entry['run_id']}",
+        }
+    return None
+
+
+def options_with_baseline(
+    options: Mapping[str, Any], history_dir: str, check: str, rack: str, run_id: str = ""
+) -> Dict[str, Any]:
+    """A rack's check options with ``baseline`` set from the history (None when it has none); unchanged
+    without a history directory."""
+    if not history_dir:
+        return dict(options)
+    testcase = options.get("testcase")
+    return dict(options, baseline=baseline_for(history_dir, check, rack, testcase, exclude_run=run_id))
+
+
+# ----------------------------------------------------------------------------------------- trends
+
+
+def trends(
+    history_dir: str, last_runs: int = 10, tolerance: float = 0.03, current: str = "", checks: Sequence[str] = ()
+) -> List[Dict[str, Any]]:
+    """Per (check, rack) with a bandwidth figure: over the newest ``last_runs`` runs the median of their
+    medians and the lowest pair, the newest run's median, the baseline (as the newest run was judged:
+    that run excluded) and ``dropped`` when the newest median is below the baseline's by more than
+    ``tolerance`` (a fraction). ``current``: the run the report is about (newest when empty)."""
+    if not history_dir or not os.path.isdir(history_dir):
+        return []
+    runs = [e for e in newest_first(read_index(history_dir)["runs"]) if isinstance(e, dict)]
+    if current:
+        names = [str(e.get("run_id")) for e in runs]
+        runs = runs[names.index(current) :] if current in names else runs
+    runs = runs[: max(last_runs, 1)]
+    keys = sorted({k for e in runs for k in (e.get("verdicts") or {})})
+    rows = []
+    for key in keys:
+        check, rack = key.split("/", 1)
+        if checks and check not in checks:
+            continue
+        seen = []
+        for entry in runs:
+            if key not in (entry.get("verdicts") or {}):
+                continue
+            record = run_record(history_dir, str(entry["run_id"]), check, rack)
+            figures = _figures(record, None) if record else None
+            if figures:
+                seen.append((str(entry["run_id"]), entry["verdicts"][key], figures))
+        if not seen:
+            continue
+        latest_run, latest_verdict, latest = seen[0]
+        baseline = baseline_for(history_dir, check, rack, latest["testcase"], exclude_run=latest_run)
+        drop = 1 - latest["median_gbps"] / baseline["median_gbps"] if baseline else None
+        lows = [f["min_gbps"] for _, _, f in seen if f["min_gbps"] is not None]
+        rows.append(
+            {
+                "check": check,
+                "rack": rack,
+                "runs": len(seen),
+                "median_gbps": round(statistics.median(f["median_gbps"] for _, _, f in seen), 2),
+                "min_gbps": round(min(lows), 2) if lows else None,
+                "latest_run": latest_run,
+                "latest_verdict": latest_verdict,
+                "latest_median_gbps": round(latest["median_gbps"], 2),
+                "baseline_run": baseline["run_id"] if baseline else None,
+                "baseline_source": baseline["source"] if baseline else None,
+                "baseline_median_gbps": round(baseline["median_gbps"], 2) if baseline else None,
+                "drop_fraction": round(drop, 4) if drop is not None else None,
+                "dropped": drop is not None and drop > tolerance,
+            }
+        )
+    return rows

@@ -1,0 +1,243 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import threading
+from datetime import datetime, timezone
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
+    HistoryError,
+    baseline_for,
+    options_with_baseline,
+    pin_run,
+    read_index,
+    record_run,
+    retained,
+    trends,
+)
+
+NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+
+
+def nvb_record(run_id, rack="rack0", median=820.0, verdict="passed", started="2026-12-01T10:00:00Z", low=None):
+    matrix = [[None, median], [median, None]]
+    return {
+        "check": "nvbandwidth",
+        "rack": rack,
+        "run_id": run_id,
+        "verdict": verdict,
+        "passed": verdict == "passed",
+        "outcome": verdict,
+        "started": started,
+        "finished": started.replace(":00Z", ":30Z"),
+        "nodes": ["tray0", "tray1"],
+        "details": {
+            "testcase": "device_to_device_memcpy_read_ce",
+            "median_gbps": median,
+            "min": low if low is not None else median,
+            "matrix": matrix,
+            "rank_nodes": ["tray0", "tray1"],
+        },
+    }
+
+
+def keep(tmp_path, run_id, day, **kwargs):
+    started = f"2026-12-{day:02d}T10:00:00Z"
+    return record_run(str(tmp_path), run_id, [nvb_record(run_id, started=started, **kwargs)], now=NOW)
+
+
+def run_ids(tmp_path):
+    return [e["run_id"] for e in read_index(str(tmp_path))["runs"]]
+
+
+def test_two_runs_keep_both(tmp_path):
+    keep(tmp_path, "r1", 1)
+    keep(tmp_path, "r2", 2, median=700.0, verdict="failed")
+    assert run_ids(tmp_path) == ["r2", "r1"]
+    index = read_index(str(tmp_path))
+    assert index["runs"][0]["verdicts"] == {"nvbandwidth/rack0": "failed"}
+    assert index["runs"][1]["started"] == "2026-12-01T10:00:00Z"
+    assert index["runs"][1]["pinned"] is False
+    for run_id, median in (("r1", 820.0), ("r2", 700.0)):
+        with open(tmp_path / run_id / "nvbandwidth" / "rack0.json", encoding="utf-8") as handle:
+            assert json.load(handle)["details"]["median_gbps"] == median
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]
+
+
+def test_checks_of_one_run_merge_into_one_entry(tmp_path):
+    keep(tmp_path, "r1", 1)
+    cliques = {"check": "cliques", "rack": "rack0", "verdict": "passed", "started": "2026-12-01T09:59:00Z"}
+    record_run(str(tmp_path), "r1", [cliques], now=NOW)
+    (entry,) = read_index(str(tmp_path))["runs"]
+    assert entry["verdicts"] == {"cliques/rack0": "passed", "nvbandwidth/rack0": "passed"}
+    assert entry["started"] == "2026-12-01T09:59:00Z"
+    assert entry["finished"] == "2026-12-01T10:00:30Z"
+    # the same check again in the same run replaces its racks: rack1 only now
+    record_run(str(tmp_path), "r1", [nvb_record("r1", rack="rack1")], now=NOW)
+    (entry,) = read_index(str(tmp_path))["runs"]
+    assert entry["verdicts"] == {"cliques/rack0": "passed", "nvbandwidth/rack1": "passed"}
+    assert sorted(os.listdir(tmp_path / "r1" / "nvbandwidth")) == ["rack1.json"]
+
+
+def test_retention_by_count_keeps_the_pinned_run(tmp_path):
+    keep(tmp_path, "r1", 1)
+    pin_run(str(tmp_path), "r1")
+    for day in (2, 3, 4):
+        result = record_run(
+            str(tmp_path), f"r{day}", [nvb_record(f"r{day}", started=f"2026-12-0{day}T10:00:00Z")], keep_runs=2, now=NOW
+        )
+    assert run_ids(tmp_path) == ["r4", "r3", "r1"]
+    assert result["removed_runs"] == ["r2"]
+    assert not (tmp_path / "r2").exists()
+    assert (tmp_path / "r1" / "nvbandwidth" / "rack0.json").exists()
+
+
+def test_retention_by_age_keeps_the_pinned_and_the_current_run():
+    runs = [
+        {"run_id": "old", "started": "2026-08-01T00:00:00Z"},
+        {"run_id": "pinned", "started": "2026-07-01T00:00:00Z", "pinned": True},
+        {"run_id": "recent", "started": "2026-12-01T00:00:00Z"},
+        {"run_id": "now", "started": "2026-01-01T00:00:00Z"},
+    ]
+    kept, removed = retained(runs, keep_runs=0, keep_days=30, now=NOW, current="now")
+    assert [e["run_id"] for e in kept] == ["recent", "pinned", "now"]
+    assert [e["run_id"] for e in removed] == ["old"]
+    kept, removed = retained(runs, keep_runs=0, keep_days=0, now=NOW)
+    assert removed == []
+
+
+def test_pin_names_one_run_and_refuses_an_unknown_one(tmp_path):
+    keep(tmp_path, "r1", 1)
+    keep(tmp_path, "r2", 2)
+    assert pin_run(str(tmp_path), "r1") is True
+    assert pin_run(str(tmp_path), "r1") is False
+    pin_run(str(tmp_path), "r2")
+    assert [e["run_id"] for e in read_index(str(tmp_path))["runs"] if e["pinned"]] == ["r2"]
+    with pytest.raises(HistoryError, match=r"the baseline run r9 is not in the history .* \(newest runs: r2, r1\)"):
+        pin_run(str(tmp_path), "r9")
+
+
+def test_a_run_id_that_is_no_directory_name_is_refused(tmp_path):
+    with pytest.raises(HistoryError, match=r"run id '\.\./x' cannot name a history directory"):
+        record_run(str(tmp_path), "../x", [nvb_record("x")])
+
+
+def test_an_unreadable_index_is_refused_and_a_missing_one_rebuilt(tmp_path):
+    keep(tmp_path, "r1", 1)
+    keep(tmp_path, "r2", 2, verdict="failed")
+    os.unlink(tmp_path / "index.json")
+    assert [(e["run_id"], e["verdicts"]) for e in read_index(str(tmp_path))["runs"]] == [
+        ("r1", {"nvbandwidth/rack0": "passed"}),
+        ("r2", {"nvbandwidth/rack0": "failed"}),
+    ]
+    (tmp_path / "index.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(HistoryError, match=r"cannot be read .*remove it and the next run rebuilds it"):
+        read_index(str(tmp_path))
+
+
+def _writer(directory, name, count):
+    for i in range(count):
+        run_id = f"{name}{i:02d}"
+        record_run(directory, run_id, [nvb_record(run_id, started=f"2026-12-01T10:{i:02d}:00Z")], keep_runs=0, now=NOW)
+
+
+def test_two_concurrent_processes_leave_an_intact_index(tmp_path):
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_writer, args=(str(tmp_path), name, 15)) for name in ("a", "b")]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(60)
+    assert [w.exitcode for w in writers] == [0, 0]
+    ids = run_ids(tmp_path)
+    assert sorted(ids) == sorted([f"a{i:02d}" for i in range(15)] + [f"b{i:02d}" for i in range(15)])
+    assert all((tmp_path / run_id / "nvbandwidth" / "rack0.json").exists() for run_id in ids)
+
+
+def test_two_concurrent_threads_leave_an_intact_index(tmp_path):
+    threads = [threading.Thread(target=_writer, args=(str(tmp_path), name, 10)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(run_ids(tmp_path)) == 20
+
+
+def test_baseline_is_the_last_passing_run_skipping_failed_ones(tmp_path):
+    keep(tmp_path, "r1", 1, median=810.0)
+    keep(tmp_path, "r2", 2, median=821.5)
+    keep(tmp_path, "r3", 3, median=600.0, verdict="failed")
+    baseline = baseline_for(str(tmp_path), "nvbandwidth", "rack0", "device_to_device_memcpy_read_ce")
+    assert baseline == {
+        "run_id": "r2",
+        "recorded_at": "2026-12-02T10:00:30Z",
+        "median_gbps": 821.5,
+        "matrix": [[None, 821.5], [821.5, None]],
+        "rank_nodes": ["tray0", "tray1"],
+        "driver_version": None,
+        "source": "last passing run r2",
+    }
+    # the run being judged never is its own baseline; another testcase or rack has none
+    assert baseline_for(str(tmp_path), "nvbandwidth", "rack0", exclude_run="r2")["run_id"] == "r1"
+    assert baseline_for(str(tmp_path), "nvbandwidth", "rack0", "host_to_device_memcpy_ce") is None
+    assert baseline_for(str(tmp_path), "nvbandwidth", "rack9") is None
+    assert baseline_for(str(tmp_path / "none"), "nvbandwidth", "rack0") is None
+
+
+def test_baseline_prefers_the_pinned_run(tmp_path):
+    keep(tmp_path, "r1", 1, median=815.0)
+    keep(tmp_path, "r2", 2, median=821.5)
+    pin_run(str(tmp_path), "r1")
+    baseline = baseline_for(str(tmp_path), "nvbandwidth", "rack0")
+    assert (baseline["run_id"], baseline["median_gbps"], baseline["source"]) == ("r1", 815.0, "pinned run r1")
+    # a pinned run without that rack: the last passing run of the rack
+    keep(tmp_path, "r3", 3, rack="rack1", median=700.0)
+    pin_run(str(tmp_path), "r3")
+    assert baseline_for(str(tmp_path), "nvbandwidth", "rack0")["source"] == "last passing run r2"
+
+
+def test_options_with_baseline_sets_the_key_only_with_a_history(tmp_path):
+    keep(tmp_path, "r1", 1)
+    options = {"testcase": "device_to_device_memcpy_read_ce", "min_fraction_of_peak": 0.85}
+    assert options_with_baseline(options, "", "nvbandwidth", "rack0") == options
+    with_baseline = options_with_baseline(options, str(tmp_path), "nvbandwidth", "rack0", run_id="r2")
+    assert with_baseline["baseline"]["source"] == "last passing run r1"
+    assert options_with_baseline(options, str(tmp_path), "nvbandwidth", "rack0", run_id="r1")["baseline"] is None
+    assert "baseline" not in options
+
+
+def test_trends_give_median_minimum_and_a_drop_against_the_baseline(tmp_path):
+    keep(tmp_path, "r1", 1, median=820.0, low=800.0)
+    keep(tmp_path, "r2", 2, median=818.0, low=790.0)
+    keep(tmp_path, "r3", 3, median=700.0, low=650.0, verdict="failed")
+    pin_run(str(tmp_path), "r1")
+    (row,) = trends(str(tmp_path), last_runs=10)
+    assert row == {
+        "check": "nvbandwidth",
+        "rack": "rack0",
+        "runs": 3,
+        "median_gbps": 818.0,
+        "min_gbps": 650.0,
+        "latest_run": "r3",
+        "latest_verdict": "failed",
+        "latest_median_gbps": 700.0,
+        "baseline_run": "r1",
+        "baseline_source": "pinned run r1",
+        "baseline_median_gbps": 820.0,
+        "drop_fraction": 0.1463,
+        "dropped": True,
+    }
+    # the report of run r2, over its last 2 runs: no drop beyond the tolerance
+    (row,) = trends(str(tmp_path), last_runs=2, current="r2")
+    assert (row["runs"], row["median_gbps"], row["min_gbps"], row["dropped"]) == (2, 819.0, 790.0, False)
+    assert row["drop_fraction"] == 0.0024
+
+
+def test_run_id_from_a_start_time():
+    assert history.run_id_from("2026-12-03T10:15:00Z") == "20261203T101500Z"
