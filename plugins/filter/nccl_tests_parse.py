@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import nccl_tests_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import DEFAULT_JUDGED_MIN_BYTES, nccl_tests_summary
 
 
 def nccl_tests_parse(
     text: Any,
     min_busbw_gbps: Optional[float] = None,
     expected_ranks: Optional[int] = None,
+    min_bytes: Optional[int] = None,
 ) -> dict[str, Any]:
     """Parse nccl-tests output (all_reduce_perf and siblings) and judge it; see nccl_tests_parse.yml."""
     if not isinstance(text, str):
@@ -23,7 +24,8 @@ def nccl_tests_parse(
     try:
         threshold = None if min_busbw_gbps is None else float(min_busbw_gbps)
         ranks = None if expected_ranks is None else int(expected_ranks)
-        return nccl_tests_summary(text, min_busbw_gbps=threshold, expected_ranks=ranks)
+        sizes = DEFAULT_JUDGED_MIN_BYTES if min_bytes is None else int(min_bytes)
+        return nccl_tests_summary(text, min_busbw_gbps=threshold, expected_ranks=ranks, min_bytes=sizes)
     except ValueError as exc:
         raise AnsibleFilterError(f"nccl_tests_parse: {exc}") from exc
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
+    DEFAULT_MIN_FRACTION_OF_REFERENCE,
+    NVL72_ALLREDUCE_REFERENCE,
+    busbw_reference,
     evaluate_nccl_tests,
     nccl_tests_summary,
     parse_nccl_tests,
+    size_text,
+    strip_terminal_escapes,
 )
 
 from tests.conftest import FIXTURES
@@ -59,11 +64,16 @@ def test_clean_run_passes_threshold_and_rank_count():
     assert verdict.violations == []
 
 
-def test_threshold_above_the_average_fails_with_both_numbers():
+def test_a_floor_above_the_large_message_rows_fails_naming_each_one():
     result = parse_nccl_tests(read("gb200-2node-all_reduce_perf.txt"))
     verdict = evaluate_nccl_tests(result, min_busbw_gbps=800.0)
     assert not verdict.passed
-    assert verdict.violations == ["average bus bandwidth 787.804 GB/s is below the threshold 800 GB/s"]
+    # the 1 and 2 GiB rows (761-786 GB/s) are below 800 too, but the floor holds for 4 GiB and more only
+    assert verdict.violations == [
+        "bus bandwidth below the floor 800 GB/s at 2 of 4 measurements of 4 GiB and more: 4 GiB out-of-place 798.86, "
+        "4 GiB in-place 798.64 GB/s; the NVLink fabric is slower than a healthy rack (run nvbandwidth to find the GPU "
+        "or tray)"
+    ]
 
 
 def test_rank_count_mismatch_is_a_violation():
@@ -85,7 +95,7 @@ def test_wrong_elements_name_the_size_and_out_of_bounds_count():
     assert verdict.violations == [
         "wrong results (#wrong > 0) at 1 message sizes (4294967296 B): data corruption on the fabric or a broken "
         "NCCL transport",
-        "1 out-of-bounds values reported by the data check",
+        "1 out-of-bounds values reported by the data check (nccl-tests: FAILED)",
     ]
 
 
@@ -250,3 +260,154 @@ def test_a_log_that_does_not_show_mnnvl_fails_when_it_is_required():
         "the log does not show that NCCL used multi-node NVLink: no 'NCCL INFO comm ... MNNVL' line (run with "
         "-x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT)"
     ]
+
+
+# The real full-rack capture: GB200 NVL72, 72 GPUs, published in coreweave/nccl-tests#43 (see the fixtures' README).
+NVL72 = "coreweave-gb200-nvl72-all_reduce_perf.txt"
+DEFAULT_FLOOR = round(NVL72_ALLREDUCE_REFERENCE.busbw_gbps * DEFAULT_MIN_FRACTION_OF_REFERENCE, 2)
+
+
+def with_busbw(text: str, size: int, placement: int, busbw: float) -> str:
+    """The log with one measurement (placement 0 out-of-place, 1 in-place) at ``busbw``: its time and algbw scaled
+    alike, the average line recomputed as nccl-tests prints it (%g of the mean of every busbw cell)."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == [str(size)])
+    tokens = lines[at].split()
+    time, algbw, old = (float(tokens[5 + 4 * placement + k]) for k in range(3))
+    scale = busbw / old
+    tokens[5 + 4 * placement : 8 + 4 * placement] = [f"{time / scale:.1f}", f"{algbw * scale:.2f}", f"{busbw:.2f}"]
+    lines[at] = "".join(f"{token:>{width}}" for token, width in zip(tokens, (12, 14, 10, 8, 8, 9, 8, 8, 7, 9, 8, 8, 7)))
+    rows = [line.split() for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+    values = [float(row[column]) for row in rows for column in (7, 11)]
+    avg = next(i for i, line in enumerate(lines) if line.startswith("# Avg bus bandwidth"))
+    lines[avg] = f"# Avg bus bandwidth    : {sum(values) / len(values):g} "
+    return "\n".join(lines) + "\n"
+
+
+def test_the_default_floor_is_the_published_nvl72_figure_at_4_gib_and_more():
+    assert NVL72_ALLREDUCE_REFERENCE.busbw_gbps == 834.57
+    assert NVL72_ALLREDUCE_REFERENCE.min_bytes == 4 << 30
+    assert DEFAULT_FLOOR == 751.11
+    assert busbw_reference("NVIDIA-GB200", "all_reduce_perf") is NVL72_ALLREDUCE_REFERENCE
+    assert busbw_reference("NVIDIA-GB300", "all_reduce_perf") is None
+    assert busbw_reference("NVIDIA-GB200", "all_gather_perf") is None
+    assert size_text(4 << 30) == "4 GiB" and size_text(512 << 20) == "512 MiB" and size_text(1000) == "1000 B"
+
+
+def test_the_real_nvl72_rack_passes_the_default_floor_though_its_average_is_below_it():
+    result = parse_nccl_tests(read(NVL72))
+    assert result.ranks == 1 and result.devices[0].rank == 71 and result.devices[0].name == "NVIDIA Graphics Device"
+    assert [row.size_bytes >> 20 for row in result.rows] == [512, 1024, 2048, 4096, 8192]
+    # the average over 512 MiB-8 GiB is 745.53 and moves with -b; the rows of 4 GiB and more are the plateau
+    assert result.avg_busbw_gbps == 745.53
+    assert result.rows_average_gbps() == pytest.approx(745.53)
+    assert result.lowest_busbw_gbps(4 << 30) == 834.57
+    summary = nccl_tests_summary(read(NVL72), min_busbw_gbps=DEFAULT_FLOOR)
+    assert summary["passed"] is True, summary["violations"]
+    assert (summary["judged_min_bytes"], summary["judged_busbw_gbps"]) == (4 << 30, 834.57)
+    assert summary["out_of_bounds_verdict"] == "OK"
+
+
+def test_two_lost_links_at_8_gib_fail_the_real_rack_naming_the_size():
+    # 16 of 18 NVLinks on the slowest GPU: 16/18 x 834.57 = 741.84 GB/s
+    text = with_busbw(read(NVL72), 8 << 30, 0, 741.84)
+    result = parse_nccl_tests(text)
+    assert result.rows[-1].out_of_place.busbw_gbps == 741.84 and result.avg_busbw_gbps == 736.257
+    verdict = evaluate_nccl_tests(result, min_busbw_gbps=DEFAULT_FLOOR, floor_explanation="the reference")
+    assert verdict.violations == [
+        "bus bandwidth below the floor 751.11 GB/s (the reference) at 1 of 4 measurements of 4 GiB and more: "
+        "8 GiB out-of-place 741.84 GB/s; the NVLink fabric is slower than a healthy rack (run nvbandwidth to find "
+        "the GPU or tray)"
+    ]
+
+
+def test_one_lost_link_stays_above_the_floor_and_every_row_low_fails_all_four():
+    one_link = read(NVL72)
+    for size in (4 << 30, 8 << 30):
+        for placement in (0, 1):
+            busbw = parse_nccl_tests(one_link).rows[-1 if size == 8 << 30 else -2]
+            value = (busbw.out_of_place, busbw.in_place)[placement].busbw_gbps
+            one_link = with_busbw(one_link, size, placement, round(value * 17 / 18, 2))
+    # 17/18 of the healthy rows: 788.2-799.8 GB/s, above 751.11 (nvbandwidth's pairwise check finds one lost link)
+    assert nccl_tests_summary(one_link, min_busbw_gbps=DEFAULT_FLOOR)["passed"] is True
+    half = read(NVL72)
+    for size in (4 << 30, 8 << 30):
+        for placement in (0, 1):
+            half = with_busbw(half, size, placement, 420.0)
+    (violation,) = nccl_tests_summary(half, min_busbw_gbps=DEFAULT_FLOOR)["violations"]
+    assert violation.startswith(
+        "bus bandwidth below the floor 751.11 GB/s at 4 of 4 measurements of 4 GiB and more: 4 GiB out-of-place "
+        "420.00, 4 GiB in-place 420.00, 8 GiB out-of-place 420.00, 8 GiB in-place 420.00 GB/s;"
+    )
+
+
+def test_a_run_that_never_reached_the_judged_sizes_fails_saying_so():
+    lines = [line for line in read(NVL72).splitlines() if not line.startswith(("  4294967296", "  8589934592"))]
+    text = "\n".join(lines).replace("745.53 ", "683.238 ")
+    summary = nccl_tests_summary(text, min_busbw_gbps=DEFAULT_FLOOR)
+    assert summary["judged_busbw_gbps"] is None
+    assert summary["violations"] == [
+        "no message size of 4 GiB or more was measured (the largest measured is 2 GiB): the floor 751.11 GB/s holds "
+        "for 4 GiB and more; let the run reach them (-e 8G in verify_nccl_args)"
+    ]
+
+
+def test_nccl_tests_own_failed_verdict_fails_the_real_rack():
+    text = read(NVL72).replace("# Avg bus bandwidth    : 745.53 ", "# Avg bus bandwidth    : 745.53 FAILED")
+    summary = nccl_tests_summary(text, min_busbw_gbps=DEFAULT_FLOOR)
+    assert summary["avg_busbw_verdict"] == "FAILED"
+    assert summary["violations"] == [
+        "nccl-tests judged its own run FAILED: the average bus bandwidth 745.53 GB/s is below 0.9 x NCCL_TESTS_MIN_BW "
+        "set in its environment"
+    ]
+    oob = read(NVL72).replace("# Out of bounds values : 0 OK", "# Out of bounds values : 0 FAILED")
+    assert nccl_tests_summary(oob)["violations"] == [
+        "0 out-of-bounds values reported by the data check (nccl-tests: FAILED)"
+    ]
+
+
+@pytest.mark.parametrize("placement", [0, 1])
+def test_a_non_zero_wrong_cell_fails_the_real_rack(placement):
+    lines = read(NVL72).splitlines()
+    row = lines[6].split()  # 1 GiB
+    row[8 + 4 * placement] = "3"
+    lines[6] = "".join(f"{token:>{width}}" for token, width in zip(row, (12, 14, 10, 8, 8, 9, 8, 8, 7, 9, 8, 8, 7)))
+    result = parse_nccl_tests("\n".join(lines))
+    assert result.rows[1].wrong == 3 and result.wrong_sizes == [1 << 30]
+    assert evaluate_nccl_tests(result, min_busbw_gbps=DEFAULT_FLOOR).violations == [
+        "wrong results (#wrong > 0) at 1 message sizes (1073741824 B): data corruption on the fabric or a broken "
+        "NCCL transport"
+    ]
+
+
+ESCAPED_ERRORS = [
+    # colour (CSI), a window title (OSC, BEL-terminated), a bell, a backspace, a cursor move, an 8-bit CSI
+    "\x1b[1;31mERROR: ssh: connect to host nccl-test-worker-7 port 2222: Connection refused\x1b[0m",
+    "\x1b]0;mpirun\x07ERROR: ssh: connect to host nccl-test-worker-7 port 2222: Connection refused",
+    "\x07\x08ERROR: ssh: connect to host nccl-test-worker-7 port 2222: Connection refused",
+    "\x1b[2K\x1b[1GERROR: ssh: connect to host nccl-test-worker-7 port 2222: Connection refused",
+    "\x9b31mERROR: ssh: connect to host nccl-test-worker-7 port 2222: Connection refused\x9b0m",
+    "\x1b]8;;https://example.invalid\x1b\\ERROR: ssh: connect to host nccl-test-worker-7 port 2222: Connection "
+    "refused\x1b]8;;\x1b\\",
+]
+
+
+@pytest.mark.parametrize("line", ESCAPED_ERRORS)
+def test_an_error_line_wrapped_in_terminal_escapes_fails_the_run(line):
+    summary = nccl_tests_summary(read(NVL72) + line + "\n", min_busbw_gbps=DEFAULT_FLOOR)
+    assert summary["failures"] == ["ERROR: ssh: connect to host nccl-test-worker-7 port 2222: Connection refused"]
+    assert summary["violations"] == [
+        "the test reported a failure: ERROR: ssh: connect to host nccl-test-worker-7 port 2222: Connection refused"
+    ]
+
+
+def test_a_test_failure_line_behind_an_osc_title_fails_and_escapes_elsewhere_are_cosmetic():
+    text = read(NVL72)
+    plain = nccl_tests_summary(text, min_busbw_gbps=DEFAULT_FLOOR)
+    noisy = "\n".join(f"\x1b]0;launcher\x07\x1b[32m{line}\x1b[0m\x07" for line in text.splitlines())
+    assert nccl_tests_summary(noisy, min_busbw_gbps=DEFAULT_FLOOR) == plain
+    failed = text + "\x1b]2;nccl\x07slurm-gb200-207-171: Test NCCL failure common.cu:1279 'unhandled cuda error'\n"
+    assert nccl_tests_summary(failed)["failures"] == [
+        "slurm-gb200-207-171: Test NCCL failure common.cu:1279 'unhandled cuda error'"
+    ]
+    assert strip_terminal_escapes("a\x1b[0mb\x1b]0;t\x07c\x00d\te\r\n") == "abcd\te\r\n"
