@@ -1,7 +1,7 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""The one rule that judges a GPU-to-GPU bandwidth matrix (nvbandwidth): a floor and a median rule.
+"""The one rule that judges a GPU-to-GPU bandwidth matrix (nvbandwidth): a floor and a reference rule.
 
 Two rules, both applied to every measured GPU pair (every off-diagonal cell of the matrix):
 
@@ -9,10 +9,20 @@ Two rules, both applied to every measured GPU pair (every off-diagonal cell of t
    ``min_fraction_of_peak`` (default 0.85) x the NVLink peak per GPU and direction of the GPU product
    (``peak_gbps``, or the peak table by ``nvidia.com/gpu.product``). GB200: 0.85 x 900 = 765 GB/s.
    The floor catches a link that is far too slow, or a whole run that is slow.
-2. **The median rule** (relative, per pair): every pair must also reach ``min_fraction_of_median``
-   (default 0.97) x the median of all measured pairs of the same matrix. The median is the run's own
-   healthy level, so the rule does not depend on the driver, the clocks or the buffer size that set
-   that level, and it sees the loss of a single NVLink, which the floor cannot.
+2. **The reference rule** (relative, per pair): every pair must also reach ``min_fraction_of_median``
+   (default 0.97) x the STRICTEST of up to three references:
+
+   - the **product reference**: the healthy figure of the GPU product for the testcase and the driver
+     branch, from a real measurement whose source is stated (``DEFAULT_PRODUCT_REFERENCES``, extended by
+     the site's table);
+   - the **site baseline**: this rack's own figures from its last passing (or pinned) run, per GPU pair
+     where the ranks sit on the same trays, else that run's median;
+   - the **run's median**: the run's own level. Alone it sees one lost NVLink on one GPU, but not many
+     GPUs that lost a link at once: the median moves with them, and a rack whose every GPU lost a link
+     is at its own median. The product reference and the baseline are what such a rack cannot pull
+     down; a run held against the median alone says so in a warning.
+
+   The option keeps its name, ``min_fraction_of_median``, from when the median was the only reference.
 
 Why the floor alone misses a lost link: a GB200 GPU reaches its peers over 18 NVLink 5 links of
 50 GB/s (900 GB/s per direction). The real GB200 run (tests/fixtures/nvbandwidth, 2 trays x 4 GPUs,
@@ -74,7 +84,56 @@ ONE_LOST_LINK_OF_18 = 17 / 18
 
 RULE_FLOOR = "floor"
 RULE_MEDIAN = "median"
+RULE_PRODUCT = "product"
+RULE_BASELINE = "baseline"
 RULE_NOT_MEASURED = "not_measured"
+
+# The healthy per-pair figure of a GPU product, by testcase and driver branch (the driver's major version),
+# each from a real measurement. The figure is the median cell of that run; a pair is held against
+# min_fraction_of_median x the figure, like the run's own median. A site adds its own entries (same keys)
+# through the `product_references` option; they are tried before these.
+#
+#   GB200 read CE, driver 580: the guide's MPIJob, 2 trays x 4 GPUs of one NVL72 rack, driver 580.95.05,
+#       nvbandwidth v0.7: 56 cells 820.35-822.16 GB/s, median 821.41 (tests/fixtures/nvbandwidth/gb200-2node-*).
+#   GB200 read CE, driver 570: NVIDIA's published example (k8s-dra-driver-gpu docs, dra-cds.rst), 2 nodes x 4
+#       GPUs, driver 570.124.06: cells 797.65-798.25 GB/s, SUM 44685.29 over 56 cells = 797.95 per cell.
+#   H200 read CE / write CE, driver 580: a 2x H200 SXM machine, driver 580.159.04, nvbandwidth v0.8:
+#       393.58-393.76 (read) and 396.20-396.25 (write) GB/s (tests/fixtures/nvbandwidth/h200x2-*).
+#
+# The intra-tray read CE testcase crosses the same NVLink switches as the multinode one on GB200, so the
+# figure is given for both names. H200 NVL (PCIe cards with NVLink bridges) is a different fabric: the
+# expression matches the SXM product label (NVIDIA-H200) only.
+_GB200_READ = r"^(multinode_)?device_to_device_memcpy_read_ce$"
+DEFAULT_PRODUCT_REFERENCES: Tuple[Dict[str, Any], ...] = (
+    {
+        "match": "GB200",
+        "testcase": _GB200_READ,
+        "driver_branch": 580,
+        "gbps": 821.41,
+        "source": "GB200 NVL72, 2 trays x 4 GPUs, driver 580.95.05, the guide's run: 820.35-822.16 GB/s",
+    },
+    {
+        "match": "GB200",
+        "testcase": _GB200_READ,
+        "driver_branch": 570,
+        "gbps": 797.95,
+        "source": "GB200, 2 nodes x 4 GPUs, driver 570.124.06, NVIDIA's published example: 797.65-798.25 GB/s",
+    },
+    {
+        "match": r"H200$|H200-SXM",
+        "testcase": r"^device_to_device_memcpy_read_ce$",
+        "driver_branch": 580,
+        "gbps": 393.67,
+        "source": "2x H200 SXM, driver 580.159.04, nvbandwidth v0.8: 393.58-393.76 GB/s",
+    },
+    {
+        "match": r"H200$|H200-SXM",
+        "testcase": r"^device_to_device_memcpy_write_ce$",
+        "driver_branch": 580,
+        "gbps": 396.22,
+        "source": "2x H200 SXM, driver 580.159.04, nvbandwidth v0.8: 396.20-396.25 GB/s",
+    },
+)
 
 MAX_SUMMARY_ITEMS = 5
 
@@ -211,6 +270,158 @@ def pair_floor(
 
 
 # --------------------------------------------------------------------------------------------
+# References
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A healthy per-pair level a pair is held against (times the fraction), and where it came from."""
+
+    kind: str  # RULE_PRODUCT, RULE_BASELINE or RULE_MEDIAN
+    gbps: float
+    source: str
+
+    def words(self) -> str:
+        """How a message names it: "the product reference 821.41 GB/s (<source>)", "the median 821.41"."""
+        if self.kind == RULE_MEDIAN:
+            return f"the median {self.gbps:.2f}"
+        name = "the product reference" if self.kind == RULE_PRODUCT else "the site baseline"
+        return f"{name} {self.gbps:.2f} GB/s ({self.source})"
+
+    def short(self) -> str:
+        """The name and figure without the source: "the product reference 821.41", "the median 821.41"."""
+        if self.kind == RULE_MEDIAN:
+            return f"the median {self.gbps:.2f}"
+        return f"{'the product reference' if self.kind == RULE_PRODUCT else 'the site baseline'} {self.gbps:.2f}"
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"kind": self.kind, "gbps": self.gbps, "source": self.source}
+
+
+def reference_table_problems(table: Optional[Sequence[Mapping[str, Any]]]) -> List[str]:
+    """Why a product reference table cannot be used: each entry needs ``match``, ``testcase``, ``gbps`` > 0."""
+    problems = []
+    for position, entry in enumerate(table or []):
+        try:
+            re.compile(str(entry["match"]))
+            re.compile(str(entry["testcase"]))
+            if float(entry["gbps"]) <= 0:
+                raise ValueError("gbps must be above 0")
+            if entry.get("driver_branch") is not None:
+                int(entry["driver_branch"])
+        except (KeyError, TypeError, ValueError, re.error) as exc:
+            problems.append(
+                f"product reference entry {position} ({entry!r}) is not {{match: <regular expression>, testcase: "
+                f"<regular expression>, driver_branch: <major version, optional>, gbps: <GB/s> > 0, source: <text>}}: "
+                f"{exc}"
+            )
+    return problems
+
+
+def driver_branch(driver_version: Optional[str]) -> Optional[int]:
+    """The branch (major version) of a driver version: 580 for "580.95.05"; None when it is not one."""
+    head = str(driver_version or "").strip().split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def product_reference(
+    gpu_product: Optional[str],
+    testcase: Optional[str],
+    driver_version: Optional[str] = None,
+    table: Optional[Sequence[Mapping[str, Any]]] = None,
+) -> Tuple[Optional[Reference], Optional[str]]:
+    """The product reference for a run, and a note when the choice needs saying (else None).
+
+    The site's entries (``table``) are tried first: when any of them matches the product and the testcase,
+    the built-in ones are not used. Among the matching entries, the one of the run's driver branch wins;
+    else the newest branch below it (drivers rarely get slower); else, for a branch older than every
+    entry or an unknown driver, the lowest figure, so that an unknown driver cannot fail a healthy rack.
+    Raises ValueError for a site table that cannot be used.
+    """
+    problems = reference_table_problems(table)
+    if problems:
+        raise ValueError("; ".join(problems))
+    if not gpu_product or not testcase:
+        return None, None
+    candidates: List[Mapping[str, Any]] = []
+    for group in (list(table or []), list(DEFAULT_PRODUCT_REFERENCES)):
+        candidates = [
+            entry
+            for entry in group
+            if re.search(str(entry["match"]), str(gpu_product)) and re.search(str(entry["testcase"]), str(testcase))
+        ]
+        if candidates:
+            break
+    if not candidates:
+        return None, None
+    branch = driver_branch(driver_version)
+
+    def entry_branch(entry: Mapping[str, Any]) -> Optional[int]:
+        return None if entry.get("driver_branch") is None else int(entry["driver_branch"])
+
+    exact = [e for e in candidates if entry_branch(e) == branch or entry_branch(e) is None]
+    below = [e for e in candidates if branch is not None and (entry_branch(e) or 0) < branch]
+    note = None
+    if exact:
+        chosen = exact[0]
+    elif below:
+        chosen = max(below, key=lambda e: entry_branch(e) or 0)
+        note = (
+            f"no product reference for driver branch {branch}; the one of branch {entry_branch(chosen)} is used "
+            "(add the site's figure to product_references)"
+        )
+    else:
+        chosen = min(candidates, key=lambda e: float(e["gbps"]))
+        said = f"driver branch {branch}" if branch is not None else "an unknown driver version"
+        note = (
+            f"no product reference for {said}; the lowest of the product's figures ({float(chosen['gbps']):.2f} GB/s) "
+            "is used"
+        )
+    source = str(chosen.get("source") or f"{gpu_product}, {testcase}")
+    return Reference(RULE_PRODUCT, float(chosen["gbps"]), source), note
+
+
+@dataclass
+class Baseline:
+    """The rack's own figures from an earlier run: its median, and per GPU pair where the ranks match.
+
+    ``matrix`` is that run's matrix (rows of GB/s, None where not measured) and ``nodes`` the tray of each
+    rank in that run; the per-pair figures are used only when the current run has the same trays in the
+    same rank order and the same shape. ``driver_version``: that run's driver; a baseline of another
+    driver branch is not used (the figure moves with the driver).
+    """
+
+    median_gbps: float
+    source: str
+    matrix: Optional[List[List[Cell]]] = None
+    nodes: Optional[List[str]] = None
+    driver_version: Optional[str] = None
+
+    @classmethod
+    def from_record(cls, record: Optional[Mapping[str, Any]]) -> Optional[Baseline]:
+        """A baseline from the history's record (keys median_gbps, matrix, rank_nodes or nodes, run_id, source)."""
+        if not record or not isinstance(record, Mapping):
+            return None
+        try:
+            median = float(record["median_gbps"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        if median <= 0:
+            return None
+        source = str(record.get("source") or f"run {record.get('run_id', '(unknown)')}")
+        matrix = record.get("matrix")
+        nodes = record.get("rank_nodes") or record.get("nodes")
+        return cls(
+            median_gbps=median,
+            source=source,
+            matrix=[[None if v is None else float(v) for v in row] for row in matrix] if matrix else None,
+            nodes=[str(n) for n in nodes] if nodes else None,
+            driver_version=record.get("driver_version"),
+        )
+
+
+# --------------------------------------------------------------------------------------------
 # Judging
 # --------------------------------------------------------------------------------------------
 
@@ -238,6 +449,11 @@ class Judgement:
     failed_nodes: List[str] = field(default_factory=list)
     node_problems: Dict[str, str] = field(default_factory=dict)
     violations: List[str] = field(default_factory=list)
+    # The strictest rack-wide reference ({kind, gbps, source}), every reference used, and what the record
+    # must say about them (a run held against its median alone, a baseline of another driver branch).
+    reference: Optional[Dict[str, Any]] = None
+    references: List[Dict[str, Any]] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -260,6 +476,9 @@ class Judgement:
             "failed_nodes": list(self.failed_nodes),
             "node_problems": dict(self.node_problems),
             "violations": list(self.violations),
+            "reference": dict(self.reference) if self.reference else None,
+            "references": [dict(r) for r in self.references],
+            "warnings": list(self.warnings),
         }
 
 
@@ -309,15 +528,21 @@ def judge(
     nodes: Optional[Sequence[str]] = None,
     *,
     peak_table: Optional[Sequence[Mapping[str, Any]]] = None,
+    testcase: Optional[str] = None,
+    driver_version: Optional[str] = None,
+    product_references: Optional[Sequence[Mapping[str, Any]]] = None,
+    baseline: Optional[Baseline] = None,
 ) -> Judgement:
-    """Judge one bandwidth matrix with the floor and the median rule.
+    """Judge one bandwidth matrix with the floor and the reference rule.
 
     ``matrix`` is a parsed nvbandwidth matrix (``nvbandwidth.BandwidthMatrix``: its ``rows``,
     ``description`` and ``reported_sum`` are read) or plain rows (lists of GB/s, None where not measured,
     taken as a GPU peer matrix). GPU i lives on ``nodes[i // gpus_per_node]``; without ``nodes`` the
     findings name no node. ``gpu_product`` is the ``nvidia.com/gpu.product`` value: when it is given (even
     empty) and the floor needs a peak that is unknown for it, that is a violation. ``peak_table`` replaces
-    the built-in peak table. Raises ValueError for thresholds that cannot be applied.
+    the built-in peak table. ``testcase`` and ``driver_version`` pick the product reference (with the site's
+    ``product_references`` tried first); ``baseline`` is the rack's earlier run. Raises ValueError for
+    thresholds or tables that cannot be applied.
     """
     thresholds = thresholds or Thresholds()
     problems = thresholds.problems()
@@ -341,7 +566,6 @@ def judge(
     measured = [(r, c, v) for r, c, v in judged if v is not None]
     values = [cell[2] for cell in measured]
     median = statistics.median(values) if values else None
-    median_threshold = median_fraction * median if median_fraction is not None and median is not None else None
     reported_sum = getattr(matrix, "reported_sum", None)
     total = float(reported_sum) if reported_sum is not None else (round(sum(values), 2) if values else None)
 
@@ -351,16 +575,33 @@ def judge(
     def fraction(value: Optional[float]) -> Optional[float]:
         return round(value / median, 4) if value is not None and median else None
 
+    references = _References.of(
+        median_fraction,
+        median,
+        gpu_product,
+        testcase,
+        driver_version,
+        product_references,
+        baseline,
+        rows,
+        nodes,
+        gpus_per_node,
+    )
+    rack_reference = references.rack()
+    median_threshold = median_fraction * rack_reference.gbps if rack_reference is not None else None
+
     failing: List[Dict[str, Any]] = []
     for r, c, value in judged:
+        reference = references.of_pair(r, c) if square else rack_reference
+        threshold = median_fraction * reference.gbps if reference is not None and median_fraction else None
         if value is None:
             if not square:
                 continue  # N/A outside a peer matrix is not a GPU pair
             rule = RULE_NOT_MEASURED
         elif floor.gbps is not None and value < floor.gbps:
             rule = RULE_FLOOR
-        elif median_threshold is not None and value < median_threshold:
-            rule = RULE_MEDIAN
+        elif threshold is not None and value < threshold:
+            rule = reference.kind
         else:
             continue
         failing.append(
@@ -373,30 +614,32 @@ def judge(
                 "dst_node": node(c) if square or len(rows) == 1 else None,
                 "fraction_of_median": fraction(value),
                 "rule": rule,
+                "reference_gbps": reference.gbps if reference is not None else None,
+                "threshold_gbps": round(threshold, 4) if threshold is not None else None,
                 "low_gpu": None,
             }
         )
 
-    # GPUs whose every measured pair, as source and as destination, is below the median rule.
+    # GPUs whose every measured pair, as source and as destination, is below its pair's reference rule.
     low_gpus: List[Dict[str, Any]] = []
     means: Dict[int, float] = {}
-    if square and median_threshold is not None and len(rows) >= 3:
+    if square and rack_reference is not None and len(rows) >= 3:
         for gpu in range(len(rows)):
-            cells = [rows[gpu][c] for c in range(len(rows)) if c != gpu] + [
-                rows[r][gpu] for r in range(len(rows)) if r != gpu
-            ]
-            cells = [v for v in cells if v is not None]
-            if len(cells) >= 2 and all(v < median_threshold for v in cells):
-                mean = means[gpu] = sum(cells) / len(cells)
+            cells = [(gpu, c) for c in range(len(rows)) if c != gpu] + [(r, gpu) for r in range(len(rows)) if r != gpu]
+            cells = [(r, c) for r, c in cells if rows[r][c] is not None]
+            if len(cells) >= 2 and all(rows[r][c] < median_fraction * references.of_pair(r, c).gbps for r, c in cells):
+                gbps = [rows[r][c] for r, c in cells]
+                mean = means[gpu] = sum(gbps) / len(gbps)
                 low_gpus.append(
                     {
                         "gpu": gpu,
                         "node": node(gpu),
-                        "pairs": len(cells),
+                        "pairs": len(gbps),
                         "mean_gbps": round(mean, 3),
-                        "median_gbps": round(statistics.median(cells), 3),
-                        "min_gbps": min(cells),
+                        "median_gbps": round(statistics.median(gbps), 3),
+                        "min_gbps": min(gbps),
                         "fraction_of_median": fraction(mean),
+                        "fraction_of_reference": round(mean / rack_reference.gbps, 4),
                     }
                 )
     low = {g["gpu"] for g in low_gpus}
@@ -406,8 +649,7 @@ def judge(
     unexplained = [p for p in failing if p["low_gpu"] is None]
 
     # The nodes blamed: those of the low GPUs, and both ends of each pair that no low GPU explains.
-    median_words = f"{median:.2f}" if median is not None else "n/a"
-    gpu_items = [_low_gpu_words(gpu, means[gpu["gpu"]], median) for gpu in low_gpus]
+    gpu_items = [_low_gpu_words(gpu, means[gpu["gpu"]], rack_reference) for gpu in low_gpus]
     pair_items = [_pair_words(pair, floor, median, description, len(rows)) for pair in unexplained]
     findings: Dict[str, List[str]] = {}
     for gpu, words in zip(low_gpus, gpu_items):
@@ -419,8 +661,15 @@ def judge(
     failed_nodes = sorted(findings)
     node_problems = {name: _join_items(findings[name]) for name in failed_nodes}
 
-    # Violations: one per low GPU, one per pair no low GPU explains, then the matrix-wide ones.
+    # Violations: the whole domain when every GPU is low, one per low GPU, one per pair no low GPU explains,
+    # then the matrix-wide ones.
     violations: List[str] = []
+    if square and len(low_gpus) == len(rows):
+        violations.append(
+            f"every one of the {len(rows)} GPUs is below {median_fraction:g} x {rack_reference.words()} on each of "
+            "its pairs: a fault of the whole NVLink domain (a switch tray, the fabric manager, a driver or clock "
+            "setting), not of one GPU"
+        )
     violations.extend(gpu_items)
     for pair in unexplained:
         label = _pair_label(description, len(rows), pair["src"], pair["dst"])
@@ -428,10 +677,16 @@ def judge(
             violations.append(f"{label}: not measured (N/A), the pair has no peer access over NVLink")
         elif pair["rule"] == RULE_FLOOR:
             violations.append(f"{label}: {_num(pair['gbps'])} GB/s is below the threshold {_num(floor.gbps)}")
-        else:
+        elif pair["rule"] == RULE_MEDIAN:
             violations.append(
                 f"{label}: {_num(pair['gbps'])} GB/s is {pair['gbps'] / median:.3f} of the median "
-                f"{median_words}, below {median_fraction:g} x the median ({median_threshold:.2f})"
+                f"{median:.2f}, below {median_fraction:g} x the median ({pair['threshold_gbps']:.2f})"
+            )
+        else:
+            reference = references.of_pair(pair["src"], pair["dst"])
+            violations.append(
+                f"{label}: {_num(pair['gbps'])} GB/s is {pair['gbps'] / reference.gbps:.3f} of {reference.words()}, "
+                f"below {median_fraction:g} x that ({pair['threshold_gbps']:.2f})"
             )
     other: List[str] = []
     if floor.peak_unknown:
@@ -468,9 +723,88 @@ def judge(
         failed_nodes=failed_nodes,
         node_problems=node_problems,
         violations=violations,
+        reference=rack_reference.to_dict() if rack_reference is not None else None,
+        references=[r.to_dict() for r in references.listed()],
+        warnings=references.warnings,
     )
-    judgement.summary = _summary(judgement, median, gpu_to_gpu, gpu_items + pair_items, other)
+    judgement.summary = _summary(judgement, rack_reference, gpu_to_gpu, gpu_items + pair_items, other)
     return judgement
+
+
+@dataclass
+class _References:
+    """The references of one matrix: the product's, the baseline (per pair where it can be), the median."""
+
+    product: Optional[Reference] = None
+    baseline: Optional[Reference] = None
+    median: Optional[Reference] = None
+    baseline_rows: Optional[List[List[Cell]]] = None
+    baseline_source: str = ""
+    warnings: List[str] = field(default_factory=list)
+
+    @classmethod
+    def of(
+        cls,
+        fraction: Optional[float],
+        median: Optional[float],
+        gpu_product: Optional[str],
+        testcase: Optional[str],
+        driver_version: Optional[str],
+        table: Optional[Sequence[Mapping[str, Any]]],
+        baseline: Optional[Baseline],
+        rows: List[List[Cell]],
+        nodes: Optional[Sequence[str]],
+        gpus_per_node: Optional[int],
+    ) -> _References:
+        found = cls()
+        if fraction is None or median is None:
+            return found
+        found.median = Reference(RULE_MEDIAN, round(median, 4), "this run's median")
+        product, note = product_reference(gpu_product, testcase, driver_version, table)
+        found.product = product
+        if note:
+            found.warnings.append(note)
+        if baseline is not None:
+            branch, then = driver_branch(driver_version), driver_branch(baseline.driver_version)
+            if branch is not None and then is not None and branch != then:
+                found.warnings.append(
+                    f"the site baseline ({baseline.source}) was measured on driver branch {then}, this run on "
+                    f"{branch}: it is not used until a run on this branch passes"
+                )
+            else:
+                found.baseline = Reference(RULE_BASELINE, baseline.median_gbps, baseline.source)
+                same_shape = baseline.matrix is not None and [len(r) for r in baseline.matrix] == [len(r) for r in rows]
+                if same_shape and nodes and baseline.nodes == [str(n) for n in nodes]:
+                    found.baseline_rows = baseline.matrix
+                    found.baseline_source = baseline.source
+        if found.product is None and found.baseline is None:
+            what = f"{gpu_product or 'this GPU product'}, {testcase or 'this testcase'}"
+            if driver_version:
+                what += f", driver {driver_version}"
+            found.warnings.append(
+                f"held against the run's median alone: no product reference ({what}) and no site baseline; "
+                "many GPUs that lost a link at once move the median with them and would pass "
+                "(add the product to product_references, or keep the history for a baseline)"
+            )
+        return found
+
+    def listed(self) -> List[Reference]:
+        return [r for r in (self.product, self.baseline, self.median) if r is not None]
+
+    def rack(self) -> Optional[Reference]:
+        """The strictest rack-wide reference (the first of the highest: product, baseline, median)."""
+        listed = self.listed()
+        return max(listed, key=lambda r: r.gbps) if listed else None
+
+    def of_pair(self, src: int, dst: int) -> Optional[Reference]:
+        """The strictest reference of one pair: the baseline's own figure for it where there is one."""
+        listed = self.listed()
+        if self.baseline_rows is not None:
+            cell = self.baseline_rows[src][dst] if src < len(self.baseline_rows) else None
+            if cell is not None and dst < len(self.baseline_rows[src]):
+                own = Reference(RULE_BASELINE, cell, f"{self.baseline_source}, pair {src}->{dst}")
+                listed = [r if r.kind != RULE_BASELINE else own for r in listed]
+        return max(listed, key=lambda r: r.gbps) if listed else None
 
 
 def direction_violations(directions: Sequence[Any], min_fraction_of_median: Optional[float]) -> List[str]:
@@ -516,11 +850,11 @@ def _join_items(items: List[str]) -> str:
     return "; ".join(items[:MAX_SUMMARY_ITEMS]) + (f"; and {more} more" if more > 0 else "")
 
 
-def _low_gpu_words(gpu: Dict[str, Any], mean: float, median: float) -> str:
+def _low_gpu_words(gpu: Dict[str, Any], mean: float, reference: Reference) -> str:
     where = f" on {gpu['node']}" if gpu["node"] else ""
     return (
         f"GPU {gpu['gpu']}{where}: its {gpu['pairs']} pairs average {mean:.2f} GB/s, "
-        f"{mean / median:.3f} of the median {median:.2f}: a GPU with lost NVLinks"
+        f"{mean / reference.gbps:.3f} of {reference.short()}: a GPU with lost NVLinks"
     )
 
 
@@ -537,18 +871,23 @@ def _pair_words(pair: Dict[str, Any], floor: Floor, median: Optional[float], des
     words = f"{label} {pair['gbps']:.2f} GB/s{where}"
     if pair["rule"] == RULE_FLOOR:
         return f"{words}, below the floor {floor.gbps:.2f}"
-    return f"{words}, {pair['gbps'] / median:.3f} of the median {median:.2f}"
+    if pair["rule"] == RULE_MEDIAN:
+        return f"{words}, {pair['gbps'] / median:.3f} of the median {median:.2f}"
+    name = "the product reference" if pair["rule"] == RULE_PRODUCT else "the site baseline"
+    return f"{words}, {pair['gbps'] / pair['reference_gbps']:.3f} of {name} {pair['reference_gbps']:.2f}"
 
 
-def _summary(judgement: Judgement, median: Optional[float], gpu_pairs: bool, items: List[str], other: List[str]) -> str:
+def _summary(
+    judgement: Judgement, reference: Optional[Reference], gpu_pairs: bool, items: List[str], other: List[str]
+) -> str:
     """One line: the verdict, the rule's numbers, and at most 5 findings (GPUs first, then pairs)."""
     noun = "GPU pairs" if gpu_pairs else "cells"
     if judgement.passed:
         rules = []
         if judgement.threshold_gbps is not None:
             rules.append(f"{judgement.threshold_gbps:.2f} GB/s")
-        if judgement.min_fraction_of_median is not None and median is not None:
-            rules.append(f"{judgement.min_fraction_of_median:g} of the median {median:.2f}")
+        if judgement.min_fraction_of_median is not None and reference is not None:
+            rules.append(f"{judgement.min_fraction_of_median:g} of {reference.short()}")
         stats = f"min {judgement.min_gbps:.2f}"
         if judgement.sum_gbps is not None:
             stats += f", SUM {judgement.sum_gbps:.2f}"
@@ -557,8 +896,11 @@ def _summary(judgement: Judgement, median: Optional[float], gpu_pairs: bool, ite
         return f"{judgement.measured_pairs} of {judgement.pairs} {noun} measured, no threshold set ({stats})"
     parts = []
     if judgement.failing_pairs:
-        parts.append(
-            f"{len(judgement.failing_pairs)} of {judgement.pairs} {noun} below the threshold: {_join_items(items)}"
-        )
+        failed = f"{len(judgement.failing_pairs)} of {judgement.pairs} {noun}"
+        if reference is not None and reference.kind != RULE_MEDIAN:
+            failed += f" below the threshold, held against {reference.words()}"
+        else:
+            failed += " below the threshold"
+        parts.append(f"{failed}: {_join_items(items)}")
     parts.extend(other)
     return "; ".join(parts)

@@ -35,7 +35,7 @@ def nvbandwidth_thresholds(options: Mapping[str, Any]) -> bandwidth_rule.Thresho
 def peak_table(options: Mapping[str, Any]) -> Any:
     """The site's product table tried before the built-in one (None: the built-in one alone)."""
     extra = list(options.get("peak_gbps_by_product") or [])
-    return extra + list(bandwidth_rule.PEAK_GBPS_BY_PRODUCT) if extra else None
+    return extra + list(bandwidth_rule.DEFAULT_PEAK_TABLE) if extra else None
 
 
 def judge_nvbandwidth_log(
@@ -55,6 +55,8 @@ def judge_nvbandwidth_log(
         nodes=nodes,
         gpus_per_node=plan.gpus_per_tray,
         peak_table=peak_table(options),
+        product_references=options.get("product_references") or None,
+        baseline=bandwidth_rule.Baseline.from_record(options.get("baseline")),
     )
     result = verdict.to_result()
     expected = len(plan.nodes) * plan.gpus_per_tray
@@ -74,6 +76,8 @@ def judge_nvbandwidth_log(
         "min_fraction_of_median": result["min_fraction_of_median"],
         "median_gbps": result["median_gbps"],
         "median_threshold_gbps": result["median_threshold_gbps"],
+        "reference": result["reference"],
+        "references": result["references"],
         "threshold_gbps": result["threshold_gbps"],
         "threshold_explanation": result["threshold_explanation"],
         "unit": result["unit"] or "GB/s",

@@ -785,6 +785,8 @@ class Verdict:
             "min_fraction_of_median": judgement.min_fraction_of_median if judgement else None,
             "median_gbps": judgement.median_gbps if judgement else None,
             "median_threshold_gbps": judgement.median_threshold_gbps if judgement else None,
+            "reference": dict(judgement.reference) if judgement and judgement.reference else None,
+            "references": [dict(r) for r in judgement.references] if judgement else [],
             "failing_pairs": [dict(p) for p in self.failing_pairs],
             "low_gpus": [dict(g) for g in judgement.low_gpus] if judgement else [],
             "failed_nodes": list(judgement.failed_nodes) if judgement else [],
@@ -843,6 +845,8 @@ def evaluate(
     nodes: Optional[Sequence[str]] = None,
     gpus_per_node: Optional[int] = None,
     peak_table: Optional[Sequence[Mapping[str, Any]]] = None,
+    product_references: Optional[Sequence[Mapping[str, Any]]] = None,
+    baseline: Optional[bandwidth_rule.Baseline] = None,
 ) -> Verdict:
     """Judge ``testcase`` of ``output`` against ``thresholds`` with the bandwidth rule (``bandwidth_rule.judge``).
 
@@ -850,7 +854,9 @@ def evaluate(
     threshold missed) are kept apart so a caller can ignore violations but never errors.
     ``part`` picks one matrix of a bidirectional testcase (``total`` by default). ``gpu_product``
     (``nvidia.com/gpu.product``) picks the NVLink peak; GPU i lives on ``nodes[i // gpus_per_node]``, and
-    without ``nodes`` on the host the output names for it (the ``Process N (host)`` lines).
+    without ``nodes`` on the host the output names for it (the ``Process N (host)`` lines). The product
+    reference follows from ``gpu_product``, the testcase and the output's driver version (``product_references``
+    tried first); ``baseline`` is the rack's earlier run.
     """
     thresholds = thresholds or Thresholds()
     verdict = Verdict(testcase=testcase, output=output, warnings=list(output.warnings), gpu_product=gpu_product)
@@ -932,7 +938,9 @@ def evaluate(
 
     if not nodes:
         nodes, gpus_per_node = _hosts_of(output, matrix)
-    _check_thresholds(verdict, matrix, thresholds, gpu_product, nodes, gpus_per_node, peak_table)
+    references = {"testcase": selected.name, "driver_version": output.driver_version}
+    references.update(product_references=product_references, baseline=baseline)
+    _check_thresholds(verdict, matrix, thresholds, gpu_product, nodes, gpus_per_node, peak_table, references)
     directions = [m for m in selected.matrices if m.key in selected.expected_parts()[:2]]
     if len(directions) == 2:
         verdict.violations.extend(bandwidth_rule.direction_violations(directions, thresholds.min_fraction_of_median))
@@ -1022,6 +1030,7 @@ def _check_thresholds(
     nodes: Optional[Sequence[str]],
     gpus_per_node: Optional[int],
     peak_table: Optional[Sequence[Mapping[str, Any]]],
+    references: Optional[Mapping[str, Any]] = None,
 ) -> None:
     expected = getattr(thresholds, "expected_gpus", None)
     gpus = gpu_count(matrix)
@@ -1031,8 +1040,11 @@ def _check_thresholds(
             f"the matrix covers {gpus} GPUs ({rows}x{columns}), expected {expected}: "
             "check the MPI rank count (-np), slots per worker and GPUs per node"
         )
-    judgement = bandwidth_rule.judge(matrix, thresholds, gpu_product, gpus_per_node, nodes, peak_table=peak_table)
+    judgement = bandwidth_rule.judge(
+        matrix, thresholds, gpu_product, gpus_per_node, nodes, peak_table=peak_table, **dict(references or {})
+    )
     verdict.judgement = judgement
+    verdict.warnings.extend(judgement.warnings)
     verdict.threshold_gbps = judgement.threshold_gbps
     verdict.failing_pairs = sorted(judgement.failing_pairs, key=lambda p: (p["src"], p["dst"]))
     verdict.violations.extend(judgement.violations)
@@ -1048,6 +1060,8 @@ def check_nvbandwidth(
     nodes: Optional[Sequence[str]] = None,
     gpus_per_node: Optional[int] = None,
     peak_table: Optional[Sequence[Mapping[str, Any]]] = None,
+    product_references: Optional[Sequence[Mapping[str, Any]]] = None,
+    baseline: Optional[bandwidth_rule.Baseline] = None,
 ) -> Verdict:
     """Parse ``content`` and judge it: the one call the module makes (arguments as for ``evaluate``)."""
     if isinstance(content, str) and not content.strip():
@@ -1069,4 +1083,6 @@ def check_nvbandwidth(
         nodes=nodes,
         gpus_per_node=gpus_per_node,
         peak_table=peak_table,
+        product_references=product_references,
+        baseline=baseline,
     )

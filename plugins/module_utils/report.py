@@ -630,10 +630,11 @@ FACTS = (
     ("ranks", "ranks"),
     ("peak_gbps", "NVLink peak per direction (GB/s)"),
     ("min_fraction_of_peak", "fraction of the peak required"),
-    ("min_fraction_of_median", "fraction of the median required"),
+    ("min_fraction_of_median", "fraction of the strictest reference required"),
     ("threshold_gbps", "threshold (GB/s)"),
     ("median_gbps", "median (GB/s)"),
-    ("median_threshold_gbps", "median rule (GB/s)"),
+    ("reference", "strictest reference"),
+    ("median_threshold_gbps", "reference rule (GB/s)"),
     ("min_mean_max", "min / mean / max (GB/s)"),
     ("sum", "SUM (GB/s)"),
     ("avg_busbw_gbps", "average bus bandwidth (GB/s)"),
@@ -681,6 +682,11 @@ def check_facts(record: dict[str, Any]) -> list[dict[str, Any]]:
                 facts.append((label, " / ".join(number(value) for value in values)))
             continue
         value = details.get(key)
+        if key == "reference" and isinstance(value, dict) and isinstance(value.get("gbps"), (int, float)):
+            facts.append(
+                (label, f"{value.get('kind')} {value['gbps']:.2f} GB/s ({value.get('source') or 'no source'})")
+            )
+            continue
         if value in (None, "", []) or isinstance(value, (dict, bool)):
             continue
         text = _fact_text(key, value)
@@ -880,9 +886,8 @@ def heatmap_view(record: dict[str, Any]) -> Optional[dict[str, Any]]:
     caption = "Bandwidth matrix (row = source GPU, column = destination GPU)"
     median_rule = details.get("median_threshold_gbps")
     if isinstance(threshold, (int, float)) and isinstance(median_rule, (int, float)):
-        caption += (
-            f"; outlined cells are below the floor of {threshold:.2f} GB/s or the median rule ({median_rule:.2f} GB/s)"
-        )
+        caption += f"; outlined cells are below the floor of {threshold:.2f} GB/s or the reference rule "
+        caption += f"({median_rule:.2f} GB/s)"
     elif isinstance(threshold, (int, float)):
         caption += f"; outlined cells are below the threshold of {threshold:.2f} GB/s"
     if compact:

@@ -80,7 +80,7 @@ Problems found:
 {% endif %}
 {% if section.low_gpus %}
 
-Low GPUs (every pair of the GPU below the median rule):
+Low GPUs (every pair of the GPU below its reference rule):
 
 | GPU | tray | pairs | mean GB/s | median GB/s | fraction of the median |
 | --- | --- | --- | --- | --- | --- |
@@ -242,7 +242,7 @@ of this run; hover a tray for what it passed and what failed.</p>
 </table>
 {% endif %}
 {% if section.low_gpus %}
-<p>Low GPUs (every pair of the GPU below the median rule):</p>
+<p>Low GPUs (every pair of the GPU below its reference rule):</p>
 <table>
 <tr><th>GPU</th><th>tray</th><th>pairs</th><th>mean GB/s</th><th>median GB/s</th><th>fraction of the median</th></tr>
 {% for gpu in section.low_gpus %}

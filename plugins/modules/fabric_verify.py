@@ -257,8 +257,18 @@ options:
         type: list
         elements: dict
         default: []
+      product_references:
+        description:
+          - The site's healthy per-pair figures (C(match), C(testcase), C(driver_branch), C(gbps), C(source)), tried
+            before the built-in ones; see M(gpu_fabric.mnnvl.nvbandwidth_check).
+        type: list
+        elements: dict
+        default: []
+        version_added: 0.4.0
       min_fraction_of_median:
-        description: Every pair must also reach this fraction of the median pair of its own rack's run.
+        description:
+          - Every pair must also reach this fraction of the strictest reference - the GPU product's figure for the
+            testcase and driver branch, the rack's baseline from the kept history, the median pair of its own run.
         type: float
   nccl:
     description: Settings and threshold of the V(nccl) check.
@@ -379,6 +389,10 @@ import json
 import os
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, mirror, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
+    peak_table_problems,
+    reference_table_problems,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     FileChange,
     FileEditError,
@@ -471,6 +485,7 @@ ARGUMENT_SPEC = dict(
             min_fraction_of_peak=dict(type="float", default=0.85),
             peak_gbps=dict(type="float", default=0),
             peak_gbps_by_product=dict(type="list", elements="dict", default=[]),
+            product_references=dict(type="list", elements="dict", default=[]),
             min_fraction_of_median=dict(type="float"),
         ),
     ),
@@ -544,6 +559,11 @@ def make_check(params: dict) -> fleet.Check:
         return fleet.ImexChannelCheck(params["imex_channel"]["image"], params["imex_channel"]["run_as_user"])
     if name == "nvbandwidth":
         nvb = params["nvbandwidth"]
+        problems = peak_table_problems(nvb.get("peak_gbps_by_product")) + reference_table_problems(
+            nvb.get("product_references")
+        )
+        if problems:
+            raise ValueError("nvbandwidth: " + "; ".join(problems))
         return fleet.NvbandwidthCheck(
             nvb["image"],
             params["mpi"],

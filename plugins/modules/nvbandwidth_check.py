@@ -99,10 +99,31 @@ options:
       - "The built-in table: V(GB200|GB300|B200|B300) - 900, V(H100|H200|GH200) - 450."
     type: list
     elements: dict
+  product_references:
+    description:
+      - The site's healthy per-pair figures by GPU product, testcase and driver branch, tried before the built-in ones
+        (GB200 read CE on driver 580 and 570, H200 SXM read and write CE on 580, each from a real run).
+      - Each entry is C(match) (a regular expression found in O(gpu_product)), C(testcase) (a regular expression
+        matched against the testcase name), C(driver_branch) (the driver's major version, optional), C(gbps) and
+        C(source) (where the figure came from; the failure message names it).
+    type: list
+    elements: dict
+    version_added: 0.4.0
+  baseline:
+    description:
+      - The rack's own figures from an earlier passing run, a reference beside the product's and the run's median.
+      - C(median_gbps) (required), C(source), and optionally C(matrix) (that run's rows, for per-pair figures),
+        C(rank_nodes) (the tray of each rank then; per-pair figures are used only for the same trays) and
+        C(driver_version) (a baseline of another driver branch is not used).
+    type: dict
+    version_added: 0.4.0
   min_fraction_of_median:
     description:
-      - Every measured GPU pair must also be at least this fraction of the median of all measured pairs of the same
-        matrix (the run's own level). V(0) turns the rule off. Not applied to host<->device matrices.
+      - Every measured GPU pair must also be at least this fraction of the STRICTEST reference (the highest of the
+        product reference for O(gpu_product), the testcase and the driver branch, the O(baseline), and the median of
+        all measured pairs of the same matrix). V(0) turns the rule off. Not applied to host<->device matrices.
+      - The median alone moves with many GPUs that lost a link at once; the product reference and the baseline do
+        not. A run held against its median alone returns a warning that says so.
       - "The default 0.97 lies between a lost link and a healthy run: one NVLink of 18 lost puts a GPU's pairs at
         17/18 = 0.944 of the median; the real GB200 run's lowest pair is 0.9987 of its median (820.35 of 821.41 GB/s),
         the real H200 run's 0.9998."
@@ -319,10 +340,34 @@ median_gbps:
   type: float
   sample: 821.41
 median_threshold_gbps:
-  description: RV(min_fraction_of_median) x RV(median_gbps), the level every pair must reach by the median rule.
+  description:
+    - O(min_fraction_of_median) x the strictest reference (RV(reference)), the level every pair must reach (a pair
+      of the O(baseline) matrix may have its own, see RV(failing_pairs[].threshold_gbps)).
   returned: always
   type: float
   sample: 796.7677
+reference:
+  description: The strictest rack-wide reference, V(null) when the rule is off or nothing was measured.
+  returned: always
+  type: dict
+  contains:
+    kind:
+      description: V(product), V(baseline) or V(median).
+      type: str
+    gbps:
+      description: Its per-pair figure.
+      type: float
+    source:
+      description: Where the figure came from.
+      type: str
+  sample: {kind: product, gbps: 821.41, source: "GB200 NVL72, 2 trays x 4 GPUs, driver 580.95.05, the guide's run"}
+  version_added: 0.4.0
+references:
+  description: Every reference the run was held against (product, baseline, median), as RV(reference).
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.4.0
 failing_pairs:
   description:
     - Every cell that misses a rule, and the GPU pairs that were not measured (RV(failing_pairs[].gbps) V(null)),
@@ -350,17 +395,25 @@ failing_pairs:
       description: RV(failing_pairs[].gbps) / RV(median_gbps), 4 decimals.
       type: float
     rule:
-      description: The rule missed - V(floor), V(median), or V(not_measured) for an V(N/A) pair.
+      description:
+        - The rule missed - V(floor), the reference that failed it (V(product), V(baseline) or V(median)), or
+          V(not_measured) for an V(N/A) pair.
       type: str
+    reference_gbps:
+      description: The strictest reference's figure for this pair.
+      type: float
+    threshold_gbps:
+      description: O(min_fraction_of_median) x RV(failing_pairs[].reference_gbps).
+      type: float
     low_gpu:
       description: The GPU of RV(low_gpus) that explains this pair, V(null) when none does.
       type: int
   sample:
     - {src: 0, dst: 5, gbps: 775.0, src_node: gb200-r0-t0, dst_node: gb200-r0-t1, fraction_of_median: 0.9435,
-       rule: median, low_gpu: null}
+       rule: product, reference_gbps: 821.41, threshold_gbps: 796.7677, low_gpu: null}
 low_gpus:
   description:
-    - GPUs whose every measured pair, as source and as destination, is below the median rule - a GPU with lost
+    - GPUs whose every measured pair, as source and as destination, is below its reference - a GPU with lost
       NVLinks. Their pairs are named through the GPU in RV(violations) and RV(summary), not one by one.
   returned: always
   type: list
@@ -387,9 +440,12 @@ low_gpus:
     fraction_of_median:
       description: RV(low_gpus[].mean_gbps) / RV(median_gbps).
       type: float
+    fraction_of_reference:
+      description: RV(low_gpus[].mean_gbps) / the figure of RV(reference).
+      type: float
   sample:
     - {gpu: 5, node: gb200-r0-t1, pairs: 14, mean_gbps: 775.299, median_gbps: 775.27, min_gbps: 774.56,
-       fraction_of_median: 0.9439}
+       fraction_of_median: 0.9439, fraction_of_reference: 0.9439}
 failed_nodes:
   description: The nodes blamed, sorted - those of RV(low_gpus) and both ends of every other failing pair.
   returned: always
@@ -430,7 +486,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
     DEFAULT_MIN_FRACTION_OF_MEDIAN,
     DEFAULT_MIN_FRACTION_OF_PEAK,
+    Baseline,
     peak_table_problems,
+    reference_table_problems,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import Thresholds, check_nvbandwidth
 
@@ -450,6 +508,8 @@ def build_module() -> AnsibleModule:
             peak_gbps=dict(type="float"),
             gpu_product=dict(type="str"),
             peak_gbps_by_product=dict(type="list", elements="dict"),
+            product_references=dict(type="list", elements="dict"),
+            baseline=dict(type="dict"),
             min_fraction_of_median=dict(type="float", default=DEFAULT_MIN_FRACTION_OF_MEDIAN),
             min_sum_gbps=dict(type="float"),
             expected_gpus=dict(type="int"),
@@ -499,6 +559,13 @@ def _check_arguments(module: AnsibleModule) -> None:
     problems = peak_table_problems(params["peak_gbps_by_product"])
     if problems:
         module.fail_json(msg="peak_gbps_by_product: " + "; ".join(problems))
+    problems = reference_table_problems(params["product_references"])
+    if problems:
+        module.fail_json(msg="product_references: " + "; ".join(problems))
+    if params["baseline"] is not None and Baseline.from_record(params["baseline"]) is None:
+        module.fail_json(
+            msg="baseline needs median_gbps, a GB/s value above 0 (and optionally matrix, rank_nodes, source)"
+        )
 
 
 def main() -> None:
@@ -528,6 +595,8 @@ def main() -> None:
         nodes=params["nodes"],
         gpus_per_node=params["gpus_per_node"],
         peak_table=params["peak_gbps_by_product"],
+        product_references=params["product_references"],
+        baseline=Baseline.from_record(params["baseline"]),
     )
     result = dict(changed=False, **verdict.to_result())
     # Problems of other testcases of the same run do not change the verdict; they become warnings.

@@ -49,6 +49,7 @@ from nvbandwidth_emitter import (  # noqa: E402
 NVBW = HERE.parents[2] / "fixtures" / "nvbandwidth"
 GB200_FILE = "gb200-2node-multinode_device_to_device_memcpy_read_ce.txt"
 GB200 = "NVIDIA-GB200"
+GB200_580 = "GB200 NVL72, 2 trays x 4 GPUs, driver 580.95.05, the guide's run: 820.35-822.16 GB/s"
 NODES = ["gb200-r0-t0", "gb200-r0-t1"]
 RACK_NODES = [f"gb200-r0-t{tray}" for tray in range(GENERATED_RACK_TRAYS)]
 
@@ -235,6 +236,8 @@ def test_real_gb200_with_one_pair_at_775_fails_naming_the_pair():
             "dst_node": "gb200-r0-t1",
             "fraction_of_median": round(775.0 / 821.41, 4),
             "rule": "median",
+            "reference_gbps": 821.41,
+            "threshold_gbps": round(0.97 * 821.41, 4),
             "low_gpu": None,
         }
     ]
@@ -272,6 +275,7 @@ def test_real_gb200_with_one_gpu_at_0944_names_the_gpu_and_its_node():
             "median_gbps": round(statistics.median(gpu_cells), 3),
             "min_gbps": min(gpu_cells),
             "fraction_of_median": round(statistics.mean(gpu_cells) / median, 4),
+            "fraction_of_reference": round(statistics.mean(gpu_cells) / median, 4),
         }
     ]
     assert judgement.low_gpus[0]["mean_gbps"] == 775.299
@@ -471,7 +475,7 @@ def test_generated_rack_healthy_passes(rack):
     assert result["shape"] == [72, 72] and result["measured_cells"] == 5112
     assert result["median_gbps"] == round(statistics.median(values), 4) == 821.26
     assert result["summary"] == (
-        f"5112 of 5112 GPU pairs at or above 765.00 GB/s and 0.97 of the median 821.26 "
+        f"5112 of 5112 GPU pairs at or above 765.00 GB/s and 0.97 of the product reference 821.41 "
         f"(min {min(values):.2f}, SUM {sum(values):.2f})"
     )
     assert result["summary"].endswith("(min 820.35, SUM 4198305.72)")
@@ -493,13 +497,16 @@ def test_generated_rack_one_pair_at_17_of_18_fails():
             "src_node": "gb200-r0-t0",
             "dst_node": "gb200-r0-t15",
             "fraction_of_median": round(rows[3][60] / median, 4),
-            "rule": "median",
+            "rule": "product",
+            "reference_gbps": 821.41,
+            "threshold_gbps": round(0.97 * 821.41, 4),
             "low_gpu": None,
         }
     ]
     assert verdict.summary == (
-        f"1 of 5112 GPU pairs below the threshold: 3->60 {rows[3][60]:.2f} GB/s (gb200-r0-t0 -> gb200-r0-t15), "
-        f"{rows[3][60] / median:.3f} of the median {median:.2f}"
+        f"1 of 5112 GPU pairs below the threshold, held against the product reference 821.41 GB/s ({GB200_580}): "
+        f"3->60 {rows[3][60]:.2f} GB/s (gb200-r0-t0 -> gb200-r0-t15), {rows[3][60] / 821.41:.3f} of the product "
+        "reference 821.41"
     )
     assert verdict.judgement.failed_nodes == ["gb200-r0-t0", "gb200-r0-t15"]
     assert rows[3][60] > 765  # the floor alone would pass it
@@ -518,11 +525,12 @@ def test_generated_rack_one_gpu_at_17_of_18_fails_naming_it():
     assert result["low_gpus"][0]["fraction_of_median"] == pytest.approx(ONE_LOST_LINK_OF_18, abs=0.001)
     assert result["failed_nodes"] == ["gb200-r0-t10"]
     assert result["summary"] == (
-        f"142 of 5112 GPU pairs below the threshold: GPU 41 on gb200-r0-t10: its 142 pairs average "
-        f"{statistics.mean(cells):.2f} GB/s, {statistics.mean(cells) / median:.3f} of the median {median:.2f}: "
-        "a GPU with lost NVLinks"
+        f"142 of 5112 GPU pairs below the threshold, held against the product reference 821.41 GB/s ({GB200_580}): "
+        f"GPU 41 on gb200-r0-t10: its 142 pairs average {statistics.mean(cells):.2f} GB/s, "
+        f"{statistics.mean(cells) / 821.41:.3f} of the product reference 821.41: a GPU with lost NVLinks"
     )
-    assert result["violations"] == [result["summary"].split("below the threshold: ")[1]]
+    assert result["violations"] == [result["summary"].split(f"({GB200_580}): ")[1]]
+    assert median < 821.41  # the median moved with GPU 41; the product reference did not
 
 
 def test_generated_rack_many_findings_are_cut_after_five():

@@ -48,7 +48,7 @@ def with_cell(text: str, row: int, column: int, value: str) -> str:
 def test_the_real_two_tray_run_passes():
     verdict = judge_nvbandwidth_log(GB200, plan(2, rack=0), DEFAULTS)
     assert verdict["passed"] is True
-    assert verdict["summary"].startswith("56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the median")
+    assert verdict["summary"].startswith("56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the product reference")
     details = verdict["details"]
     assert (details["sum"], details["min"], details["threshold_gbps"]) == (45997.93, 820.35, 765.0)
     assert len(details["matrix"]) == 8 and details["matrix"][0][3] == 821.92
@@ -68,7 +68,7 @@ def test_one_lost_link_on_a_72_gpu_rack_fails_naming_the_pair_and_its_trays():
     assert "9->70 775.00 GB/s (gb200-r1-t2 -> gb200-r1-t17)" in verdict["summary"]
     assert verdict["failed_nodes"] == ["gb200-r1-t17", "gb200-r1-t2"]
     (pair,) = verdict["details"]["failing_pairs"]
-    assert (pair["rule"], pair["src_node"]) == ("median", "gb200-r1-t2")
+    assert (pair["rule"], pair["src_node"]) == ("product", "gb200-r1-t2")
 
 
 def test_a_run_with_fewer_ranks_than_the_rack_is_not_a_verdict_on_the_pairs():
@@ -142,3 +142,44 @@ def test_a_rack_far_below_the_fleets_nccl_median_is_named():
 def test_the_fleet_rule_needs_three_racks_and_can_be_off():
     assert judge_fleet_busbw([nccl_record("a", 700), nccl_record("b", 300)], 0.9) == []
     assert judge_fleet_busbw([nccl_record(r, v) for r, v in [("a", 700), ("b", 700), ("c", 300)]], 0) == []
+
+
+def test_a_sites_peak_table_is_used_before_the_built_in_one():
+    # The table once referred to a name that did not exist and turned every rack's result into an error.
+    site = {**DEFAULTS, "peak_gbps_by_product": [{"match": "GB200", "peak_gbps": 1000.0}]}
+    verdict = judge_nvbandwidth_log(GB200, plan(2, rack=0), site)
+    assert verdict["details"]["peak_gbps"] == 1000.0 and verdict["details"]["threshold_gbps"] == 850.0
+    assert verdict["passed"] is False  # 0.85 x 1000 is above the healthy 821 GB/s
+    other = {**DEFAULTS, "peak_gbps_by_product": [{"match": "GB300", "peak_gbps": 1000.0}]}
+    assert judge_nvbandwidth_log(GB200, plan(2, rack=0), other)["details"]["peak_gbps"] == 900.0
+
+
+def test_the_racks_baseline_from_the_history_holds_the_pairs():
+    healthy = judge_nvbandwidth_log(GB200, plan(2, rack=0), DEFAULTS)
+    record = {
+        "run_id": "r1",
+        "source": "last passing run r1",
+        "median_gbps": 850.0,  # a rack that once ran faster than the product's figure
+        "matrix": healthy["details"]["matrix"],
+        "rank_nodes": healthy["details"]["rank_nodes"],
+    }
+    verdict = judge_nvbandwidth_log(GB200, plan(2, rack=0), {**DEFAULTS, "baseline": record})
+    assert verdict["passed"] is True  # per pair, each is held against its own figure of that run
+    assert [r["kind"] for r in verdict["details"]["references"]] == ["product", "baseline", "median"]
+    slower = with_cell(GB200, 1, 2, "790.00")
+    failed = judge_nvbandwidth_log(slower, plan(2, rack=0), {**DEFAULTS, "baseline": record})
+    assert failed["passed"] is False
+    (pair,) = failed["details"]["failing_pairs"]
+    assert (pair["src"], pair["dst"], pair["rule"]) == (1, 2, "baseline")
+
+
+def test_a_sites_product_reference_is_named_in_the_failure():
+    site = {
+        **DEFAULTS,
+        "product_references": [
+            {"match": "GB200", "testcase": "read_ce$", "gbps": 860.0, "source": "rack acceptance 2026-11"}
+        ],
+    }
+    verdict = judge_nvbandwidth_log(GB200, plan(2, rack=0), site)
+    assert verdict["passed"] is False
+    assert "held against the product reference 860.00 GB/s (rack acceptance 2026-11)" in verdict["summary"]

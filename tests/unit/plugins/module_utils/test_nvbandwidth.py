@@ -147,6 +147,8 @@ def test_gb200_threshold_between_values_lists_exactly_the_slower_pairs(gb200):
         "dst_node": "nvbandwidth-test-worker-0",
         "fraction_of_median": 0.9989,
         "rule": "floor",
+        "reference_gbps": 821.41,  # no product given: the median is the one reference
+        "threshold_gbps": round(0.97 * 821.41, 4),
         "low_gpu": None,
     }
     assert verdict.summary.startswith(
@@ -179,6 +181,8 @@ def test_h200_pair_below_threshold():
             "dst_node": "vm",
             "fraction_of_median": 0.9998,
             "rule": "floor",
+            "reference_gbps": 393.67,
+            "threshold_gbps": round(0.97 * 393.67, 4),
             "low_gpu": None,
         }
     ]
@@ -247,6 +251,8 @@ def test_72_gpu_matrix_one_line_per_row_and_a_degraded_link():
             "dst_node": "gb200-rack1-tray13",
             "fraction_of_median": round(402.17 / result["median_gbps"], 4),
             "rule": "floor",
+            "reference_gbps": 820.0,
+            "threshold_gbps": round(0.97 * 820.0, 4),
             "low_gpu": None,
         }
     ]
@@ -545,7 +551,7 @@ def test_default_rule_with_product_and_nodes(gb200):
     ).to_result()
     assert result["passed"] is True
     assert result["summary"] == (
-        "56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the median 821.41 (min 820.35, SUM 45997.93)"
+        "56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the product reference 821.41 (min 820.35, SUM 45997.93)"
     )
     assert (result["threshold_gbps"], result["peak_gbps"], result["min_fraction_of_peak"]) == (765.0, 900.0, 0.85)
     assert (result["median_gbps"], result["min_fraction_of_median"]) == (821.41, 0.97)
@@ -594,7 +600,8 @@ def test_summary_names_the_gpu_count_first(gb200):
     verdict = check_nvbandwidth(gb200, thresholds=Thresholds(expected_gpus=16), gpu_product="NVIDIA-GB200")
     assert verdict.summary == (
         "the matrix covers 8 GPUs (8x8), expected 16: check the MPI rank count (-np), slots per worker and GPUs per "
-        "node; 56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the median 821.41 (min 820.35, SUM 45997.93)"
+        "node; 56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the product reference 821.41 "
+        "(min 820.35, SUM 45997.93)"
     )
     assert not verdict.passed
 

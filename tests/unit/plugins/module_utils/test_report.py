@@ -497,12 +497,12 @@ def test_markdown_nvbandwidth_section_has_the_facts_and_only_the_failing_pairs_a
         "- NVLink peak per direction (GB/s): 900.00",
         "- threshold (GB/s): 765.00 (0.85 x 900.00 GB/s NVLink peak of NVIDIA-GB200)",
         "- median (GB/s): 821.37",
-        "- median rule (GB/s): 796.73",
+        "- reference rule (GB/s): 796.73",
         "- min / mean / max (GB/s): 402.11 / 820.05 / 822.16",
         "- SUM (GB/s): 4192105.20",
     ]
     assert "- trays measured: all 18 of the rack" in lines
-    assert "- fraction of the median required: 0.97" in lines
+    assert "- fraction of the strictest reference required: 0.97" in lines
     assert (
         "| GPU | tray | pairs | mean GB/s | median GB/s | fraction of the median |\n"
         "| --- | --- | --- | --- | --- | --- |\n"
@@ -745,7 +745,7 @@ def test_html_fleet_table_and_heatmaps(page):
     assert not any(css == "cell-fail" for css, _title in rack2.values())
     assert '<th title="GPU 45 on gb200-r1-t11">45</th>' in text
     assert (
-        "outlined cells are below the floor of 765.00 GB/s or the median rule (796.73 GB/s); "
+        "outlined cells are below the floor of 765.00 GB/s or the reference rule (796.73 GB/s); "
         "hover a cell for its value; GPUs 0-3 on gb200-r1-t0;" in text
     )
     assert '<table class="heatmap compact">' in text

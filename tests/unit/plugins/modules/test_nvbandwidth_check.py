@@ -129,7 +129,7 @@ def test_default_rule_from_the_product_passes_the_real_run(capsys):
     assert result["median_gbps"] == 821.41
     assert result["min_fraction_of_median"] == 0.97
     assert result["summary"] == (
-        "56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the median 821.41 (min 820.35, SUM 45997.93)"
+        "56 of 56 GPU pairs at or above 765.00 GB/s and 0.97 of the product reference 821.41 (min 820.35, SUM 45997.93)"
     )
     assert result["failing_pairs"] == [] and result["low_gpus"] == []
 
@@ -142,7 +142,14 @@ def test_a_gpu_with_a_lost_link_fails_the_module_naming_it(capsys):
         "gpus_per_node": 4,
     }
     result = run_module(args, capsys)
-    low = "GPU 5 on gb200-r0-t1: its 14 pairs average 775.30 GB/s, 0.944 of the median 821.34: a GPU with lost NVLinks"
+    low = (
+        "GPU 5 on gb200-r0-t1: its 14 pairs average 775.30 GB/s, 0.944 of the product reference 821.41: "
+        "a GPU with lost NVLinks"
+    )
+    held = (
+        "held against the product reference 821.41 GB/s "
+        "(GB200 NVL72, 2 trays x 4 GPUs, driver 580.95.05, the guide's run: 820.35-822.16 GB/s)"
+    )
     assert result["failed"] is True
     assert result["passed"] is False
     assert result["errors"] == []
@@ -157,12 +164,13 @@ def test_a_gpu_with_a_lost_link_fails_the_module_naming_it(capsys):
             "median_gbps": 775.27,
             "min_gbps": 774.56,
             "fraction_of_median": 0.9439,
+            "fraction_of_reference": 0.9439,
         }
     ]
     assert len(result["failing_pairs"]) == 14
-    assert {(p["rule"], p["low_gpu"]) for p in result["failing_pairs"]} == {("median", 5)}
+    assert {(p["rule"], p["low_gpu"]) for p in result["failing_pairs"]} == {("product", 5)}
     assert result["failed_nodes"] == ["gb200-r0-t1"]
-    assert result["summary"] == "14 of 56 GPU pairs below the threshold: " + low
+    assert result["summary"] == f"14 of 56 GPU pairs below the threshold, {held}: " + low
     assert result["msg"] == f"nvbandwidth testcase {MN} missed its thresholds (14 failing pairs): {low}"
     # The floor alone (the rule before the median rule) lets it pass.
     passed = run_module({**args, "min_fraction_of_median": 0}, capsys)
@@ -178,6 +186,33 @@ def test_unknown_product_without_a_floor_is_a_violation(capsys):
     table = [{"match": "A100", "peak_gbps": 300}]
     result = run_module({"src": str(GB200), "gpu_product": "NVIDIA-A100", "peak_gbps_by_product": table}, capsys)
     assert result["passed"] is True and result["threshold_gbps"] == 255.0
+
+
+def test_a_baseline_and_the_sites_references_reach_the_rule(capsys):
+    args = {"src": str(GB200), "gpu_product": "NVIDIA-GB300", "fail_on_violation": False}
+    result = run_module(args, capsys)
+    assert result["passed"] is True
+    assert [r["kind"] for r in result["references"]] == ["median"]  # and a warning says so
+    baseline = {"median_gbps": 860.0, "source": "pinned run 2026-11-02"}
+    result = run_module({**args, "baseline": baseline}, capsys)
+    assert result["passed"] is False
+    assert result["reference"] == {"kind": "baseline", "gbps": 860.0, "source": "pinned run 2026-11-02"}
+    references = [{"match": "GB300", "testcase": "read_ce$", "gbps": 815.0, "source": "site acceptance"}]
+    result = run_module({**args, "product_references": references}, capsys)
+    assert result["passed"] is True and result["reference"]["kind"] == "median"
+    assert {"kind": "product", "gbps": 815.0, "source": "site acceptance"} in result["references"]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ({"product_references": [{"match": "GB300", "gbps": 815.0}]}, "product_references: product reference entry 0"),
+        ({"baseline": {"source": "r1"}}, "baseline needs median_gbps"),
+    ],
+)
+def test_a_bad_reference_is_refused_in_one_line(capsys, bad, message):
+    result = run_module({"src": str(GB200), "gpu_product": "NVIDIA-GB300", **bad}, capsys)
+    assert result["failed"] is True and result["msg"].startswith(message) and "\n" not in result["msg"]
 
 
 def test_missing_src(capsys, tmp_path):
