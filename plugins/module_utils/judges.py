@@ -13,7 +13,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_rule
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import nccl_tests_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
+    DEFAULT_JUDGED_MIN_BYTES,
+    busbw_reference,
+    nccl_tests_summary,
+    size_text,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan, one_line
 
@@ -111,27 +116,51 @@ def judge_nvbandwidth_log(
     }
 
 
-def nccl_threshold(options: Mapping[str, Any], product: str) -> Any:
-    """The average bus bandwidth a run must reach: the absolute value, else the fraction of the peak."""
+def nccl_threshold(options: Mapping[str, Any], product: str, binary: str = "all_reduce_perf") -> Any:
+    """The bus bandwidth every row of the judged sizes must reach, why, and the smallest judged size.
+
+    The absolute value; else the fraction of the product's published figure for the benchmark (nccl.BUSBW_REFERENCES,
+    at the sizes it was read at); else the fraction of the NVLink peak.
+    """
     absolute = _positive(options.get("min_busbw_gbps"))
     if absolute:
-        return absolute, f"{absolute:.2f} GB/s"
+        return absolute, f"{absolute:.2f} GB/s", DEFAULT_JUDGED_MIN_BYTES
+    reference = busbw_reference(product, binary)
+    fraction = _positive(options.get("min_fraction_of_reference"))
+    if reference and fraction:
+        return (
+            round(reference.busbw_gbps * fraction, 2),
+            f"{fraction:g} x {reference.busbw_gbps:.2f} GB/s, {reference.source}, at {size_text(reference.min_bytes)} "
+            "and more",
+            reference.min_bytes,
+        )
     peak = _positive(options.get("peak_gbps")) or bandwidth_rule.nvlink_peak_gbps(product, peak_table(options))
     fraction = _positive(options.get("min_fraction_of_peak"))
     if peak and fraction:
-        return round(peak * fraction, 2), f"{fraction:g} x {peak:.2f} GB/s NVLink peak of {product}"
-    return None, "no threshold (unknown GPU product: set verify_nccl_min_busbw_gbps)"
+        return (
+            round(peak * fraction, 2),
+            f"{fraction:g} x {peak:.2f} GB/s NVLink peak of {product}",
+            DEFAULT_JUDGED_MIN_BYTES,
+        )
+    return None, "no threshold (unknown GPU product: set verify_nccl_min_busbw_gbps)", DEFAULT_JUDGED_MIN_BYTES
 
 
 def judge_nccl_log(
     log: str, plan: RackPlan, options: Mapping[str, Any], nodes: Optional[Sequence[str]] = None
 ) -> Dict[str, Any]:
     """The verdict on one rack's nccl-tests run."""
-    threshold, explanation = nccl_threshold(options, plan.gpu_product)
+    binary = options.get("binary", "all_reduce_perf")
+    threshold, explanation, min_bytes = nccl_threshold(options, plan.gpu_product, binary)
     ranks = len(plan.nodes) * plan.gpus_per_tray
     require_mnnvl = bool(options.get("require_mnnvl", True))
-    result = nccl_tests_summary(log, min_busbw_gbps=threshold, expected_ranks=ranks, require_mnnvl=require_mnnvl)
-    binary = options.get("binary", "all_reduce_perf")
+    result = nccl_tests_summary(
+        log,
+        min_busbw_gbps=threshold,
+        expected_ranks=ranks,
+        require_mnnvl=require_mnnvl,
+        min_bytes=min_bytes,
+        floor_explanation=explanation,
+    )
     violations = list(result["violations"])
     if threshold is None:
         violations.append(f"no threshold: {explanation}")
@@ -145,6 +174,8 @@ def judge_nccl_log(
         "ranks": result["ranks"],
         "avg_busbw_gbps": result["avg_busbw_gbps"],
         "max_busbw_gbps": result["max_busbw_gbps"],
+        "judged_min_bytes": min_bytes,
+        "judged_busbw_gbps": result["judged_busbw_gbps"],
         "rows": result["rows"],
         "warnings": result["warnings"],
         "mnnvl_required": require_mnnvl,
@@ -159,8 +190,9 @@ def judge_nccl_log(
         }
     return {
         "passed": True,
-        "summary": f"{binary} over {ranks} GPUs: average bus bandwidth {result['avg_busbw_gbps']:.2f} GB/s at or above "
-        f"{threshold:.2f} GB/s ({explanation}; best size {result['max_busbw_gbps']:.2f} GB/s)"
+        "summary": f"{binary} over {ranks} GPUs: bus bandwidth {result['judged_busbw_gbps']:.2f} GB/s or more at "
+        f"{size_text(min_bytes)} and more, at or above {threshold:.2f} GB/s ({explanation}; average "
+        f"{result['avg_busbw_gbps']:.2f} GB/s, best size {result['max_busbw_gbps']:.2f} GB/s)"
         + (f"; MNNVL on {result['mnnvl_ranks']} of {ranks} ranks" if require_mnnvl else ""),
         "details": details,
     }
@@ -172,23 +204,34 @@ def judge_fleet_busbw(records: Sequence[Dict[str, Any]], min_fraction_of_median:
     A rack far below its peers has a fabric problem even above the absolute threshold (one rack with a lost
     NVLink per GPU averages about 17/18 of the others). Needs three racks that measured a bandwidth: with two, the
     median is their mean and a slow rack would pull it down. Returns the names of the racks it failed.
+    The figure compared is the one the floor judges (the lowest bus bandwidth at the judged sizes), else the
+    average of a record that has no judged figure.
     """
+
+    def figure(record: Mapping[str, Any]) -> Any:
+        details = record.get("details") or {}
+        judged = details.get("judged_busbw_gbps")
+        if isinstance(judged, (int, float)):
+            return float(judged), f"bus bandwidth at {size_text(int(details.get('judged_min_bytes') or 0))} and more"
+        average = details.get("avg_busbw_gbps")
+        return (float(average), "average bus bandwidth") if isinstance(average, (int, float)) else (None, "")
+
     fraction = _positive(min_fraction_of_median)
-    measured = [r for r in records if isinstance((r.get("details") or {}).get("avg_busbw_gbps"), (int, float))]
+    measured = [r for r in records if figure(r)[0] is not None]
     if fraction is None or len(measured) < 3:
         return []
-    values = sorted(float(r["details"]["avg_busbw_gbps"]) for r in measured)
+    values = sorted(figure(r)[0] for r in measured)
     middle = len(values) // 2
     median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
     floor = fraction * median
     failed = []
     for record in measured:
-        value = float(record["details"]["avg_busbw_gbps"])
+        value, name = figure(record)
         record["details"]["fleet_median_busbw_gbps"] = round(median, 2)
         if value >= floor:
             continue
         text = (
-            f"average bus bandwidth {value:.2f} GB/s is {value / median:.3f} of the fleet's median {median:.2f} GB/s "
+            f"{name} {value:.2f} GB/s is {value / median:.3f} of the fleet's median {median:.2f} GB/s "
             f"(below {fraction:g}): this rack is slower than its peers"
         )
         record["details"].setdefault("violations", []).append(text)

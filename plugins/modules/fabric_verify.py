@@ -303,17 +303,28 @@ options:
         type: bool
         default: true
       min_busbw_gbps:
-        description: Absolute minimum average bus bandwidth in GB/s (> 0 replaces the fraction of the peak).
+        description:
+          - Absolute minimum bus bandwidth in GB/s of every row of 4 GiB and more, out-of-place and in-place (> 0
+            replaces the fractions below).
         type: float
         default: 0
       min_fraction_of_peak:
-        description: Minimum average bus bandwidth as a fraction of the GPU product's NVLink peak.
+        description:
+          - Minimum bus bandwidth of every row of 4 GiB and more as a fraction of the GPU product's NVLink peak, for a
+            product or benchmark without a published figure.
         type: float
         default: 0.6
       min_fraction_of_fleet_median:
         description:
           - Every rack's average bus bandwidth must also reach this fraction of the median over the racks of the
             run (with 3 racks or more); a rack far below its peers fails, named. 0 turns the rule off.
+      min_fraction_of_reference:
+        description:
+          - Minimum bus bandwidth of every row at the sizes of the GPU product's published figure for the benchmark,
+            as a fraction of it. GB200 C(all_reduce_perf) - 834.57 GB/s at 4 GiB and more over the 72 GPUs of an
+            NVL72 rack (coreweave/nccl-tests pull request 43), so 751.11 GB/s by default. 0 turns it off.
+        type: float
+        default: 0.9
         type: float
         default: 0.9
       peak_gbps:
@@ -522,6 +533,7 @@ ARGUMENT_SPEC = dict(
 
 
 def build_module() -> AnsibleK8SModule:
+            min_fraction_of_reference=dict(type="float", default=0.9),
     argument_spec = dict(AUTH_ARG_SPEC)
     argument_spec.update(ARGUMENT_SPEC)
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)

@@ -92,15 +92,16 @@ def test_nccl_threshold_follows_the_product_peak():
     assert nccl_threshold({"min_fraction_of_peak": 0.6}, "NVIDIA-GB200") == (
         540.0,
         "0.6 x 900.00 GB/s NVLink peak of NVIDIA-GB200",
+        4 << 30,
     )
-    assert nccl_threshold({"min_busbw_gbps": 600}, "NVIDIA-GB200") == (600.0, "600.00 GB/s")
+    assert nccl_threshold({"min_busbw_gbps": 600}, "NVIDIA-GB200") == (600.0, "600.00 GB/s", 4 << 30)
     assert nccl_threshold({"min_fraction_of_peak": 0.6}, "Tesla-T4")[0] is None
 
 
 def test_the_real_nccl_run_passes_and_a_missing_product_fails():
     verdict = judge_nccl_log(NCCL, plan(2), {"binary": "all_reduce_perf", "min_fraction_of_peak": 0.6})
     assert verdict["passed"] is True, verdict["summary"]
-    assert verdict["summary"].startswith("all_reduce_perf over 8 GPUs: average bus bandwidth ")
+    assert verdict["summary"].startswith("all_reduce_perf over 8 GPUs: bus bandwidth 798.64 GB/s or more at 4 GiB ")
     assert verdict["details"]["threshold_gbps"] == 540.0
     # the threshold's source and the transport, stated in the summary
     assert "540.00 GB/s (0.6 x 900.00 GB/s NVLink peak of NVIDIA-GB200;" in verdict["summary"]
