@@ -127,7 +127,7 @@ docs: venv layout  ## the collection's documentation as HTML (antsibull-docs, Sp
 	@echo "HTML: $(DOCS_BUILD)/build/html/index.html"
 
 install-collection: build  ## install the built artifact into .tmp/installed
-	ansible-galaxy collection install --force -p .tmp/installed .tmp/dist/gpu_fabric-mnnvl-*.tar.gz
+	ansible-galaxy collection install --force -p .tmp/installed .tmp/dist/gpu_fabric-mnnvl-$$(sed -n 's/^version: *//p' galaxy.yml).tar.gz
 
 sim-up: venv layout  ## bring the simulated GB200 rack up (cold build of the control plane: minutes)
 	sim/rack up

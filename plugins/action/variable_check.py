@@ -26,8 +26,10 @@ def _load(path: Path) -> Any:
 
 
 def collection_variables(root: Path = COLLECTION) -> Dict[str, Any]:
-    """The options of every role (role -> name -> spec), the names the roles set, the shared names."""
+    """The options of every role and the shared variables each types (owner -> name -> spec), the table of the
+    shared variables' types, the roles' defaults, the names the roles set, the known names and the prefixes."""
     options: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    defaults_by_role: Dict[str, Dict[str, Any]] = {}
     internal: set = set()
     texts: List[str] = []
     for role in sorted(p for p in (root / "roles").iterdir() if p.is_dir()):
@@ -38,10 +40,19 @@ def collection_variables(root: Path = COLLECTION) -> Dict[str, Any]:
             internal |= iv.task_names(_load(tasks))
             texts.append(tasks.read_text(encoding="utf-8"))
         for defaults in sorted((role / "defaults").glob("*.yml")):
+            defaults_by_role.setdefault(role.name, {}).update(_load(defaults) or {})
             texts.append(defaults.read_text(encoding="utf-8"))
     texts.extend(p.read_text(encoding="utf-8") for p in sorted((root / "playbooks").glob("*.yml")))
     known = {name for role_options in options.values() for name in role_options} | internal | iv.shared_names(texts)
-    return {"options": options, "known": known, "prefixes": [*sorted(options), iv.SHARED_PREFIX]}
+    shared = iv.shared_types(options, defaults_by_role)
+    return {
+        "options": iv.with_shared_types(options, shared),
+        "shared": shared,
+        "defaults": {name: value for role in defaults_by_role.values() for name, value in role.items()},
+        "set": internal,
+        "known": known,
+        "prefixes": [*sorted(options), iv.SHARED_PREFIX],
+    }
 
 
 def validate(spec: Dict[str, Any], values: Dict[str, Any]) -> List[str]:
@@ -65,7 +76,7 @@ class ActionModule(ActionBase):
 
         values: Dict[str, Any] = {}
         wanted = {name for role_options in found["options"].values() for name in role_options}
-        for name in sorted(wanted & set(task_vars)):
+        for name in iv.set_by_user({name: task_vars[name] for name in wanted & set(task_vars)}, found["defaults"]):
             try:
                 values[name] = self._templar.template(task_vars[name])
             except Exception:  # a value that needs a role's defaults: that role validates it when it runs

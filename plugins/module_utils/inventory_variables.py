@@ -24,6 +24,22 @@ SET_FACT_ACTIONS = ("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_
 TASK_LISTS = ("block", "rescue", "always")
 # how close a name must be to a known one to count as a misspelling of it when it has none of our prefixes
 CLOSE_ENOUGH = 0.85
+# a role default that is a shared variable's value: verify_common_parallel_racks: "{{ gpu_fabric_verify_parallel_racks
+# | default(8) }}"
+PASSED_ON = re.compile(r"^\{\{\s*(gpu_fabric_[a-z0-9_]*[a-z0-9])\s*\|\s*default\(")
+# keys of an argument spec option that say nothing about the value's type
+NOT_TYPE = ("required", "description", "default", "version_added")
+PLAYBOOKS = "playbooks"
+# The shared variables that the playbooks read themselves (no role's option passes them on), typed here.
+PLAYBOOK_VARIABLES: Dict[str, Dict[str, Any]] = {
+    "gpu_fabric_check_variables": {"type": "bool"},
+    "gpu_fabric_verify_nccl": {"type": "bool"},
+    "gpu_fabric_gpu_hosts": {"type": "str"},
+    "gpu_fabric_serial": {"type": "raw"},  # Ansible's serial: a count, a percentage or a list of them
+    # host variables whose names nvidia_driver_rack_var, nvidia_imex_rack_var, nvidia_imex_node_address_var give
+    "gpu_fabric_rack": {"type": "str"},
+    "gpu_fabric_imex_address": {"type": "str"},
+}
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,72 @@ def unknown_message(unknown: Sequence[UnknownVariable]) -> str:
     )
 
 
+def type_spec(option: Mapping[str, Any]) -> Dict[str, Any]:
+    """What an argument spec option says of the value: type, choices, elements, ... (no docs, default, required)."""
+    return {key: value for key, value in option.items() if key not in NOT_TYPE}
+
+
+def passed_on(defaults: Mapping[str, Any]) -> Dict[str, str]:
+    """A role's options whose default is a shared variable's value (``| default(...)``): option -> variable."""
+    found = {}
+    for name, value in (defaults or {}).items():
+        match = PASSED_ON.match(value.strip()) if isinstance(value, str) else None
+        if match:
+            found[str(name)] = match.group(1)
+    return found
+
+
+def shared_types(
+    options_by_role: Mapping[str, Mapping[str, Dict[str, Any]]],
+    defaults_by_role: Mapping[str, Mapping[str, Any]],
+) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """The one table of the shared ``gpu_fabric_*`` variables' types: variable -> owner -> type spec.
+
+    An owner is a role that declares the variable in its argument spec, or a role with an option whose default
+    passes the variable on (``verify_common_parallel_racks: "{{ gpu_fabric_verify_parallel_racks | default(8) }}"``
+    gives ``gpu_fabric_verify_parallel_racks`` the type of ``verify_common_parallel_racks``: that option refuses any
+    other when the role runs), or ``playbooks`` (PLAYBOOK_VARIABLES). Read from the roles, so it cannot drift.
+    """
+    table: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    for role in sorted(options_by_role):
+        options = options_by_role[role]
+        for name, option in options.items():
+            if name.startswith(f"{SHARED_PREFIX}_"):
+                table.setdefault(name, {})[role] = type_spec(option)
+        for option_name, shared in passed_on(defaults_by_role.get(role) or {}).items():
+            if option_name in options and shared not in options:
+                table.setdefault(shared, {}).setdefault(role, type_spec(options[option_name]))
+    for name, spec in PLAYBOOK_VARIABLES.items():
+        table.setdefault(name, {})[PLAYBOOKS] = dict(spec)
+    return table
+
+
+def with_shared_types(
+    options_by_role: Mapping[str, Mapping[str, Dict[str, Any]]], table: Mapping[str, Mapping[str, Dict[str, Any]]]
+) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """Each owner's options with the shared variables it types (``playbooks`` among the owners)."""
+    options = {role: dict(role_options) for role, role_options in options_by_role.items()}
+    for name, owners in table.items():
+        for owner, spec in owners.items():
+            options.setdefault(owner, {}).setdefault(name, spec)
+    return options
+
+
+def set_by_user(raw_values: Mapping[str, Any], defaults: Mapping[str, Any]) -> List[str]:
+    """The names in ``raw_values`` (not yet templated) that are not their role's default, sorted.
+
+    A role default is not the user's: ``dra_driver_driver_owner: "{{ gpu_fabric_driver_owner }}"`` would only
+    repeat, under a name the user never wrote, what the check says of ``gpu_fabric_driver_owner`` itself.
+    """
+    return sorted(name for name, value in raw_values.items() if name not in defaults or value != defaults[name])
+
+
+def _owners(owners: Sequence[str]) -> str:
+    roles = [owner for owner in owners if owner != PLAYBOOKS]
+    said = [f"role{'s' if len(roles) > 1 else ''} {', '.join(roles)}"] if roles else []
+    return " and ".join(said + (["the playbooks"] if PLAYBOOKS in owners else []))
+
+
 def type_problems(
     options_by_role: Mapping[str, Mapping[str, Dict[str, Any]]],
     values: Mapping[str, Any],
@@ -130,18 +212,11 @@ def type_problems(
     """
     roles_by_message: Dict[str, List[str]] = {}
     for role in sorted(options_by_role):
-        spec = {
-            name: {key: value for key, value in option.items() if key not in ("required", "description", "default")}
-            for name, option in options_by_role[role].items()
-            if name in values
-        }
+        spec = {name: type_spec(option) for name, option in options_by_role[role].items() if name in values}
         if not spec:
             continue
         given = {name: values[name] for name in spec}
         for message in validate(spec, given):
             roles_by_message.setdefault(message, []).append(role)
     # a shared variable (gpu_fabric_driver_owner) declared by several roles: said once, naming them all
-    return [
-        f"role{'s' if len(roles) > 1 else ''} {', '.join(roles)}: {message}"
-        for message, roles in roles_by_message.items()
-    ]
+    return [f"{_owners(roles)}: {message}" for message, roles in roles_by_message.items()]

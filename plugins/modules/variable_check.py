@@ -17,6 +17,11 @@ description:
     V(verify_nvbandwidth_timeout)?).
   - Every variable of every role that is set is also checked against its role's argument spec (type, choices,
     elements), so a wrong type for a role that runs late in the play fails before the first role changes anything.
+  - A shared C(gpu_fabric_*) variable is checked under its own name, once, naming the roles that type it - the roles
+    that declare it, and those with an option whose default passes it on (V(gpu_fabric_verify_parallel_racks) has
+    the type of C(verify_common_parallel_racks)); the few that only the playbooks read are typed in the
+    collection's C(inventory_variables) module utils. A role's option that keeps its default is not checked apart
+    (its value is that of the shared variable).
   - The stages call it first - C(preflight) (host stage), C(cluster_preflight) (cluster stage) and the first
     task of C(playbooks/verify.yml).
 extends_documentation_fragment:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import MagicMock
 
 import pytest
 import yaml
@@ -135,3 +136,135 @@ def test_a_shared_variable_that_several_roles_declare_is_reported_once():
 def test_right_values_and_variables_of_no_role_pass_the_type_check():
     values = {"containerd_install_method": "package", "verify_nccl_timeout": "600", "site_name": 3}
     assert iv.type_problems(FOUND["options"], values, validate) == []
+
+
+# The shared gpu_fabric_* names that are not inputs: what cluster_preflight records for the later roles (set_fact),
+# what report hands to the automation (set_stats), the file name of nvidia_driver's local facts.
+NOT_INPUTS = {
+    "gpu_fabric_dra_api_version",
+    "gpu_fabric_schedulable_control_plane",
+    "gpu_fabric_verdict",
+    "gpu_fabric_summary",
+    "gpu_fabric_report",
+    "gpu_fabric_run_id",
+    "gpu_fabric_driver",
+}
+
+
+def test_every_shared_variable_that_the_roles_and_playbooks_read_has_a_type():
+    read = {name for name in FOUND["known"] if name.startswith("gpu_fabric_")}
+    assert read - set(FOUND["shared"]) == NOT_INPUTS
+
+
+def test_a_shared_variable_that_no_role_declares_takes_the_type_of_the_option_its_default_feeds():
+    shared = FOUND["shared"]
+    assert shared["gpu_fabric_verify_parallel_racks"] == {"verify_common": {"type": "int"}}
+    assert shared["gpu_fabric_trays_per_clique"] == {"verify_common": {"type": "int"}}
+    assert shared["gpu_fabric_gpu_tolerations"] == {
+        role: {"type": "list", "elements": "dict"} for role in ("dra_driver", "gpu_operator", "verify_common")
+    }
+    assert shared["gpu_fabric_verify_nccl"] == {iv.PLAYBOOKS: {"type": "bool"}}
+
+
+@pytest.mark.parametrize("name", sorted(FOUND["shared"]))
+def test_the_owners_of_a_shared_variable_agree_on_its_type(name):
+    owners = FOUND["shared"][name]
+    assert len({(spec.get("type", "str"), spec.get("elements")) for spec in owners.values()}) == 1, owners
+    assert len({tuple(spec["choices"]) for spec in owners.values() if "choices" in spec}) <= 1, owners
+
+
+def test_a_role_default_that_passes_a_shared_variable_on_is_found():
+    defaults = {
+        "verify_common_parallel_racks": "{{ gpu_fabric_verify_parallel_racks | default(8) }}",
+        "dra_driver_helm_binary": "{{ cluster_preflight_helm_binary | default(gpu_fabric_helm_binary) }}",
+        "verify_common_timeout": 600,
+    }
+    assert iv.passed_on(defaults) == {"verify_common_parallel_racks": "gpu_fabric_verify_parallel_racks"}
+
+
+@pytest.mark.parametrize(
+    "values,problem",
+    [
+        (
+            {"gpu_fabric_verify_parallel_racks": "eight"},
+            "role verify_common: argument 'gpu_fabric_verify_parallel_racks' is of type str and we were unable to "
+            "convert to int: \"'eight'\" cannot be converted to an int",
+        ),
+        (
+            {"gpu_fabric_verify_cliques": {"rack-a": 1}},
+            "role verify_common: argument 'gpu_fabric_verify_cliques' is of type dict and we were unable to convert "
+            "to list: <class 'dict'> cannot be converted to a list",
+        ),
+        (
+            {"gpu_fabric_gpu_tolerations": "all"},
+            "roles dra_driver, gpu_operator, verify_common: Elements value for option 'gpu_fabric_gpu_tolerations' is "
+            "of type str and we were unable to convert to dict: dictionary requested, could not parse JSON or "
+            "key=value",
+        ),
+    ],
+)
+def test_a_wrong_type_in_a_shared_variable_is_named_as_the_user_wrote_it(values, problem):
+    assert iv.type_problems(FOUND["options"], values, validate) == [problem]
+
+
+def test_a_playbook_variable_of_the_wrong_type_names_the_playbooks():
+    [problem] = iv.type_problems(FOUND["options"], {"gpu_fabric_verify_nccl": "maybe"}, validate)
+    assert problem.startswith(
+        "the playbooks: argument 'gpu_fabric_verify_nccl' is of type str and we were unable to convert to bool: "
+        "The value 'maybe' is not a valid boolean."
+    )
+
+
+def test_only_the_values_that_are_not_a_role_default_count_as_set():
+    defaults = {"dra_driver_driver_owner": "{{ gpu_fabric_driver_owner | default('operator') }}"}
+    raw = {"dra_driver_driver_owner": "{{ gpu_fabric_driver_owner | default('operator') }}", "gpu_fabric_x": 1}
+    assert iv.set_by_user(raw, defaults) == ["gpu_fabric_x"]
+    assert iv.set_by_user({"dra_driver_driver_owner": "host"}, defaults) == ["dra_driver_driver_owner"]
+
+
+def run_check(**user_vars):
+    """The action plugin as a play runs it: every role's defaults among the variables (as the play's roles put
+    them there), then the user's, templated by Ansible's own Templar."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+    from ansible_collections.gpu_fabric.mnnvl.plugins.action.variable_check import ActionModule
+
+    task_vars = {
+        name: trust_as_template(value) if isinstance(value, str) else value for name, value in FOUND["defaults"].items()
+    }
+    task_vars.update(user_vars, inventory_hostname="localhost", hostvars={})
+    task = MagicMock(args={"fail_on_problems": True}, async_val=0)
+    loader = DataLoader()
+    action = ActionModule(task, MagicMock(), MagicMock(), loader, Templar(loader=loader, variables=task_vars), None)
+    return action.run(task_vars=task_vars)
+
+
+def test_one_bad_value_of_a_shared_variable_is_one_message_for_the_variable_set():
+    result = run_check(gpu_fabric_driver_owner="bogus")
+    assert result["failed"] is True
+    assert result["problems"] == [
+        "roles dra_driver, gpu_operator, nvidia_driver, nvidia_imex, preflight: value of gpu_fabric_driver_owner "
+        "must be one of: operator, host, got: bogus"
+    ]
+    assert result["msg"] == result["problems"][0]
+
+
+def test_a_wrong_type_in_a_shared_variable_fails_the_check_in_one_line():
+    result = run_check(gpu_fabric_verify_parallel_racks="eight")
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "role verify_common: argument 'gpu_fabric_verify_parallel_racks' is of type str and we were unable to "
+        "convert to int: \"'eight'\" cannot be converted to an int"
+    )
+
+
+def test_a_role_variable_the_user_set_is_still_checked_under_its_own_name():
+    result = run_check(gpu_fabric_driver_owner="host", dra_driver_driver_owner="hostt")
+    assert result["problems"] == [
+        "role dra_driver: value of dra_driver_driver_owner must be one of: operator, host, got: hostt"
+    ]
+
+
+def test_the_roles_defaults_alone_pass_the_check():
+    result = run_check()
+    assert "failed" not in result and result["problems"] == []
