@@ -4,13 +4,16 @@
 
 The collection is built with ``ansible-galaxy collection build``, installed from that tarball into a
 collections path of the test's own, and run from a directory that has neither the clone's ansible.cfg nor
-its layout: only the installed copy can answer to ``gpu_fabric.mnnvl``.
+its layout: only the installed copy can answer to ``gpu_fabric.mnnvl``. The README's "Using it" commands
+run as written, from an empty directory with a home of their own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import uuid
 from pathlib import Path
@@ -92,3 +95,72 @@ def test_verify_runs_by_its_fqcn_from_the_installed_collection(cluster_stage: Si
     stats = output.split("CUSTOM STATS:", 1)[1]
     assert '"gpu_fabric_verdict": "passed"' in stats
     assert f'"json": "{site / "report" / "report.json"}"' in stats
+
+
+def readme_using_it() -> list[str]:
+    """The commands of the README's "Using it" block, without their comments."""
+    text = (REPO_ROOT / "README.md").read_text()
+    block = text[text.index("\n## Using it\n") :].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split(" #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def as_run_here(command: str, tarball: Path) -> str:
+    """A README command as this test runs it: the test machines reach neither Galaxy nor a package index."""
+    if command.startswith("python3 -m pip install"):
+        words = shlex.split(command, posix=False)
+        # the venv holds the packages; a requirements file named must exist where the README says
+        return f"test -f {words[words.index('-r') + 1]}" if "-r" in words else "true"
+    if command.startswith("ansible-galaxy collection install "):
+        # --no-deps: kubernetes.core comes with the ansible package
+        return re.sub(r"\S*gpu_fabric-mnnvl-\S+\.tar\.gz", shlex.quote(str(tarball)), command) + " --no-deps"
+    if command.startswith("ansible-playbook "):
+        return f"{command} --syntax-check"  # no trays and no cluster behind the example inventory
+    return command
+
+
+def test_the_readme_using_it_commands_work_outside_a_clone(installed: Path, tmp_path: Path):
+    (tarball,) = (installed / "dist").glob("gpu_fabric-mnnvl-*.tar.gz")
+    home, site = tmp_path / "home", tmp_path / "controller"
+    home.mkdir()
+    site.mkdir()
+    commands = readme_using_it()
+    assert not (site / "inventories").exists()
+    env = {name: value for name, value in os.environ.items() if not name.startswith("ANSIBLE_")}
+    env.update(HOME=str(home), PATH=f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}")
+    script = "\n".join(as_run_here(command, tarball) for command in commands)
+    result = subprocess.run(
+        ["bash", "-euxo", "pipefail", "-c", script],
+        cwd=site,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, f"{script}\n{output[-6000:]}"
+
+    collections = home / ".ansible" / "collections" / "ansible_collections"
+    manifest = json.loads((collections / "gpu_fabric" / "mnnvl" / "MANIFEST.json").read_text())
+    assert tarball.name == f"gpu_fabric-mnnvl-{manifest['collection_info']['version']}.tar.gz"
+    assert (site / "inventories" / "mysite" / "hosts.yml").is_file()
+    assert (site / "inventories" / "mysite" / "group_vars" / "all.yml").is_file()
+    played = [
+        re.search(r"gpu_fabric\.mnnvl\.[a-z_]+", command).group(0)
+        for command in commands
+        if "ansible-playbook" in command
+    ]
+    assert played == ["gpu_fabric.mnnvl.site", "gpu_fabric.mnnvl.verify", "gpu_fabric.mnnvl.cluster"]
+    for name in played:  # each one resolved to the installed copy
+        assert f"playbook: {collections}/gpu_fabric/mnnvl/playbooks/{name.split('.')[-1]}.yml" in output
+    listed = run(
+        str(VENV_BIN / "ansible-galaxy"),
+        "collection",
+        "list",
+        "gpu_fabric.mnnvl",
+        "--format",
+        "json",
+        cwd=site,
+        env=env,
+    )
+    assert list(json.loads(listed.stdout)) == [str(collections)]
