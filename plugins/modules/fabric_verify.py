@@ -20,6 +20,10 @@ description:
   - Every rack's objects are deleted afterwards, also when the check failed, and what is left is counted.
     Transient API errors (connection refused, 429, 5xx) are retried; a call that still fails ends that rack's
     check with a one-line message, never a verdict about the fabric.
+  - Making the client (which reads C(/version) and the API groups) is retried the same way. When the API server
+    does not answer for O(api_patience) before the racks are read, the check writes one C(error) record for rack
+    C(fleet) (one per rack when the racks were read) that says where and why in one line, and does not fail, so
+    that the report is still written.
   - Writes one record per rack, C(<records_dir>/<check>/<rack>.json), after removing the records of that check
     from an earlier run. A rack with fewer than 2 usable trays is recorded as C(incomplete).
   - In check mode nothing is created or written; RV(racks) shows what would run where.
@@ -125,7 +129,7 @@ options:
     type: float
     default: 3
   api_patience:
-    description: Seconds an API call is retried while the API server is unreachable or overloaded.
+    description: Seconds the connection and each API call are retried while the API server is unreachable or overloaded.
     type: int
     default: 90
   driver_namespace:
@@ -415,6 +419,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
     judge_nccl_log,
     judge_nvbandwidth_log,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import ApiUnreachable, api_endpoint, connect
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     GPU_NODE_TOLERATIONS,
     MNNVL_PRODUCTS,
@@ -668,6 +673,62 @@ def detect_openshift(api: fleet.Api) -> bool:
     return openshift.is_openshift(groups.to_dict() if hasattr(groups, "to_dict") else groups)
 
 
+# The record of a check that did not get as far as the racks (no GPU node, or no answer from the API server).
+FLEET = RackPlan(name="fleet", cliques=[], found=[], nodes=[], skipped=[], gpus_per_tray=0, gpu_product="")
+
+
+def error_records(check: str, plans: list, message: str, run_id: str) -> list:
+    """An ``error`` record (the check could not run; nothing said of the fabric) for each of ``plans``."""
+    return [
+        record_for(
+            check,
+            plan,
+            OUTCOME_ERROR,
+            message if plan is FLEET else f"rack {plan.name}: {message}",
+            {"violations": [message]},
+            run_id=run_id,
+        )
+        for plan in plans
+    ]
+
+
+def unreachable_message(text: str) -> str:
+    """``text`` (what could not be done, one line) and what to do about it."""
+    return (
+        f"{text}; the check did not run, which says nothing of the fabric: check that the API server runs and "
+        "that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the host options point at it, "
+        "then run it again"
+    )
+
+
+def finish(module, params: dict, records: list, racks: list, started: str, cluster: dict) -> None:
+    """Complete the records, write them and exit with the run's result."""
+    finished = fleet.now_rfc3339()
+    for record in records:  # the records of a check that created nothing: the read is the whole check
+        record.setdefault("started", started)
+        record.setdefault("finished", finished)
+        record.setdefault("cluster", cluster)
+        record.setdefault("objects_left", 0)
+        record.setdefault("objects_uncounted", [])
+        record.setdefault("cleanup_error", "")
+    files = []
+    if params["records_dir"] and not module.check_mode:
+        try:
+            # the file writer needs AnsibleModule itself (atomic_move), which kubernetes.core wraps
+            files = write_records(module._module, params["check"], params["records_dir"], records)
+        except (FileEditError, OSError) as exc:
+            module.fail_json(msg=f"could not write the records under {params['records_dir']}: {exc}", records=records)
+    module.exit_json(
+        changed=bool(files),
+        passed=all(r["passed"] for r in records),
+        summary=fleet_summary(params["check"], records),
+        records=records,
+        racks=racks,
+        failed_racks=[r["rack"] for r in records if not r["passed"]],
+        files=files,
+    )
+
+
 def main() -> None:
     module = build_module()
     params = module.params
@@ -681,16 +742,24 @@ def main() -> None:
         unusable = ""
     except ValueError as exc:  # the check cannot run as configured: every rack's record says why
         check, unusable = None, str(exc)
+    unknown = {"server_version": "unknown", "host": "unknown"}
     try:
-        client = get_api_client(module=module)
+        # the client reads /version and the API groups: an API server that does not answer yet is waited for
+        client = connect(lambda: get_api_client(module=module), params["api_patience"])
     except CoreException as exc:
         module.fail_from_exception(exc)
+    except ApiUnreachable as exc:
+        message = unreachable_message(str(exc))
+        cluster = dict(unknown, host=api_endpoint(exc.__cause__) or "unknown")
+        finish(module, params, error_records(params["check"], [FLEET], message, params["run_id"]), [], started, cluster)
     api = fleet.Api(client, patience=params["api_patience"])
     try:
         nodes = api.list("Node", "v1")
         pods = api.list("Pod", "v1") if check is not None and check.uses_gpus else []
     except fleet.ApiUnavailable as exc:
-        module.fail_json(msg=f"could not {exc}; check the kubeconfig/host options or K8S_AUTH_KUBECONFIG")
+        message = unreachable_message(f"could not {exc}")
+        cluster = dict(unknown, host=str(getattr(client.configuration, "host", "unknown")))
+        finish(module, params, error_records(params["check"], [FLEET], message, params["run_id"]), [], started, cluster)
     plan = plan_fleet(nodes, pods, scope, uses_gpus=check.uses_gpus if check else False)
     if plan.unknown_selections:
         known = ", ".join(r.name for r in plan.racks) or "none"
@@ -717,32 +786,19 @@ def main() -> None:
         tolerations=[dict(t) for t in params["tolerations"]],
         image_pull_secrets_namespace=params["image_pull_secrets_namespace"],
     )
+    racks = [r.to_dict() for r in plan.racks]
     try:
         settings.openshift = detect_openshift(api) if params["openshift"] is None else params["openshift"]
     except fleet.ApiUnavailable as exc:
-        module.fail_json(msg=f"could not {exc}")
+        message = unreachable_message(f"could not {exc}")
+        records = error_records(params["check"], plan.racks or [FLEET], message, params["run_id"])
+        finish(module, params, records, racks, started, settings.cluster)
     settings.cluster["openshift"] = str(settings.openshift).lower()
-    racks = [r.to_dict() for r in plan.racks]
     if not plan.racks:
-        empty = RackPlan(name="fleet", cliques=[], found=[], nodes=[], skipped=[], gpus_per_tray=0, gpu_product="")
         message = "no GPU node found: check that GPU Feature Discovery labels the nodes (nvidia.com/gpu.present=true)"
-        records = [
-            record_for(
-                params["check"], empty, OUTCOME_ERROR, message, {"violations": [message]}, run_id=params["run_id"]
-            )
-        ]
+        records = error_records(params["check"], [FLEET], message, params["run_id"])
     elif unusable:
-        records = [
-            record_for(
-                params["check"],
-                rack,
-                OUTCOME_ERROR,
-                f"rack {rack.name}: {unusable}",
-                {"violations": [unusable]},
-                run_id=params["run_id"],
-            )
-            for rack in plan.racks
-        ]
+        records = error_records(params["check"], plan.racks, unusable, params["run_id"])
     elif module.check_mode and check is not None:
         for view, rack in zip(racks, plan.racks):
             view["would_create"] = check.plan_view(fleet.RackRun(check, api, rack, settings))
@@ -758,33 +814,15 @@ def main() -> None:
     elif check is None:
         records = cliques_records(nodes, plan.racks, scope, params)
     else:
-        records = fleet.run_racks(check, api, plan.racks, settings, params["parallel_racks"])
+        try:
+            records = fleet.run_racks(check, api, plan.racks, settings, params["parallel_racks"])
+        except fleet.ApiUnavailable as exc:  # the kinds are looked up before the racks start
+            records = error_records(
+                params["check"], plan.racks, unreachable_message(f"could not {exc}"), params["run_id"]
+            )
         if params["check"] == "nccl":
             judge_fleet_busbw(records, params["nccl"]["min_fraction_of_fleet_median"])
-    finished = fleet.now_rfc3339()
-    for record in records:  # the records of a check that created nothing: the read is the whole check
-        record.setdefault("started", started)
-        record.setdefault("finished", finished)
-        record.setdefault("cluster", settings.cluster)
-        record.setdefault("objects_left", 0)
-        record.setdefault("objects_uncounted", [])
-        record.setdefault("cleanup_error", "")
-    files = []
-    if params["records_dir"] and not module.check_mode:
-        try:
-            # the file writer needs AnsibleModule itself (atomic_move), which kubernetes.core wraps
-            files = write_records(module._module, params["check"], params["records_dir"], records)
-        except (FileEditError, OSError) as exc:
-            module.fail_json(msg=f"could not write the records under {params['records_dir']}: {exc}", records=records)
-    module.exit_json(
-        changed=bool(files),
-        passed=all(r["passed"] for r in records),
-        summary=fleet_summary(params["check"], records),
-        records=records,
-        racks=racks,
-        failed_racks=[r["rack"] for r in records if not r["passed"]],
-        files=files,
-    )
+    finish(module, params, records, racks, started, settings.cluster)
 
 
 if __name__ == "__main__":
