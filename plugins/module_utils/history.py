@@ -333,12 +333,16 @@ def baseline_for(
 def options_with_baseline(
     options: Mapping[str, Any], history_dir: str, check: str, rack: str, run_id: str = ""
 ) -> Dict[str, Any]:
-    """A rack's check options with ``baseline`` set from the history (None when it has none); unchanged
-    without a history directory."""
+    """A rack's check options with ``baseline`` set from the history (None when it has none or the index
+    cannot be read: the rule then says that no baseline held, and recording the run names the index's
+    problem); unchanged without a history directory."""
     if not history_dir:
         return dict(options)
-    testcase = options.get("testcase")
-    return dict(options, baseline=baseline_for(history_dir, check, rack, testcase, exclude_run=run_id))
+    try:
+        baseline = baseline_for(history_dir, check, rack, options.get("testcase"), exclude_run=run_id)
+    except HistoryError:
+        baseline = None
+    return dict(options, baseline=baseline)
 
 
 # ----------------------------------------------------------------------------------------- trends

@@ -144,6 +144,14 @@ options:
     description: Identifier of the verification run, written into every record (the report keeps only this run's).
     type: str
     default: ""
+  history_dir:
+    description:
+      - Directory of the kept runs (C(<history_dir>/index.json), written by M(gpu_fabric.mnnvl.verify_history)). The
+        V(nvbandwidth) check holds each rack against its baseline from there - the pinned run's record of the rack,
+        else its last passing run's; empty - no baseline from the history.
+    type: path
+    default: ""
+    version_added: 0.4.0
   registry:
     description: >-
       Registry prefix of the site's mirror: the checks' images are pulled from C(<registry>/<path>) (the public
@@ -403,7 +411,7 @@ files:
 import json
 import os
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, mirror, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, history, mirror, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
     peak_table_problems,
     reference_table_problems,
@@ -463,6 +471,7 @@ ARGUMENT_SPEC = dict(
     driver_namespace=dict(type="str", default="nvidia-dra-driver-gpu"),
     records_dir=dict(type="path", default=""),
     run_id=dict(type="str", default=""),
+    history_dir=dict(type="path", default=""),
     registry=dict(type="str", default=""),
     image_overrides=dict(type="dict", default={}),
     image_pull_secrets=dict(type="list", elements="str", default=[], no_log=False),
@@ -586,7 +595,12 @@ def make_check(params: dict) -> fleet.Check:
             params["mpi"],
             nvb["testcase"],
             nvb["extra_args"],
-            lambda log, plan, nodes: judge_nvbandwidth_log(log, plan, nvb, nodes),
+            lambda log, plan, nodes: judge_nvbandwidth_log(
+                log,
+                plan,
+                history.options_with_baseline(nvb, params["history_dir"], "nvbandwidth", plan.name, params["run_id"]),
+                nodes,
+            ),
         )
     nccl = params["nccl"]
     if not nccl["image"]:

@@ -1,0 +1,64 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import baseline_for, read_index
+from ansible_collections.gpu_fabric.mnnvl.plugins.modules import verify_history
+
+from tests.unit.plugins.modules.runner import run_module
+
+
+def record(run_id, median, verdict="passed", day=1):
+    return {
+        "check": "nvbandwidth",
+        "rack": "rack0",
+        "run_id": run_id,
+        "verdict": verdict,
+        "started": f"2026-12-0{day}T10:00:00Z",
+        "finished": f"2026-12-0{day}T10:05:00Z",
+        "details": {"testcase": "device_to_device_memcpy_read_ce", "median_gbps": median, "min": median},
+    }
+
+
+def test_two_runs_in_a_row_keep_both_and_a_third_compares_against_the_pinned_first(tmp_path):
+    directory = str(tmp_path / "runs")
+    for day, (run_id, median) in enumerate((("r1", 815.0), ("r2", 821.0)), start=1):
+        result = run_module(
+            verify_history.main,
+            {"history_dir": directory, "run_id": run_id, "records": [record(run_id, median, day=day)]},
+        )
+        assert (result["failed"], result["changed"]) == (False, True)
+    assert result["files"] == [f"{directory}/r2/nvbandwidth/rack0.json"]
+    assert [e["run_id"] for e in read_index(directory)["runs"]] == ["r2", "r1"]
+    assert baseline_for(directory, "nvbandwidth", "rack0", exclude_run="r3")["source"] == "last passing run r2"
+    pinned = run_module(verify_history.main, {"history_dir": directory, "pin": "r1"})
+    assert (pinned["changed"], pinned["pinned"]) == (True, "r1")
+    baseline = baseline_for(directory, "nvbandwidth", "rack0", exclude_run="r3")
+    assert (baseline["source"], baseline["median_gbps"]) == ("pinned run r1", 815.0)
+
+
+def test_a_pin_of_an_unknown_run_fails_naming_the_kept_runs(tmp_path):
+    directory = str(tmp_path / "runs")
+    run_module(verify_history.main, {"history_dir": directory, "run_id": "r1", "records": [record("r1", 815.0)]})
+    result = run_module(verify_history.main, {"history_dir": directory, "pin": "r7"})
+    assert result["failed"] is True
+    assert "the baseline run r7 is not in the history" in result["msg"]
+    assert "(newest runs: r1)" in result["msg"]
+
+
+def test_records_without_a_run_id_are_refused(tmp_path):
+    result = run_module(verify_history.main, {"history_dir": str(tmp_path), "records": [record("", 815.0)]})
+    assert result["failed"] is True
+    assert result["msg"] == "records were given without run_id; set run_id to the run they belong to"
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    directory = tmp_path / "runs"
+    result = run_module(
+        verify_history.main,
+        {"history_dir": str(directory), "run_id": "r1", "records": [record("r1", 815.0)]},
+        check_mode=True,
+    )
+    assert (result["changed"], result["files"]) == (True, [])
+    assert not directory.exists()
