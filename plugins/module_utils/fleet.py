@@ -32,7 +32,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     NotFoundError,
     ResourceNotFoundError,
     Urllib3Error,
-    api_error_text,
+    api_failure_text,
     get_object,
     is_transient,
     iter_pages,
@@ -99,14 +99,12 @@ class NotRun(Exception):
     """The check could not run on this cluster as it is (a component it needs is missing); one line."""
 
 
-def error_text(exc: BaseException) -> str:
-    """One line for an API failure: the server's status, or the connection error's cause."""
-    if isinstance(exc, DynamicApiError):
-        return one_line(api_error_text(exc))
-    reason = getattr(exc, "reason", None)
-    text = str(reason if reason is not None else exc)
-    text = re.sub(r"<urllib3\.[^>]*>", "", text)
-    return one_line(f"{type(exc).__name__}: {text}")[:300]
+def error_text(exc: BaseException, waited: float = 0.0, endpoint: str = "") -> str:
+    """One line for an API failure: the server's status, or where the call went, for how long and why nothing
+    answered (``k8s.api_failure_text``); never urllib3's text."""
+    if isinstance(exc, (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError)):
+        return one_line(api_failure_text(exc, waited, endpoint))[:300]
+    return one_line(f"{type(exc).__name__}: {exc}")[:300]
 
 
 @dataclass(frozen=True)
@@ -156,7 +154,8 @@ class Api:
         self._lock = threading.Lock()
 
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
-        deadline = self.clock() + self.patience
+        started = self.clock()
+        deadline = started + self.patience
         delay = 1.0
         while True:
             try:
@@ -165,7 +164,8 @@ class Api:
                 if not is_transient(exc) or self.clock() + delay > deadline:
                     if isinstance(exc, cd.ComputeDomainError) and not is_transient(exc):
                         raise
-                    raise ApiUnavailable(f"{what}: {error_text(exc)}") from exc
+                    endpoint = str(getattr(getattr(self.client, "configuration", None), "host", "") or "")
+                    raise ApiUnavailable(f"{what}: {error_text(exc, self.clock() - started, endpoint)}") from exc
                 self.sleep(delay)
                 delay = min(delay * 2, 10.0)
 

@@ -5,7 +5,8 @@
 
 The connection itself comes from kubernetes.core (``get_api_client``), so kubeconfig, context,
 host, api_key, validate_certs and the ``K8S_AUTH_*`` variables behave exactly as in kubernetes.core.
-What lives here: paginated listing, reading an object that may be absent, and short summaries of
+What lives here: making the client under the same retries as every call (:func:`connect`), paginated
+listing, reading an object that may be absent, one clean line for a failed call, and short summaries of
 workloads for failure messages.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 try:
@@ -26,14 +28,15 @@ except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes")
 
 try:
     from urllib3.exceptions import HTTPError as Urllib3Error
-    from urllib3.exceptions import MaxRetryError
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
     from urllib3.exceptions import SSLError as Urllib3SSLError
+    from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 except ImportError:  # urllib3 comes with the kubernetes client
 
     class Urllib3Error(Exception):  # type: ignore[no-redef]
         pass
 
-    MaxRetryError = Urllib3SSLError = Urllib3Error  # type: ignore[assignment,misc]
+    MaxRetryError = NewConnectionError = Urllib3SSLError = Urllib3TimeoutError = Urllib3Error  # type: ignore[assignment,misc]
 
 DEFAULT_PAGE_SIZE = 500
 # Accept header of a list that returns each item's metadata alone (names, labels, annotations). A server
@@ -212,6 +215,100 @@ def _body_message(body: Any) -> str:
 def _cut(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+# Errors of a call that got no answer, or one worth waiting out (what :func:`is_transient` judges).
+API_ERRORS = (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError)
+_ERRNO_TEXT = re.compile(r"\[Errno -?\d+\]\s*([^'\")\]]+)")
+_SSL_TEXT = re.compile(r"\[SSL(?:: [A-Z_]+)?\]\s*([^(]+)")
+
+
+class ApiUnreachable(Exception):
+    """The API server did not answer (or kept refusing) for the whole patience; the message is one line."""
+
+
+def api_endpoint(exc: BaseException) -> str:
+    """``https://host:port`` of the connection pool behind a urllib3 error, or empty."""
+    pool = getattr(exc, "pool", None)
+    host = getattr(pool, "host", None)
+    if not host:
+        return ""
+    port = getattr(pool, "port", None)
+    return f"{getattr(pool, 'scheme', None) or 'https'}://{host}" + (f":{port}" if port else "")
+
+
+def connection_reason(exc: BaseException) -> str:
+    """Why a connection got no answer, in a few words: ``connection refused``, ``name or service not known``,
+    ``timed out``, ``TLS: certificate verify failed ...``; never urllib3's repr of its objects."""
+    reason = getattr(exc, "reason", None) if isinstance(exc, MaxRetryError) else exc
+    reason = reason if isinstance(reason, BaseException) else exc
+    causes = [reason, reason.__cause__, reason.__context__, *[a for a in reason.args if isinstance(a, BaseException)]]
+    text = " ".join(str(c) for c in causes if c is not None)
+    if isinstance(reason, Urllib3SSLError) or "[SSL" in text:
+        found = _SSL_TEXT.search(text)
+        return _cut(f"TLS: {found.group(1).strip() if found else text}", 200)
+    for cause in causes:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.strip().lower()
+    found = _ERRNO_TEXT.search(text)
+    if found:
+        return found.group(1).strip().lower()
+    # urllib3 2 makes NewConnectionError a ConnectTimeoutError: a refusal without errno is not a timeout
+    if isinstance(reason, (Urllib3TimeoutError, TimeoutError)) and not isinstance(reason, NewConnectionError):
+        return "timed out"
+    first = next((line.strip() for line in str(reason).splitlines() if line.strip()), type(reason).__name__)
+    first = re.sub(r"<urllib3\.[^>]*>:?\s*|^(None|\w*Connection(Pool)?\([^)]*\)):\s*", "", first)
+    return _cut(first[:1].lower() + first[1:], 200)
+
+
+def api_failure_text(exc: BaseException, waited: float = 0.0, endpoint: str = "") -> str:
+    """One line for a call that failed for good: the server's answer (:func:`api_error_text`), or where the
+    call went, for how long it was tried and why nothing answered: ``cannot reach the Kubernetes API at
+    https://10.0.0.1:6443 for 90 s: connection refused``."""
+    if isinstance(exc, DynamicApiError):
+        return api_error_text(exc)
+    if not isinstance(exc, (Urllib3Error, ConnectionError, TimeoutError)):
+        return api_error_text(exc)
+    where = api_endpoint(exc) or endpoint
+    at = f" at {where}" if where else ""
+    span = f" for {waited:.0f} s" if waited >= 1 else ""
+    return f"cannot reach the Kubernetes API{at}{span}: {connection_reason(exc)}"
+
+
+def retry(
+    call: Callable[[], Any],
+    patience: float,
+    what: str = "",
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    delay: float = 2.0,
+) -> Any:
+    """``call()``, tried again while it fails transiently (:func:`is_transient`) for ``patience`` seconds
+    (``rollout.poll``); a failure that stays, or one not worth a retry, raises :class:`ApiUnreachable`
+    with one line (``<what>: `` first when given)."""
+    # rollout builds on this module: imported here, not at the top
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
+
+    started = clock()
+    try:
+        return poll(call, lambda _value: True, timeout=patience, delay=delay, sleep=sleep, clock=clock)
+    except API_ERRORS as exc:
+        line = api_failure_text(exc, clock() - started)
+        raise ApiUnreachable(f"{what}: {line}" if what else line) from exc
+
+
+def connect(
+    make_client: Callable[[], Any],
+    patience: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Any:
+    """The API client from ``make_client`` (kubernetes.core's ``get_api_client``, which reads ``/version``
+    and the API groups unless the discovery cache holds them), made under the same retries as every call:
+    an API server that does not answer yet is waited for ``patience`` seconds, then :class:`ApiUnreachable`
+    says where and why in one line. A wrong kubeconfig (kubernetes.core's ``CoreException``) goes to the
+    caller as it is."""
+    return retry(make_client, patience, sleep=sleep, clock=clock)
 
 
 def workload_summary(obj: Dict[str, Any]) -> str:

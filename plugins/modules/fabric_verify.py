@@ -320,6 +320,13 @@ options:
             replaces the fractions below).
         type: float
         default: 0
+      min_fraction_of_reference:
+        description:
+          - Minimum bus bandwidth of every row at the sizes of the GPU product's published figure for the benchmark,
+            as a fraction of it. GB200 C(all_reduce_perf) - 834.57 GB/s at 4 GiB and more over the 72 GPUs of an
+            NVL72 rack (coreweave/nccl-tests pull request 43), so 751.11 GB/s by default. 0 turns it off.
+        type: float
+        default: 0.9
       min_fraction_of_peak:
         description:
           - Minimum bus bandwidth of every row of 4 GiB and more as a fraction of the GPU product's NVLink peak, for a
@@ -330,13 +337,6 @@ options:
         description:
           - Every rack's average bus bandwidth must also reach this fraction of the median over the racks of the
             run (with 3 racks or more); a rack far below its peers fails, named. 0 turns the rule off.
-      min_fraction_of_reference:
-        description:
-          - Minimum bus bandwidth of every row at the sizes of the GPU product's published figure for the benchmark,
-            as a fraction of it. GB200 C(all_reduce_perf) - 834.57 GB/s at 4 GiB and more over the 72 GPUs of an
-            NVL72 rack (coreweave/nccl-tests pull request 43), so 751.11 GB/s by default. 0 turns it off.
-        type: float
-        default: 0.9
         type: float
         default: 0.9
       peak_gbps:
@@ -537,6 +537,7 @@ ARGUMENT_SPEC = dict(
             ),
             require_mnnvl=dict(type="bool", default=True),
             min_busbw_gbps=dict(type="float", default=0),
+            min_fraction_of_reference=dict(type="float", default=0.9),
             min_fraction_of_peak=dict(type="float", default=0.6),
             min_fraction_of_fleet_median=dict(type="float", default=0.9),
             peak_gbps=dict(type="float", default=0),
@@ -547,7 +548,6 @@ ARGUMENT_SPEC = dict(
 
 
 def build_module() -> AnsibleK8SModule:
-            min_fraction_of_reference=dict(type="float", default=0.9),
     argument_spec = dict(AUTH_ARG_SPEC)
     argument_spec.update(ARGUMENT_SPEC)
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)

@@ -33,6 +33,13 @@ options:
     description: Text of the MPI operator's install manifest (multi-document YAML); empty - none.
     type: str
     default: ""
+  api_patience:
+    description:
+      - Seconds the connection and each read are retried while the API server does not answer (connection refused,
+        429, 5xx); then the module fails with one line saying where and why.
+    type: int
+    default: 90
+    version_added: 0.4.0
 requirements:
   - kubernetes >= 24.2.0
   - PyYAML >= 3.11
@@ -101,9 +108,11 @@ mpi_operator_crds:
 
 from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
-    DynamicApiError,
-    api_error_text,
+    ApiUnreachable,
+    connect,
+    is_transient,
     list_served,
+    retry,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.uninstall import (
     COMPUTE_DOMAIN_API_VERSION,
@@ -132,6 +141,7 @@ def build_module() -> AnsibleK8SModule:
         force=dict(type="bool", default=False),
         include_crds=dict(type="bool", default=False),
         mpi_operator_manifest=dict(type="str", default=""),
+        api_patience=dict(type="int", default=90),
     )
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 
@@ -147,15 +157,26 @@ def main() -> None:
             documents = list(yaml.safe_load_all(params["mpi_operator_manifest"]))
         except yaml.YAMLError as exc:
             module.fail_json(msg=f"the MPI operator manifest is not YAML: {str(exc).splitlines()[0]}")
+    patience = params["api_patience"]
     try:
-        client = get_api_client(module=module)
-        domains = list_served(client, COMPUTE_DOMAIN_API_VERSION, "ComputeDomain")
-        mpijobs = list_served(client, MPIJOB_API_VERSION, "MPIJob")
-        namespaces = list_served(client, "v1", "Namespace", label_selector=f"{PART_OF_LABEL}={PART_OF}")
+        client = connect(lambda: get_api_client(module=module), patience)
+        domains, mpijobs, namespaces = retry(
+            lambda: (
+                list_served(client, COMPUTE_DOMAIN_API_VERSION, "ComputeDomain"),
+                list_served(client, MPIJOB_API_VERSION, "MPIJob"),
+                list_served(client, "v1", "Namespace", label_selector=f"{PART_OF_LABEL}={PART_OF}"),
+            ),
+            patience,
+            "cannot list ComputeDomains, MPIJobs and Namespaces",
+        )
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except DynamicApiError as exc:
-        module.fail_json(msg=f"cannot list ComputeDomains, MPIJobs and Namespaces: {api_error_text(exc)}")
+    except ApiUnreachable as exc:
+        hint = (
+            "; check that the API server runs and that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) "
+            "or the host options point at it"
+        )
+        module.fail_json(msg=f"{exc}; nothing was removed" + (hint if is_transient(exc) else ""))
     users, ours = partition_workloads(domains, mpijobs)
     our_namespaces = verification_namespaces(namespaces)
     objects, aggregating, crds = manifest_removal(documents, params["include_crds"])

@@ -8,13 +8,19 @@ import json
 import types
 
 import pytest
+import urllib3
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    ApiUnreachable,
     api_error_text,
+    api_failure_text,
+    connect,
+    connection_reason,
     is_transient,
     iter_pages,
     json_page,
     list_served,
     pod_summary,
+    retry,
     workload_summary,
 )
 from kubernetes.client.exceptions import ApiException
@@ -245,3 +251,133 @@ def _status(status: int) -> BaseException:
 )
 def test_transient_errors_are_429_5xx_and_no_answer(exc, transient):
     assert is_transient(exc) is transient
+
+
+# -- no answer: the connection, its retries and its one line ----------------------------------------
+
+
+def refused() -> MaxRetryError:
+    """urllib3's error for a closed port, as the client raises it (nothing listens on port 1)."""
+    pool = urllib3.HTTPSConnectionPool("127.0.0.1", 1, retries=urllib3.Retry(0))
+    with pytest.raises(MaxRetryError) as caught:
+        pool.request("GET", "/version")
+    return caught.value
+
+
+class FakeClock:
+    """A clock that moves only when slept: retries take no time in the tests."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_refused_connection_is_one_line_naming_where_and_for_how_long():
+    error = refused()
+    assert "HTTPSConnectionPool" in str(error)  # what the user saw before
+    assert (
+        api_failure_text(error, 60)
+        == "cannot reach the Kubernetes API at https://127.0.0.1:1 for 60 s: connection refused"
+    )
+    assert api_failure_text(error) == "cannot reach the Kubernetes API at https://127.0.0.1:1: connection refused"
+
+
+@pytest.mark.parametrize(
+    ("exc", "reason"),
+    [
+        (ConnectionResetError(104, "Connection reset by peer"), "connection reset by peer"),
+        (
+            ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer")),
+            "connection reset by peer",
+        ),
+        (ReadTimeoutError(None, "/api", "Read timed out. (read timeout=30)"), "timed out"),
+        (
+            MaxRetryError(
+                None,
+                "/version",
+                NewConnectionError(None, "Failed to resolve 'api.example' ([Errno -2] Name or service not known)"),
+            ),
+            "name or service not known",
+        ),
+        (
+            MaxRetryError(
+                None,
+                "/version",
+                SSLError(
+                    "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate (_ssl.c:1000)"
+                ),
+            ),
+            "TLS: certificate verify failed: self-signed certificate",
+        ),
+    ],
+)
+def test_why_nothing_answered_in_a_few_words(exc, reason):
+    assert connection_reason(exc) == reason
+    assert (
+        api_failure_text(exc, 0, "https://10.0.0.1:6443")
+        == f"cannot reach the Kubernetes API at https://10.0.0.1:6443: {reason}"
+    )
+
+
+def test_an_answer_is_the_servers_status_not_a_connection_failure():
+    assert api_failure_text(_status(403), 30) == "403 reason 403"
+
+
+def test_connect_waits_for_an_api_server_that_comes_up_within_the_patience():
+    clock, tries = FakeClock(), []
+
+    def make_client():
+        tries.append(clock.now)
+        if len(tries) < 4:
+            raise refused()
+        return "client"
+
+    assert connect(make_client, 60, sleep=clock.sleep, clock=clock) == "client"
+    assert tries == [0.0, 2.0, 4.0, 6.0]
+
+
+def test_connect_gives_up_after_the_patience_with_one_line():
+    clock = FakeClock()
+
+    def make_client():
+        raise refused()
+
+    with pytest.raises(ApiUnreachable) as caught:
+        connect(make_client, 60, sleep=clock.sleep, clock=clock)
+    assert str(caught.value) == "cannot reach the Kubernetes API at https://127.0.0.1:1 for 60 s: connection refused"
+    assert clock.slept == [2.0] * 30
+    assert is_transient(caught.value)
+
+
+def test_connect_does_not_wait_out_what_waiting_does_not_heal():
+    clock = FakeClock()
+
+    def make_client():
+        raise MaxRetryError(None, "/version", SSLError("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"))
+
+    with pytest.raises(ApiUnreachable, match=r"^cannot reach the Kubernetes API: TLS: certificate verify failed$"):
+        connect(make_client, 60, sleep=clock.sleep, clock=clock)
+    assert clock.slept == []
+
+
+def test_a_bug_in_making_the_client_is_not_an_unreachable_api():
+    def make_client():
+        raise KeyError("host")
+
+    with pytest.raises(KeyError):
+        connect(make_client, 60, sleep=pytest.fail, clock=FakeClock())
+
+
+def test_retry_names_what_it_could_not_do():
+    clock = FakeClock()
+    with pytest.raises(ApiUnreachable) as caught:
+        retry(lambda: (_ for _ in ()).throw(_status(503)), 10, "cannot list MPIJobs", sleep=clock.sleep, clock=clock)
+    assert str(caught.value) == "cannot list MPIJobs: 503 reason 503"
+    assert clock.slept == [2.0] * 5

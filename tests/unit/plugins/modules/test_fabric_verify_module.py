@@ -1,0 +1,248 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""fabric_verify with an API server that does not answer: retried for the patience, then an ``error`` record
+(never a module failure with urllib3's text), so that the report is still written. The clock is injected:
+nothing sleeps."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import urllib3
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, k8s
+from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
+from urllib3.exceptions import MaxRetryError
+
+from tests.unit.plugins.modules.runner import run_module
+
+HOST = "https://127.0.0.1:1"
+UNREACHABLE = f"cannot reach the Kubernetes API at {HOST} for 60 s: connection refused"
+ADVICE = (
+    "; the check did not run, which says nothing of the fabric: check that the API server runs and that the "
+    "kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the host options point at it, then run it again"
+)
+
+
+def refused() -> MaxRetryError:
+    """urllib3's error for a closed port, as the client raises it (nothing listens on port 1)."""
+    pool = urllib3.HTTPSConnectionPool("127.0.0.1", 1, retries=urllib3.Retry(0))
+    with pytest.raises(MaxRetryError) as caught:
+        pool.request("GET", "/version")
+    return caught.value
+
+
+def tray(name: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.clique": "c0ffee.1"},
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "4"},
+            "capacity": {"nvidia.com/gpu": "4"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+class FakeClient:
+    """kubernetes.core's client as the module uses it; ``down`` lists what does not answer."""
+
+    def __init__(self, down=()):
+        self.configuration = types.SimpleNamespace(host=HOST)
+        self.client = types.SimpleNamespace(
+            version={"kubernetes": {"gitVersion": "v1.34.2"}}, request=self.request_groups
+        )
+        self.down = set(down)
+
+    def resource(self, kind, api_version):
+        return kind
+
+    def get(self, resource, serialize=True, **params):
+        if resource in self.down:
+            raise refused()
+        items = [tray("gb200-r0-t0"), tray("gb200-r0-t1")] if resource == "Node" else []
+        return {"kind": f"{resource}List", "metadata": {}, "items": items}
+
+    def request_groups(self, method, path):
+        if "groups" in self.down:
+            raise refused()
+        return {"kind": "APIGroupList", "groups": []}
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Every wait of the module on the fake clock: the connection (k8s.connect) and every call (fleet.Api)."""
+    fake = FakeClock()
+    monkeypatch.setattr(
+        fabric_verify,
+        "connect",
+        lambda make_client, patience: k8s.connect(make_client, patience, sleep=fake.sleep, clock=fake),
+    )
+    monkeypatch.setattr(fleet, "Api", functools.partial(fleet.Api, sleep=fake.sleep, clock=fake))
+    return fake
+
+
+def client_after(monkeypatch, failures: int, client=None):
+    """get_api_client refuses ``failures`` times (reading /version), then returns ``client``."""
+    tries = []
+
+    def get_api_client(module):
+        tries.append(1)
+        if client is None or len(tries) <= failures:
+            raise refused()
+        return client
+
+    monkeypatch.setattr(fabric_verify, "get_api_client", get_api_client)
+    return tries
+
+
+def verify(tmp_path, check="cliques", **args):
+    return run_module(
+        fabric_verify.main,
+        dict(check=check, api_patience=60, records_dir=str(tmp_path), run_id="r1", **args),
+    )
+
+
+@pytest.mark.parametrize("check", ["cliques", "imex_channel", "nvbandwidth"])
+def test_an_api_server_that_never_answers_is_an_error_record_after_the_patience(monkeypatch, tmp_path, clock, check):
+    tries = client_after(monkeypatch, failures=10**6)
+    result = verify(tmp_path, check)
+    assert not result["failed"], result.get("msg")
+    assert clock.slept == [2.0] * 30 and len(tries) == 31
+    (record,) = result["records"]
+    assert (record["check"], record["rack"], record["verdict"], record["outcome"]) == (check, "fleet", "error", "error")
+    assert record["summary"] == UNREACHABLE + ADVICE
+    assert record["cluster"] == {"server_version": "unknown", "host": HOST}
+    assert not result["passed"] and result["failed_racks"] == ["fleet"]
+    assert "HTTPSConnectionPool" not in json.dumps(result) and "Max retries" not in json.dumps(result)
+    written = json.loads((tmp_path / check / "fleet.json").read_text())
+    assert (written["verdict"], written["summary"], written["run_id"]) == ("error", UNREACHABLE + ADVICE, "r1")
+    assert result["files"] == [str(tmp_path / check / "fleet.json")]
+
+
+def test_an_api_server_that_comes_up_within_the_patience_is_waited_for(monkeypatch, tmp_path, clock):
+    tries = client_after(monkeypatch, failures=3, client=FakeClient())
+    result = verify(tmp_path)
+    assert clock.slept == [2.0] * 3 and len(tries) == 4
+    (record,) = result["records"]
+    assert (record["rack"], record["verdict"]) == ("clique-c0ffee-1", "passed")
+    assert record["nodes"] == ["gb200-r0-t0", "gb200-r0-t1"]
+
+
+def test_a_client_from_the_discovery_cache_then_no_answer_is_an_error_record(monkeypatch, tmp_path, clock):
+    client_after(monkeypatch, failures=0, client=FakeClient(down={"Node"}))
+    result = verify(tmp_path)
+    assert not result["failed"], result.get("msg")
+    (record,) = result["records"]
+    assert record["rack"] == "fleet" and record["verdict"] == "error"
+    # fleet.Api's backoff: it gives up when the next wait would pass the patience
+    assert clock.slept == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0]
+    assert record["summary"] == (
+        f"could not list Node: cannot reach the Kubernetes API at {HOST} for 55 s: connection refused" + ADVICE
+    )
+
+
+def test_racks_listed_then_no_answer_is_an_error_record_per_rack(monkeypatch, tmp_path, clock):
+    client_after(monkeypatch, failures=0, client=FakeClient(down={"groups"}))
+    result = verify(tmp_path, "imex_channel")
+    assert not result["failed"], result.get("msg")
+    (record,) = result["records"]
+    assert (record["rack"], record["verdict"], record["nodes"]) == (
+        "clique-c0ffee-1",
+        "error",
+        ["gb200-r0-t0", "gb200-r0-t1"],
+    )
+    assert record["summary"].startswith(
+        f"rack clique-c0ffee-1: could not list the served API groups: cannot reach the Kubernetes API at {HOST} for "
+    )
+    assert json.loads((tmp_path / "imex_channel" / "clique-c0ffee-1.json").read_text())["verdict"] == "error"
+
+
+KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+  - name: closed-port
+    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+  - name: nobody
+    user: {token: not-used}
+contexts:
+  - name: closed-port
+    context: {cluster: closed-port, user: nobody}
+current-context: closed-port
+"""
+
+
+def test_verify_yml_against_a_closed_port_writes_the_report_with_the_error(tmp_path):
+    """The playbook as a user runs it, the kubeconfig pointing at a port nothing listens on: the report,
+    its JUnit and the job's stats say ``error``, in one line without urllib3's text."""
+    repo = Path(__file__).resolve().parents[4]
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    (tmp_path / "hosts.yml").write_text(
+        "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {sys.executable}\n"
+    )
+    report = tmp_path / "report"
+    env = dict(
+        os.environ, ANSIBLE_CONFIG=str(repo / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_SHOW_CUSTOM_STATS="true"
+    )
+    env.pop("K8S_AUTH_KUBECONFIG", None)
+    completed = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            str(tmp_path / "hosts.yml"),
+            str(repo / "playbooks" / "verify.yml"),
+            "--tags",
+            "cliques",
+            "-e",
+            f"gpu_fabric_kubeconfig={tmp_path / 'kubeconfig'}",
+            "-e",
+            "gpu_fabric_verify_api_patience=1",
+            "-e",
+            f"gpu_fabric_report_dir={report}",
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 2, output  # the last task fails the play on the report's verdict
+    assert "Max retries exceeded" not in output and "HTTPSConnectionPool" not in output
+    verdict = json.loads((report / "report.json").read_text())
+    assert verdict["verdict"] == "error"
+    record = json.loads((report / "records" / "cliques" / "fleet.json").read_text())
+    assert record["verdict"] == "error"
+    assert record["summary"] == UNREACHABLE.replace("60 s", "2 s") + ADVICE
+    assert 'errors="1"' in (report / "report.junit.xml").read_text()
+    assert re.search(r"CUSTOM STATS:.*gpu_fabric_verdict: error", output, re.S), output
