@@ -86,6 +86,14 @@ def test_every_variable_of_the_shipped_inventories_is_known(inventory):
     assert unknown(*names) == []
 
 
+@pytest.mark.parametrize("inventory", sorted((REPO / "inventories").glob("*/group_vars/*.yml")), ids=str)
+def test_every_value_of_the_shipped_inventories_has_its_type(inventory):
+    given = yaml.safe_load(inventory.read_text()) or {}
+    values = {name: value for name, value in given.items() if "{{" not in str(value)}  # a template: its role checks it
+    assert values
+    assert iv.type_problems(FOUND["options"], values, validate) == []
+
+
 def test_register_and_set_fact_names_are_found_in_blocks():
     tasks = [
         {"name": "a", "ansible.builtin.command": "x", "register": "one"},
