@@ -234,8 +234,13 @@ def run_check(**user_vars):
     """The action plugin as a play runs it: every role's defaults among the variables (as the play's roles put
     them there), then the user's, templated by Ansible's own Templar."""
     from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar, trust_as_template
+    from ansible.template import Templar
     from ansible_collections.gpu_fabric.mnnvl.plugins.action.variable_check import ActionModule
+
+    try:  # ansible-core 2.19 templates only what is trusted, as the role defaults are
+        from ansible.template import trust_as_template
+    except ImportError:  # older ones template every string
+        trust_as_template = str
 
     task_vars = {
         name: trust_as_template(value) if isinstance(value, str) else value for name, value in FOUND["defaults"].items()
