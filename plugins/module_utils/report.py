@@ -456,8 +456,14 @@ def _older(record: dict[str, Any]) -> dict[str, Any]:
     return {key: record.get(key) for key in keys}
 
 
-def build_report(records: list[dict[str, Any]], title: str, run_id: str = "") -> dict[str, Any]:
-    """The report as data (what report.json holds); with ``run_id`` only that run's records count."""
+def build_report(
+    records: list[dict[str, Any]], title: str, run_id: str = "", trends: Optional[list[dict[str, Any]]] = None
+) -> dict[str, Any]:
+    """The report as data (what report.json holds); with ``run_id`` only that run's records count.
+
+    ``trends``: per (check, rack) the figures of the last kept runs (``history.trends``); a drop against the
+    baseline is flagged, it does not change the verdict (the check's own rule holds the rack to the baseline).
+    """
     current = sorted((record for record in records if is_current(record, run_id)), key=_record_key)
     older = sorted((record for record in records if not is_current(record, run_id)), key=_record_key)
     trays = tray_verdicts(current)
@@ -492,6 +498,7 @@ def build_report(records: list[dict[str, Any]], title: str, run_id: str = "") ->
         "racks": racks,
         "coverage": coverage_of(current),
         "trays": trays,
+        "trends": list(trends or []),
     }
     report["summary"] = summary_line(report)
     return report
@@ -539,7 +546,40 @@ def coverage_words(coverage: dict[str, Any]) -> str:
 
 def summary_line(report: dict[str, Any]) -> str:
     verdict = report["verdict"].upper()
-    return f"{verdict}: {verdict_words(report)}; {coverage_words(report['coverage'])}"
+    return f"{verdict}: {verdict_words(report)}; {coverage_words(report['coverage'])}{drop_words(report)}"
+
+
+def drop_words(report: dict[str, Any]) -> str:
+    """``; <check> of rack0 dropped 14.6% below its baseline (pinned run r1)`` for each flagged trend."""
+    drops = [row for row in report.get("trends") or [] if row.get("dropped")]
+    return "".join(
+        f"; {row['check']} of {row['rack']} dropped {100 * row['drop_fraction']:.1f}% below its baseline "
+        f"({row['baseline_source']})"
+        for row in drops
+    )
+
+
+def trend_view(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The trend table's rows, as text: figures in GB/s, the drop as a percentage, flagged rows marked."""
+    rows = []
+    for row in report.get("trends") or []:
+        drop = row.get("drop_fraction")
+        rows.append(
+            {
+                "check": row["check"],
+                "rack": row["rack"],
+                "runs": str(row["runs"]),
+                "median": number(row.get("median_gbps")),
+                "min": number(row.get("min_gbps")),
+                "latest": number(row.get("latest_median_gbps")),
+                "baseline": f"{number(row['baseline_median_gbps'])} ({row['baseline_source']})"
+                if row.get("baseline_source")
+                else "none yet",
+                "drop": "-" if drop is None else f"{100 * drop:.1f}%" + (" DROP" if row.get("dropped") else ""),
+                "css": "fail" if row.get("dropped") else "",
+            }
+        )
+    return rows
 
 
 def not_current_words(report: dict[str, Any]) -> str:
@@ -1026,6 +1066,7 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
         "columns": columns,
         "fleet_rows": fleet_rows,
         "fleet_map": fleet_map,
+        "trends": trend_view(report),
         "racks": racks,
         "skipped": [
             {

@@ -31,6 +31,18 @@ MARKDOWN_TEMPLATE = """\
 | {{ row.rack }} |{% for cell in row.cells %} {{ cell.text }} |{% endfor %} {{ row.trays }} |
 {% endfor %}
 {% endif %}
+{% if trends %}
+
+## Trend of the kept runs
+
+| check | rack | runs | median of the medians (GB/s) | lowest pair (GB/s) | this run's median (GB/s) | \
+baseline median (GB/s) | drop |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+{% for row in trends %}
+| {{ row.check }} | {{ row.rack }} | {{ row.runs }} | {{ row.median }} | {{ row.min }} | {{ row.latest }} | \
+{{ row.baseline }} | {{ row.drop }} |
+{% endfor %}
+{% endif %}
 {% for rack in racks %}
 
 ## {{ rack.rack }}
@@ -193,6 +205,18 @@ of this run; hover a tray for what it passed and what failed.</p>
 {%- for cell in row.cells %}<td class="{{ cell.css }}" title="{{ cell.title }}">
 {%- if cell.anchor %}<a href="#{{ cell.anchor }}">{{ cell.text }}</a>{% else %}{{ cell.text }}{% endif %}</td>
 {%- endfor %}<td>{{ row.trays }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
+{% if trends %}
+<h2>Trend of the kept runs</h2>
+<table class="trend">
+<tr><th>check</th><th>rack</th><th>runs</th><th>median of the medians (GB/s)</th><th>lowest pair (GB/s)</th>
+<th>this run's median (GB/s)</th><th>baseline median (GB/s)</th><th>drop</th></tr>
+{% for row in trends %}
+<tr><td>{{ row.check }}</td><td>{{ row.rack }}</td><td>{{ row.runs }}</td><td>{{ row.median }}</td>
+<td>{{ row.min }}</td><td>{{ row.latest }}</td><td>{{ row.baseline }}</td>
+<td class="{{ row.css }}">{{ row.drop }}</td></tr>
 {% endfor %}
 </table>
 {% endif %}

@@ -59,6 +59,25 @@ options:
       - Empty - every record counts, whichever run wrote it.
     type: str
     default: ""
+  history_dir:
+    description:
+      - Directory of the kept runs (M(gpu_fabric.mnnvl.verify_history)); the report adds a trend table - per check
+        and rack with a bandwidth figure, the median of the medians and the lowest pair over the last O(trend_runs)
+        runs, this run's median and the baseline's, and a drop flagged when this run's median is more than
+        O(trend_tolerance) below the baseline's. Empty or missing - no trend.
+    type: path
+    default: ""
+    version_added: 0.4.0
+  trend_runs:
+    description: Runs of the trend, the reported one and those before it.
+    type: int
+    default: 10
+    version_added: 0.4.0
+  trend_tolerance:
+    description: Fraction of the baseline's median that this run's median may be below it before the drop is flagged.
+    type: float
+    default: 0.03
+    version_added: 0.4.0
 requirements:
   - jinja2 (comes with ansible-core) for the Markdown and HTML reports
 author:
@@ -90,6 +109,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+trends:
+  description:
+    - Per check and rack with a bandwidth figure, over the kept runs - C(runs), C(median_gbps), C(min_gbps),
+      C(latest_run), C(latest_median_gbps), C(baseline_run), C(baseline_source), C(baseline_median_gbps),
+      C(drop_fraction), C(dropped). Empty without O(history_dir).
+  returned: always
+  type: list
+  elements: dict
 files:
   description: Path of each report written (or that would be written in check mode), by format.
   returned: always
@@ -224,6 +251,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     read_text,
     write_change,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError, trends
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import (
     FORMATS,
     HAS_JINJA2,
@@ -240,6 +268,9 @@ ARGUMENT_SPEC = dict(
     formats=dict(type="list", elements="str", choices=list(FORMATS), default=list(FORMATS)),
     title=dict(type="str", default="GPU fabric verification"),
     run_id=dict(type="str", default=""),
+    history_dir=dict(type="path", default=""),
+    trend_runs=dict(type="int", default=10),
+    trend_tolerance=dict(type="float", default=0.03),
 )
 
 
@@ -268,7 +299,11 @@ def main() -> None:
             msg=f"no verification record (<check>/<rack>.json) found in {records_dir}; run the verify roles first "
             "(playbooks/verify.yml) with the same report directory"
         )
-    report = build_report(records, params["title"], params["run_id"])
+    try:
+        trend = trends(params["history_dir"], params["trend_runs"], params["trend_tolerance"], current=params["run_id"])
+    except HistoryError as exc:
+        module.fail_json(msg=str(exc))
+    report = build_report(records, params["title"], params["run_id"], trends=trend)
 
     changed = False
     diffs = []
@@ -298,6 +333,7 @@ def main() -> None:
             for record in report["checks"]
         ],
         racks=report["racks"],
+        trends=report["trends"],
         coverage=report["coverage"],
         trays=report["trays"],
     )
