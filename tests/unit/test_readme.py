@@ -108,3 +108,28 @@ def test_the_version_is_a_development_version_after_the_last_release():
     last = max(releases, key=lambda v: tuple(int(part) for part in v.split(".")))
     assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+-dev[0-9]+", version), version
     assert tuple(int(part) for part in version.split("-")[0].split(".")) > tuple(int(p) for p in last.split("."))
+
+
+def test_the_released_changelog_indents_its_lists_as_ansible_lint_wants():
+    config = yaml.safe_load((REPO / "changelogs" / "config.yaml").read_text())
+    assert config["changelog_nice_yaml"] is True
+    lines = (REPO / "changelogs" / "changelog.yaml").read_text().splitlines()
+    flush = [
+        number
+        for number, (line, after) in enumerate(zip(lines, lines[1:]), 2)
+        if line.rstrip().endswith(":")
+        and after.lstrip().startswith("- ")
+        and len(after) - len(after.lstrip()) <= len(line) - len(line.lstrip())
+    ]
+    assert flush == [], f"changelogs/changelog.yaml: list items not indented below their key at lines {flush}"
+
+
+def test_the_documents_that_the_build_files_name_exist():
+    for name in ("execution-environment.yml", "bindep.txt"):
+        named = re.findall(r"docs/[\w./-]+\.md", (REPO / name).read_text())
+        assert [path for path in named if not (REPO / path).is_file()] == [], name
+    assert re.findall(r"docs/[\w./-]+\.md", (REPO / "execution-environment.yml").read_text()) == [
+        "docs/execution-environment.md"
+    ]
+    links = yaml.safe_load((REPO / "docs" / "docsite" / "links.yml").read_text())
+    assert links["edit_on_github"]["repository"] == "gpu-fabric/mnnvl"
