@@ -22,8 +22,10 @@ description:
     the type of C(verify_common_parallel_racks)); the few that only the playbooks read are typed in the
     collection's C(inventory_variables) module utils. A role's option that keeps its default is not checked apart
     (its value is that of the shared variable).
-  - The stages call it first - C(preflight) (host stage), C(cluster_preflight) (cluster stage) and the first
-    task of C(playbooks/verify.yml).
+  - Every playbook calls it first, on the controller and before any tray is reached - the first play of
+    C(gpu_fabric.mnnvl.site) and C(gpu_fabric.mnnvl.hosts) (with each tray's own variables, no connection needed),
+    and the first task of C(gpu_fabric.mnnvl.verify) and C(gpu_fabric.mnnvl.uninstall); the C(preflight) and
+    C(cluster_preflight) roles call it again when they are used alone.
 extends_documentation_fragment:
   - gpu_fabric.mnnvl.attributes
   - gpu_fabric.mnnvl.attributes.INFO_MODULE
