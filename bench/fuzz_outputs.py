@@ -561,6 +561,20 @@ def json_cut(rng: random.Random, seed: Seed) -> str:
     return seed.content[: rng.randrange(end)]
 
 
+def retried_run(damage: Mutation, last: bool) -> Mutation:
+    """The seed and a damaged run of it in one log (a retried run): ``last`` puts the damaged run after the seed."""
+
+    def mutate(rng: random.Random, seed: Seed) -> Optional[str]:
+        damaged = damage(rng, seed)
+        first_line = seed.content.lstrip().split("\n", 1)[0]
+        if damaged is None or first_line not in damaged:
+            return None  # the retry never printed its first line: no second run to judge
+        runs = [seed.content, damaged] if last else [damaged, seed.content]
+        return f"{runs[0].rstrip()}\n{rng.choice(LAUNCHER_LINES)}\n{runs[1]}"
+
+    return mutate
+
+
 def nvbw_observe(content: Any, options: Dict[str, Any]) -> Observation:
     verdict = nvbandwidth.check_nvbandwidth(
         content, thresholds=nvbandwidth.Thresholds(), gpu_product=options.get("gpu_product")
@@ -596,6 +610,7 @@ def nvbandwidth_target() -> Target:
         ("blank line in a matrix", nvbw_blank_in_matrix),
         ("trailing spaces", trailing_spaces),
         ("non-UTF-8 in a banner line", non_utf8_in(r"^(?:NOTE:|Performance) ([^\n]*)$")),
+        ("a failed run before the retry", retried_run(nvbw_lower_cell(0.5, True), last=False)),
     ]
     json_cosmetic = [
         ("CRLF line ends", crlf),
@@ -604,6 +619,7 @@ def nvbandwidth_target() -> Target:
         ("re-indented", json_reindent),
         ("cells as numbers", json_cells_as_numbers),
         ("inside a launcher log", json_in_a_log),
+        ("a failed run before the retry", retried_run(json_lower_cell(0.5, True), last=False)),
     ]
     text_damaging = [
         ("cut before the last SUM", nvbw_cut_before_last_sum),
@@ -622,6 +638,8 @@ def nvbandwidth_target() -> Target:
         ("SUM names another testcase", nvbw_sum_names_another_testcase),
         ("error line between rows", nvbw_error_between_rows),
         ("error line anywhere", nvbw_error_anywhere),
+        ("retry after a pass halves a cell", retried_run(nvbw_lower_cell(0.5, True), last=True)),
+        ("retry after a pass cut before its last SUM", retried_run(nvbw_cut_before_last_sum, last=True)),
     ]
     json_damaging = [
         ("cut JSON", json_cut),
@@ -643,6 +661,8 @@ def nvbandwidth_target() -> Target:
         ("bandwidth_matrix a string", json_set("bandwidth_matrix", "N/A")),
         ("bandwidth_matrix rows not lists", json_set("bandwidth_matrix", lambda m: [393.7 for row in m])),
         ("testcase not an object", json_testcase_not_object),
+        ("retry after a pass halves a cell", retried_run(json_lower_cell(0.5, True), last=True)),
+        ("retry after a pass cut off", retried_run(json_cut, last=True)),
     ]
     return Target(
         "nvbandwidth",

@@ -299,27 +299,52 @@ def clean_lines(content: str) -> List[str]:
     return [_LINE_PREFIX_RE.sub("", _ANSI_RE.sub("", line).rstrip("\r")) for line in content.splitlines()]
 
 
-def _decode_json_document(content: str) -> Optional[Dict[str, Any]]:
+def _decode_json_documents(content: str) -> List[Optional[Dict[str, Any]]]:
+    """Every ``{"nvbandwidth": ...}`` start in ``content``, in order: its document, or None where it does not decode.
+
+    A start inside a document already read is no new document; the scan goes on after that document's end.
+    """
     decoder = json.JSONDecoder()
+    found: List[Optional[Dict[str, Any]]] = []
+    end = 0
     for match in _JSON_START_RE.finditer(content):
+        if match.start() < end:
+            continue
         try:
-            document = decoder.raw_decode(content, match.start())[0]
+            document, end = decoder.raw_decode(content, match.start())
         except (ValueError, RecursionError):
+            found.append(None)
             continue
         if isinstance(document, dict) and isinstance(document.get("nvbandwidth"), dict):
-            return document
-    return None
+            found.append(document)
+    return found
+
+
+def json_documents(content: str) -> List[Optional[Dict[str, Any]]]:
+    """The nvbandwidth ``-j`` documents in ``content`` (logs may surround them), None for one that is cut off.
+
+    Documents whose lines carry log prefixes (``kubectl logs --timestamps``) or colour escapes are read from
+    the cleaned lines, when those read better.
+    """
+    if not _JSON_START_RE.search(content) and '"nvbandwidth"' not in content:
+        return []
+    raw = _decode_json_documents(content)
+    if raw and raw[-1] is not None and None not in raw:
+        return raw
+    cleaned = _decode_json_documents("\n".join(clean_lines(content)))
+    if cleaned and (cleaned[-1] is not None or sum(map(bool, cleaned)) > sum(map(bool, raw))):
+        return cleaned
+    return raw
 
 
 def find_json_document(content: str) -> Optional[Dict[str, Any]]:
-    """The ``{"nvbandwidth": ...}`` document inside ``content`` (logs may surround it), or None.
+    """The last complete ``{"nvbandwidth": ...}`` document inside ``content``, or None.
 
-    A document whose lines carry log prefixes (``kubectl logs --timestamps``) or colour escapes is read
-    from the cleaned lines.
+    A log that holds a retried run holds several documents; the last one is the run that counts, as the
+    text parser judges the last ``Running <testcase>.`` of a name.
     """
-    if not _JSON_START_RE.search(content) and '"nvbandwidth"' not in content:
-        return None
-    return _decode_json_document(content) or _decode_json_document("\n".join(clean_lines(content)))
+    complete = [document for document in json_documents(content) if document is not None]
+    return complete[-1] if complete else None
 
 
 def detect_format(content: str) -> str:
@@ -455,6 +480,7 @@ def parse_text(content: str) -> NvbandwidthOutput:
     current: Optional[TestcaseResult] = None
     last_matrix: Optional[BandwidthMatrix] = None
     previous_line = ""
+    runs = 1
     index = 0
     while index < len(lines):
         line = lines[index]
@@ -462,6 +488,12 @@ def parse_text(content: str) -> NvbandwidthOutput:
         if _CUDA_ERROR_RE.search(stripped):
             output.errors.append(stripped)
         if match := _VERSION_RE.match(line):
+            if output.testcases or output.devices:
+                # A log of a retried run holds several runs: the last one is judged, as for JSON documents,
+                # and one that is cut off fails rather than leaving an earlier pass standing.
+                runs += 1
+                output = NvbandwidthOutput(format="text", warnings=output.warnings)
+                current, last_matrix = None, None
             output.version = match.group(1)
         elif match := _DRIVER_RE.match(line):
             output.driver_version = match.group(1)
@@ -492,6 +524,11 @@ def parse_text(content: str) -> NvbandwidthOutput:
             )
         elif match := _RUNNING_RE.match(line):
             current = TestcaseResult(name=match.group(1), status=STATUS_INCOMPLETE)
+            if current.name in output.testcases:
+                # A log of a retried run: the last run of a testcase is the one judged, as for JSON documents.
+                output.warnings.append(
+                    f"testcase {current.name} ran more than once in this output: the last run is judged"
+                )
             output.testcases[current.name] = current
             last_matrix = None
         elif match := _WAIVING_OLD_RE.match(line):
@@ -552,6 +589,8 @@ def parse_text(content: str) -> NvbandwidthOutput:
 
     for testcase in output.testcases.values():
         _finish_testcase(testcase)
+    if runs > 1:
+        output.warnings.append(f"the output holds {runs} nvbandwidth runs (a retried run): the last one is judged")
     return output
 
 
@@ -590,11 +629,23 @@ def parse_json(content: Union[str, Dict[str, Any]]) -> NvbandwidthOutput:
     ``sum`` that is no number) is read as far as it goes; what is wrong becomes a problem of its testcase or
     an error of the output, never an exception.
     """
-    document = content if isinstance(content, dict) else find_json_document(content)
+    documents = [content] if isinstance(content, dict) else json_documents(content)
+    complete = [document for document in documents if document is not None]
+    document = complete[-1] if complete else None
     if document is None or not isinstance(document.get("nvbandwidth"), dict):
         raise NvbandwidthParseError('no {"nvbandwidth": ...} JSON document found')
     root = document["nvbandwidth"]
     output = NvbandwidthOutput(format="json")
+    if documents[-1] is None:
+        # Judging the earlier, complete document would pass a retry that never finished.
+        output.errors.append(
+            f"the output holds {len(documents)} nvbandwidth JSON documents and the last one is cut off "
+            "(not valid JSON): the last run did not complete; rerun nvbandwidth"
+        )
+    elif len(documents) > 1:
+        output.warnings.append(
+            f"the output holds {len(documents)} nvbandwidth JSON documents (a retried run): the last one is judged"
+        )
     output.version = root.get("version") if isinstance(root.get("version"), str) else None
     output.driver_version = root.get("Driver Version") if isinstance(root.get("Driver Version"), str) else None
     cuda = root.get("CUDA Runtime Version")

@@ -833,3 +833,43 @@ def test_doubled_row_fails(gb200):
         f"matrix {MN} has the rows 0, 1, 2, 3, 3, 4, 5, 6, 7, expected 0 to 8 in order: rows are missing or doubled"
         in (verdict.errors)
     )
+
+
+# ------------------------------------------------------------------ several runs in one input (a retried run)
+
+
+def _failed_json_run() -> str:
+    document = json.loads(fixture("h200x2-device_to_device_memcpy_read_ce.json"))
+    testcase = document["nvbandwidth"]["testcases"][0]
+    testcase["bandwidth_matrix"][0][1] = "100.00"
+    testcase["sum"] = sum(float(c) for row in testcase["bandwidth_matrix"] for c in row if c != "N/A")
+    return json.dumps(document, indent=2)
+
+
+def test_two_json_documents_judge_the_last_run():
+    healthy = fixture("h200x2-device_to_device_memcpy_read_ce.json")
+    later_failed = check_nvbandwidth(healthy + "\nretrying\n" + _failed_json_run(), testcase=D2D)
+    assert not later_failed.passed
+    assert [(p["src"], p["dst"], p["gbps"]) for p in later_failed.failing_pairs] == [(0, 1, 100.0)]
+    later_passed = check_nvbandwidth(_failed_json_run() + "\n" + healthy, testcase=D2D)
+    assert later_passed.passed, later_passed.summary
+    assert any("2 nvbandwidth JSON documents" in w for w in later_passed.warnings)
+
+
+def test_json_document_cut_after_a_complete_one_fails_in_one_line():
+    healthy = fixture("h200x2-device_to_device_memcpy_read_ce.json")
+    verdict = check_nvbandwidth(healthy + "\n" + healthy[: len(healthy) // 2], testcase=D2D)
+    assert not verdict.passed
+    assert "the last one is cut off" in verdict.summary
+    assert "\n" not in verdict.summary
+
+
+def test_two_text_runs_judge_the_last_one_as_json_does():
+    healthy = fixture("h200x2-device_to_device_memcpy_read_ce.txt")
+    failed = healthy.replace(healthy.split("SUM ")[0].splitlines()[-2].split()[-1], "100.00", 1)
+    assert not check_nvbandwidth(healthy + failed, testcase=D2D).passed
+    verdict = check_nvbandwidth(failed + healthy, testcase=D2D)
+    assert verdict.passed, verdict.summary
+    assert any("2 nvbandwidth runs" in w for w in verdict.warnings)
+    cut_retry = healthy + healthy[: healthy.index("SUM ")]
+    assert not check_nvbandwidth(cut_retry, testcase=D2D).passed
