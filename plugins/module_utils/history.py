@@ -205,6 +205,13 @@ def record_run(
     ``{"run_dir", "files", "removed_runs"}``.
     """
     check_run_id(run_id)
+    for record in records:
+        names = [record.get("check"), record.get("rack")]
+        if not all(isinstance(n, str) and RUN_ID.match(n) for n in names):
+            raise HistoryError(
+                f"a record of run {run_id} has check {names[0]!r} and rack {names[1]!r}; expected the names of a "
+                "check and a rack (letters, digits, '.', '_', '-'), as fabric_verify returns them in its records"
+            )
     run_dir = os.path.join(history_dir, run_id)
     files = []
     checks = sorted({str(r["check"]) for r in records})

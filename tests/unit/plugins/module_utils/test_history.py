@@ -126,6 +126,9 @@ def test_pin_names_one_run_and_refuses_an_unknown_one(tmp_path):
 def test_a_run_id_that_is_no_directory_name_is_refused(tmp_path):
     with pytest.raises(HistoryError, match=r"run id '\.\./x' cannot name a history directory"):
         record_run(str(tmp_path), "../x", [nvb_record("x")])
+    with pytest.raises(HistoryError, match=r"a record of run r1 has check 'nvbandwidth' and rack '\.\./etc'"):
+        record_run(str(tmp_path), "r1", [nvb_record("r1", rack="../etc")])
+    assert not os.path.exists(tmp_path / "r1")
 
 
 def test_an_unreadable_index_is_refused_and_a_missing_one_rebuilt(tmp_path):

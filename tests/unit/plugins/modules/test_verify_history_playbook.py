@@ -68,7 +68,7 @@ def test_two_runs_at_once_both_kept_then_a_third_pins_the_first(tmp_path):
     assert json.loads((runs / "run-a" / "cliques" / "fleet.json").read_text())["run_id"] == "run-a"
     assert json.loads((runs / "run-b" / "cliques" / "fleet.json").read_text())["run_id"] == "run-b"
 
-    # the third run pins the first; the fourth keeps one run besides its own: only the pinned run-a stays
+    # the third run pins the first; the fourth keeps one run (its own) and, always, the pinned run-a
     finished(verify(tmp_path, "run-c", "-e", "gpu_fabric_verify_baseline_run=run-a"))
     finished(verify(tmp_path, "run-d", "-e", "gpu_fabric_verify_history_keep_runs=1"))
     index = json.loads((runs / "index.json").read_text())
