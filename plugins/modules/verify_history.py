@@ -57,6 +57,8 @@ options:
       - Empty - the pin is left as it is.
     type: str
     default: ""
+author:
+  - gpu_fabric.mnnvl contributors (@gpu-fabric)
 seealso:
   - module: gpu_fabric.mnnvl.fabric_verify
   - module: gpu_fabric.mnnvl.verification_report
