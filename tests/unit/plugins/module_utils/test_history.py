@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import Baseline
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     HistoryError,
     baseline_for,
@@ -23,6 +24,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
 )
 
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=timezone.utc)
+TESTCASE = "device_to_device_memcpy_read_ce"
 
 
 def nvb_record(run_id, rack="rack0", median=820.0, verdict="passed", started="2026-12-01T10:00:00Z", low=None):
@@ -191,6 +193,13 @@ def test_baseline_is_the_last_passing_run_skipping_failed_ones(tmp_path):
     assert baseline_for(str(tmp_path), "nvbandwidth", "rack0", "host_to_device_memcpy_ce") is None
     assert baseline_for(str(tmp_path), "nvbandwidth", "rack9") is None
     assert baseline_for(str(tmp_path / "none"), "nvbandwidth", "rack0") is None
+
+
+def test_the_nvbandwidth_rule_reads_the_baseline_as_given(tmp_path):
+    keep(tmp_path, "r1", 1, median=821.5)
+    baseline = Baseline.from_record(baseline_for(str(tmp_path), "nvbandwidth", "rack0", TESTCASE))
+    assert (baseline.median_gbps, baseline.source) == (821.5, "last passing run r1")
+    assert (baseline.matrix, baseline.nodes) == ([[None, 821.5], [821.5, None]], ["tray0", "tray1"])
 
 
 def test_baseline_prefers_the_pinned_run(tmp_path):
