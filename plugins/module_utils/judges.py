@@ -73,6 +73,8 @@ def judge_nvbandwidth_log(
         )
     details = {
         "testcase": result["testcase"],
+        # the driver the run measured on: a later run on another branch does not take this run as its baseline
+        "driver_version": result["driver_version"],
         "rank_nodes": nodes,
         "gpus_per_node": plan.gpus_per_tray,
         "gpu_product": plan.gpu_product,

@@ -157,6 +157,7 @@ def test_a_sites_peak_table_is_used_before_the_built_in_one():
 
 def test_the_racks_baseline_from_the_history_holds_the_pairs():
     healthy = judge_nvbandwidth_log(GB200, plan(2, rack=0), DEFAULTS)
+    assert healthy["details"]["driver_version"] == "580.95.05"  # kept with the record, read back by the baseline
     record = {
         "run_id": "r1",
         "source": "last passing run r1",
