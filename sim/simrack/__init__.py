@@ -35,7 +35,8 @@ FAULTS = {
     "apiserver-restart": "kill and restart kube-apiserver now, or --after SECONDS in the background",
     "degraded-link": "set cell (src,dst) of the nvbandwidth matrix of MPIJobs on rack R, and the SUM "
     "(rack=<R, default 0> src=<gpu> dst=<gpu> gbps=<value, default 400>)",
-    "degraded-gpu": "scale row and column G of the nvbandwidth matrix of MPIJobs on rack R, and the SUM "
+    "degraded-gpu": "scale row and column of GPU G (or of each GPU of a list 1,4,6, a range 0-17, or all) of the "
+    "nvbandwidth matrix of MPIJobs on rack R, and the SUM; a cell between two such GPUs takes the lower factor "
     "(rack=<R, default 0> gpu=<G> factor=<(0,1], default 0.944 = 17 of 18 NVLinks>)",
     "missing-gpu": "one tray reports 3 nvidia.com/gpu: capacity, allocatable, label nvidia.com/gpu.count (node=<tray>)",
     "busy-node": "another tenant's Running pod holds all 4 nvidia.com/gpu of one tray "

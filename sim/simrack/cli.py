@@ -14,6 +14,7 @@ Trays are nodes gb200-r<R>-t<T> labelled gpu-fabric.sim/rack=rack<R> and nvidia.
 (one clique per rack). Faults (all of them: sim/rack fault --list or --help); several at once:
   sim/rack fault degraded-link rack=1 src=0 dst=5 gbps=400   cell 0->5 of rack 1's nvbandwidth matrix
   sim/rack fault degraded-gpu rack=1 gpu=6 factor=0.944      row and column 6 of rack 1's matrix
+  sim/rack fault degraded-gpu rack=0 gpu=all                 every GPU of rack 0 one NVLink down
   sim/rack fault missing-gpu node=gb200-r1-t3                that tray reports 3 nvidia.com/gpu
   sim/rack fault busy-node node=gb200-r0-t2                  another tenant's pod holds its 4 GPUs
   sim/rack fault --clear busy-node

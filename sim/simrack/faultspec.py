@@ -9,6 +9,7 @@ writer reads the matrix faults of one rack with it.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from simrack.nodes import GPUS_PER_TRAY, tray_name
@@ -68,6 +69,29 @@ def _gpu(name: str, key: str, value: Any, rack: int, gpus: int) -> int:
     return gpu
 
 
+def gpu_list(value: Any, gpus: int) -> list[int]:
+    """The GPUs a ``gpu=`` value names: one index, a list (``1,4,6``), ranges (``0-17``) or ``all``.
+
+    Raises ValueError saying what is wrong ("is out of range", "has 99, which is out of range").
+    """
+    text = str(value).strip()
+    if text == "all":
+        return list(range(gpus))
+    items = [item.strip() for item in text.split(",")]
+    chosen: list[int] = []
+    for item in items:
+        said = "" if len(items) == 1 else f"has {item or '(empty)'}, which "
+        bounds = re.fullmatch(r"(\d+)-(\d+)", item)
+        try:
+            low, high = (int(bounds.group(1)), int(bounds.group(2))) if bounds else (int(item), int(item))
+        except ValueError:
+            raise ValueError(f"{said}is not an integer, a range a-b or all") from None
+        if not 0 <= low <= high < gpus:
+            raise ValueError(f"{said}is out of range")
+        chosen.extend(g for g in range(low, high + 1) if g not in chosen)
+    return chosen
+
+
 def _node(name: str, params: dict[str, Any], racks: int, trays_per_rack: int) -> str:
     node = str(params.get("node") or "")
     if not node:
@@ -107,8 +131,13 @@ def validate(name: str, params: dict[str, str], racks: int, trays_per_rack: int)
     elif name == "degraded-gpu":
         rack = _rack(name, params, racks)
         if "gpu" not in params:
-            raise ValueError(f"{name} needs gpu=<index in the rack's matrix, 0..{gpus - 1}>")
-        _gpu(name, "gpu", params["gpu"], rack, gpus)
+            raise ValueError(
+                f"{name} needs gpu=<index in the rack's matrix, 0..{gpus - 1}> (or a list 1,4,6, a range 0-17, or all)"
+            )
+        try:
+            gpu_list(params["gpu"], gpus)
+        except ValueError as exc:
+            raise ValueError(f"{name}: gpu={params['gpu']} {exc} (rack {rack} has GPUs 0..{gpus - 1})") from None
         factor = _float(name, "factor", params.get("factor", DEFAULT_GPU_FACTOR))
         if not 0 < factor <= 1:
             raise ValueError(f"{name}: factor={params['factor']} must be in (0, 1] (0.944 = 17 of 18 NVLinks)")
@@ -157,13 +186,18 @@ def matrix_faults(
     gpu_fault = faults.get("degraded-gpu")
     if gpu_fault is not None and fault_rack(gpu_fault) == rack:
         try:
-            gpu = int(gpu_fault.get("gpu", 0))
             factor = float(gpu_fault.get("factor", DEFAULT_GPU_FACTOR))
         except (TypeError, ValueError):
             notes.append(f"degraded-gpu: unreadable params {gpu_fault}")
         else:
-            if 0 <= gpu < world and 0 < factor <= 1:
-                factors[gpu] = factor
+            try:
+                gpus = gpu_list(gpu_fault.get("gpu", 0), world)
+            except ValueError:
+                gpus = []
+            if gpus and 0 < factor <= 1:
+                factors.update(dict.fromkeys(gpus, factor))
             else:
-                notes.append(f"degraded-gpu: gpu {gpu} (factor {factor}) does not fit a {world}-rank matrix")
+                notes.append(
+                    f"degraded-gpu: gpu {gpu_fault.get('gpu', 0)} (factor {factor}) does not fit a {world}-rank matrix"
+                )
     return cells, factors, notes

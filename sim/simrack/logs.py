@@ -141,8 +141,10 @@ def bandwidth_matrix(
 ) -> list[list[Optional[str]]]:
     """``world x world`` cells as printed: measured values cycled row-major, ``None`` on the diagonal.
 
-    ``gpu_factors`` scales every cell of a GPU's row and column (a GPU that lost NVLinks; a cell
-    between two such GPUs takes both factors); ``degraded`` sets single cells and wins over both.
+    ``gpu_factors`` scales every cell of a GPU's row and column (a GPU that lost NVLinks); a cell
+    between two such GPUs takes the lower factor: a copy crosses the source's links, the NVLink switches
+    and the destination's links, and the slower end bounds it. ``degraded`` sets single cells and wins
+    over both.
     """
     fx = load_nvbandwidth_fixture()
     factors = gpu_factors or {}
@@ -159,7 +161,7 @@ def bandwidth_matrix(
             if (r, c) in degraded:
                 cell = f"{degraded[(r, c)]:.2f}"
             elif r in factors or c in factors:
-                cell = f"{float(cell) * factors.get(r, 1.0) * factors.get(c, 1.0):.2f}"
+                cell = f"{float(cell) * min(factors.get(r, 1.0), factors.get(c, 1.0)):.2f}"
             row.append(cell)
         matrix.append(row)
     return matrix

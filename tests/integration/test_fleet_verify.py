@@ -89,6 +89,23 @@ def test_a_gpu_with_lost_links_is_named(cluster_stage: SimRack, tmp_path):
     assert run.record("nvbandwidth", "rack1")["passed"] is True
 
 
+def test_many_gpus_that_lost_a_link_at_once_fail_against_the_product_reference(cluster_stage: SimRack, tmp_path):
+    # 22 of 72 GPUs one NVLink down: most pairs touch one of them, so the rack's median is the degraded level
+    with faults(cluster_stage, ("degraded-gpu", {"rack": 0, "gpu": "0-21", "factor": 0.944})):
+        run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=FAST)
+
+    assert run.process.returncode != 0
+    rack0 = run.record("nvbandwidth", "rack0")
+    assert rack0["passed"] is False
+    details = rack0["details"]
+    assert details["median_gbps"] < 0.97 * 821.41  # the median alone would have passed every pair
+    assert details["reference"]["kind"] == "product" and details["reference"]["gbps"] == 821.41
+    assert sorted(gpu["gpu"] for gpu in details["low_gpus"]) == list(range(22))
+    assert "held against the product reference 821.41 GB/s" in rack0["summary"]
+    assert sorted(rack0["failed_nodes"]) == sorted({details["rank_nodes"][gpu // 4] for gpu in range(22)})
+    assert run.record("nvbandwidth", "rack1")["passed"] is True
+
+
 def test_unusable_trays_are_skipped_with_their_reason_and_a_missing_gpu_fails_the_cliques(cluster_stage, tmp_path):
     with (
         faults(

@@ -130,12 +130,24 @@ def test_degraded_link_and_gpu_together_the_link_cell_wins():
     assert matrix.reported_sum == printed_sum(matrix)
 
 
-def test_two_degraded_gpus_multiply_in_the_cell_between_them():
+def test_two_degraded_gpus_take_the_slower_end_in_the_cell_between_them():
     plain = parsed_matrix(nvl72_text())[1]
     matrix = parsed_matrix(nvl72_text(gpu_factors={3: 0.5, 40: 0.8}))[1]
-    assert matrix.rows[3][40] == round(plain.rows[3][40] * 0.4, 2)
-    assert matrix.rows[40][3] == round(plain.rows[40][3] * 0.4, 2)
+    assert matrix.rows[3][40] == round(plain.rows[3][40] * 0.5, 2)
+    assert matrix.rows[40][3] == round(plain.rows[40][3] * 0.5, 2)
     assert matrix.rows[3][4] == round(plain.rows[3][4] * 0.5, 2)
+    assert matrix.rows[40][41] == round(plain.rows[40][41] * 0.8, 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "gpus"),
+    [("6", [6]), ("1,4,6", [1, 4, 6]), ("0-3,10", [0, 1, 2, 3, 10]), ("all", list(range(16))), ("2,2-3", [2, 3])],
+)
+def test_degraded_gpu_names_one_gpu_a_list_a_range_or_all(value, gpus):
+    assert faultspec.gpu_list(value, 16) == gpus
+    assert faultspec.validate("degraded-gpu", {"gpu": value}, 1, 4)["gpu"] == value
+    cells, factors, notes = faultspec.matrix_faults({"degraded-gpu": {"gpu": value, "factor": "0.944"}}, 0, 16)
+    assert (cells, sorted(factors), set(factors.values()) or {0.944}, notes) == ({}, gpus, {0.944}, [])
 
 
 def test_a_factor_of_one_leaves_the_real_run_byte_for_byte():
