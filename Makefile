@@ -82,7 +82,7 @@ molecule: venv layout  ## every Molecule scenario: converge, idempotence (change
 	cat .tmp/molecule/summary; exit $$failed
 
 integration: venv layout  ## end-to-end tests against the simulated rack (sim/rack up once per run)
-	pytest tests/integration
+	pytest tests/integration --durations=40
 
 # Each benchmark at its smallest size, on simulated racks of its own (ports apart from the tests'):
 # proves they still run; the figures of docs/PERFORMANCE.md come from `bench/run` at full size.
