@@ -872,8 +872,9 @@ def smi_observe(content: Any, _options: Dict[str, Any]) -> Observation:
         label,
         len(problems),
     )
-    passed = bool(report.gpus) and not problems and label is not None
-    return Observation(passed, numbers, "; ".join(problems) or "no clique label")
+    # The verdict of nvidia_gpu_info's require_fabric alone: it must not lean on the clique label to fail.
+    passed = not problems
+    return Observation(passed, numbers, "; ".join(problems) or "ready")
 
 
 def nvlink_observe(content: Any, _options: Dict[str, Any]) -> Observation:
@@ -918,6 +919,14 @@ def nvidia_smi_target() -> Target:
                     xml_replace(r"<cliqueId>(\d+)</cliqueId>", r"<cliqueId>\g<1>1</cliqueId>"),
                 ),
                 ("clique id not a number", xml_replace(r"<cliqueId>\d+</cliqueId>", "<cliqueId>\u00b2</cliqueId>")),
+                (
+                    "no clique id on any GPU (N/A)",
+                    xml_replace(r"<cliqueId>\d+</cliqueId>", "<cliqueId>N/A</cliqueId>", "all"),
+                ),
+                (
+                    "no clique id on any GPU (empty)",
+                    xml_replace(r"<cliqueId>\d+</cliqueId>", "<cliqueId></cliqueId>", "all"),
+                ),
                 ("GPU dropped", xml_drop_gpu),
                 ("fabric element dropped", xml_replace(r"<fabric>.*?</fabric>", "", "one")),
             ],

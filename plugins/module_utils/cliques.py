@@ -277,10 +277,17 @@ def rack_clique_conflicts(
         return {}, ""
     conflicts: Dict[str, str] = {}
     for peer, (peer_rack, peer_clique) in peers.items():
-        if peer != host and peer_rack == rack and peer_clique != clique:
+        # Hosts in no clique do not share one: two of them are no NVLink domain, whatever their rack.
+        if peer != host and peer_rack == rack and (peer_clique != clique or not clique):
             conflicts[peer] = peer_clique
     if not conflicts:
         return {}, ""
+    if not clique and not any(conflicts.values()):
+        return conflicts, (
+            f"Hosts of rack {rack} are in no NVLink clique: {host}, {', '.join(conflicts)} have GPUs without a "
+            "clique ID, so they share no NVLink domain: check the trays' fabric (nvidia-smi -q, Fabric section) and "
+            f"the NVLink partition on the switch trays, or fix {rack_var}."
+        )
     listed = ", ".join(f"{peer} in {_clique_shown(value)}" for peer, value in conflicts.items())
     message = (
         f"Hosts of rack {rack} are in different NVLink cliques: {host} is in '{_shown(clique)}' and {listed}. "

@@ -323,12 +323,17 @@ def fabric_verdict(gpus: Sequence[Gpu]) -> FabricVerdict:
     """Judge every GPU's fabric registration and health, and the host's clique.
 
     A GPU is ready when its fabric is attached (state Completed, status Success, a non-zero cluster
-    UUID) and its health summary is not ``Unhealthy``; all ready GPUs must share one cluster UUID
-    and clique id. ``Not Started``/``In Progress`` is pending, not a failure: NVML's status is only
-    meaningful once the state is Completed, so a status other than Success fails only then.
+    UUID), it has a clique id and its health summary is not ``Unhealthy``; all ready GPUs must share
+    one cluster UUID and clique id, and a host without GPUs is no tray of a fabric. ``Not Started``/
+    ``In Progress`` is pending, not a failure: NVML's status is only meaningful once the state is
+    Completed, so a status other than Success fails only then.
     """
     verdict = FabricVerdict()
     expected = f"(expected {FABRIC_STATE_COMPLETED}/{FABRIC_STATUS_SUCCESS})"
+    if not gpus:
+        verdict.problems.append(
+            "nvidia-smi reported no GPU: there is no fabric to check (is the driver bound to the GPUs? see dmesg)"
+        )
     for gpu in gpus:
         fabric = gpu.fabric
         if fabric.pending:
@@ -347,6 +352,13 @@ def fabric_verdict(gpus: Sequence[Gpu]) -> FabricVerdict:
             verdict.problems.append(
                 f"{_gpu_name(gpu)}: fabric {fabric.state}/{fabric.status} but cluster UUID"
                 f" {fabric.cluster_uuid or 'N/A'}: the GPU is not in a multi-node NVLink domain"
+            )
+        elif fabric.clique_id is None:
+            # GPU Feature Discovery gives no nvidia.com/gpu.clique label without one: no ComputeDomain can use it.
+            verdict.problems.append(
+                f"{_gpu_name(gpu)}: fabric {fabric.state}/{fabric.status}, cluster UUID {fabric.cluster_uuid}, but no"
+                " clique ID (N/A or empty): the GPU is in no NVLink partition (check the partition that holds this"
+                " tray on the NVLink switch trays, NMX)"
             )
         elif fabric.health_summary == HEALTH_UNHEALTHY:
             verdict.problems.append(

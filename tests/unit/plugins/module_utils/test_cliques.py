@@ -267,3 +267,14 @@ def test_hosts_of_another_rack_are_ignored():
     conflicts, message = rack_clique_conflicts(RACK_B[5], "r02", REAL_CLIQUE, peers)
     assert conflicts == {tray: OTHER_CLIQUE for tray in RACK_B if tray != RACK_B[5]}
     assert "r01" not in message and "Hosts of rack r02 " in message
+
+
+def test_trays_of_a_rack_all_without_a_clique_conflict():
+    peers = {RACK_A[0]: ("r01", ""), RACK_A[1]: ("r01", ""), RACK_B[0]: ("r02", "")}
+    conflicts, message = rack_clique_conflicts(RACK_A[0], "r01", "", peers)
+    assert conflicts == {RACK_A[1]: ""}
+    assert message == (
+        f"Hosts of rack r01 are in no NVLink clique: {RACK_A[0]}, {RACK_A[1]} have GPUs without a clique ID, so "
+        "they share no NVLink domain: check the trays' fabric (nvidia-smi -q, Fabric section) and the NVLink "
+        "partition on the switch trays, or fix gpu_fabric_rack."
+    )

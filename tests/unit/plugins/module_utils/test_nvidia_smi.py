@@ -350,6 +350,29 @@ def test_fabric_verdict_names_the_gpu_out_of_the_fabric():
     ]
 
 
+@pytest.mark.parametrize("clique", ["N/A", "", "\u00b2"])
+def test_fabric_verdict_gpus_without_a_clique_id_fail(clique):
+    text = smi("synth-gb200-nvidia-smi-q.xml").replace("<cliqueId>32766</cliqueId>", f"<cliqueId>{clique}</cliqueId>")
+    gpus = parse_query_xml(text).gpus
+    assert clique_label(gpus) is None
+    verdict = fabric_verdict(gpus)
+    assert verdict.ready is False
+    assert len(verdict.problems) == 4
+    assert verdict.problems[0] == (
+        "GPU 0 (00000008:01:00.0): fabric Completed/Success, cluster UUID 69a19a31-f41c-45a5-8245-579b6bce5bdd,"
+        " but no clique ID (N/A or empty): the GPU is in no NVLink partition (check the partition that holds this"
+        " tray on the NVLink switch trays, NMX)"
+    )
+
+
+def test_fabric_verdict_without_gpus_is_a_problem():
+    verdict = fabric_verdict([])
+    assert verdict.ready is False
+    assert verdict.problems == [
+        "nvidia-smi reported no GPU: there is no fabric to check (is the driver bound to the GPUs? see dmesg)"
+    ]
+
+
 def gb200_facts(tmp_path, nvlink: str = "synth-gb200-nvidia-smi-nvlink-s.txt", version_file: str | None = None):
     root = proc_tree(tmp_path)
     if version_file is not None:

@@ -381,6 +381,18 @@ def test_fabric_not_completed_on_one_gpu_is_a_problem(gpu, element, value):
     assert problems and problems[0].startswith(f"GPU {gpu} (")
 
 
+@FEW
+@given(st.sets(st.integers(0, 3), min_size=1), st.sampled_from(["N/A", "", " ", "none", "0x7ffe", "-1"]))
+def test_gpus_without_a_clique_id_fail_the_fabric_requirement(gpus, value):
+    spots = list(re.finditer(r"<cliqueId>\d+</cliqueId>", SMI_GB200))
+    text = SMI_GB200
+    for number in sorted(gpus, reverse=True):
+        spot = spots[number]
+        text = text[: spot.start()] + f"<cliqueId>{value}</cliqueId>" + text[spot.end() :]
+    problems = nvidia_smi.fabric_problems(nvidia_smi.parse_query_xml(text).gpus)
+    assert sorted(int(p.split()[1]) for p in problems if "no clique ID" in p) == sorted(gpus)
+
+
 @PROPERTY
 @given(st.text(alphabet=string.printable + "\ufffd", max_size=800), st.integers(0, 10**6))
 def test_any_text_in_the_xml_is_a_report_or_a_value_error(junk, where):
