@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import dra, mirror, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     NotFoundError,
@@ -64,6 +65,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_obje
     owned_by_pods,
     pull_secret_copy,
 )
+
+# Seconds a rack's check may take when neither the site nor the check's run-time model says otherwise.
+DEFAULT_TIMEOUT = 900.0
 
 ERROR_LINE = re.compile(
     r"_ERROR_|Error:|NCCL WARN|Test NCCL failure|MPI_ABORT was invoked|lost communication with a remote daemon"
@@ -284,7 +288,8 @@ class Settings:
     """What every check of a run shares."""
 
     namespace_prefix: str = "gpu-fabric-verify"
-    timeout: float = 900.0
+    # seconds per rack; 0: the check's own (Check.timeout: nvbandwidth's from its run-time model)
+    timeout: float = DEFAULT_TIMEOUT
     poll: float = 3.0
     driver_namespace: str = "nvidia-dra-driver-gpu"
     run_id: str = ""
@@ -356,6 +361,7 @@ class RackRun:
         self.selector = own_selector(check.name, plan.name)
         self.namespace_checked = False  # a given namespace: it exists and every right is held
         self.deadline = 0.0
+        self.timeout = check.timeout(plan, settings.timeout)  # seconds from namespace to verdict
         self.created_domain = False
         self.uid_range: Optional[openshift.UidRange] = None  # the namespace's SCC user range (OpenShift)
         self.timings: Dict[str, float] = {}  # step -> seconds, in the record: where a rack's time went
@@ -371,7 +377,7 @@ class RackRun:
 
     def run(self) -> Dict[str, Any]:
         started = now_rfc3339()
-        self.deadline = self.clock() + self.settings.timeout
+        self.deadline = self.clock() + self.timeout
         outcome, failed_nodes, problems = OUTCOME_FAILED, [], {}
         details: Dict[str, Any] = {"namespace": self.namespace, "namespace_given": self.given}
         try:
@@ -641,7 +647,7 @@ class RackRun:
         else:
             steps.append((f"delete namespace {self.namespace}", self.delete_namespace))
         for what, step in steps:
-            self.deadline = max(self.deadline, self.clock() + self.settings.timeout / 3)
+            self.deadline = max(self.deadline, self.clock() + (self.settings.timeout or DEFAULT_TIMEOUT) / 3)
             try:
                 self.timed(f"clean up: {what}", step)
             except (ApiUnavailable, CheckFailed, cd.ComputeDomainError) as exc:
@@ -769,6 +775,18 @@ class Check:
     def plan_view(self, run: RackRun) -> Dict[str, Any]:
         """What the check would create on the rack (check mode)."""
         return {"namespace": run.namespace, "compute_domain": run.compute_domain, "nodes": list(run.plan.nodes)}
+
+    def run_estimate(self, plan: RackPlan) -> Optional[runtime.Estimate]:
+        """The modelled run time of the check on the rack of ``plan`` (None: the check has no model)."""
+        return None
+
+    def timeout(self, plan: RackPlan, configured: float) -> float:
+        """Seconds the check may take on the rack: ``configured`` when > 0 (the site's), else the start
+        allowance plus the modelled run x the safety factor (``nvbandwidth_runtime.wait_seconds``), else 900."""
+        if configured > 0:
+            return configured
+        estimate = self.run_estimate(plan)
+        return float(runtime.wait_seconds(estimate)) if estimate else DEFAULT_TIMEOUT
 
 
 # -- IMEX channel injection ---------------------------------------------------------------------------
@@ -1130,6 +1148,21 @@ class NvbandwidthCheck(MpiJobCheck):
 
     def launcher_args(self, run: RackRun) -> List[str]:
         return ["--report-bindings", "-q", "nvbandwidth", "-t", self.testcase, *self.extra_args]
+
+    def run_estimate(self, plan: RackPlan) -> Optional[runtime.Estimate]:
+        gpus = plan.gpus_per_tray * len(plan.nodes)
+        return runtime.estimate_for(self.testcase, gpus, self.extra_args, plan.gpu_product) if gpus else None
+
+    def plan_view(self, run: RackRun) -> Dict[str, Any]:
+        view = super().plan_view(run)
+        estimate = self.run_estimate(run.plan)
+        if estimate is not None:
+            view.update(
+                expected_run=estimate.to_dict(),
+                timeout_s=run.timeout,
+                expected=runtime.plan_text(estimate, int(run.timeout)),
+            )
+        return view
 
 
 class NcclCheck(MpiJobCheck):

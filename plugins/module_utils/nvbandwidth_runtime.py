@@ -239,7 +239,9 @@ def run_options(args: Sequence[str]) -> Dict[str, float]:
         try:
             values[key] = float(text) if text is not None else default
         except ValueError:
-            raise ValueError(f"nvbandwidth argument {names[-1]} is {text!r}; expected a number") from None
+            raise ValueError(
+                f"nvbandwidth argument {names[-1]} is {text!r}; expected a number (fix verify_nvbandwidth_extra_args)"
+            ) from None
     return values
 
 

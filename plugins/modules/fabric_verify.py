@@ -115,7 +115,10 @@ options:
   timeout:
     description:
       - Seconds a rack's check may take from namespace to verdict.
-      - Each cleanup step has a third of it again.
+      - V(0) - the check's own wait; for V(nvbandwidth), a start allowance (900 s) plus the modelled run time
+        of the rack (its GPUs, the testcase, buffer and samples; C(plugins/module_utils/nvbandwidth_runtime.py),
+        C(docs/verification.md) "Modelled rack times") times a safety factor (2); for the other checks 900.
+      - Each cleanup step has a third of it again (of 900 when V(0)).
     type: int
     default: 900
   openshift:
@@ -411,7 +414,13 @@ files:
 import json
 import os
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, history, mirror, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import (
+    fleet,
+    history,
+    mirror,
+    nvbandwidth_runtime,
+    openshift,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
     peak_table_problems,
     reference_table_problems,
@@ -578,6 +587,16 @@ def mirrored(params: dict) -> dict:
     return moved
 
 
+def check_mode_summary(check: str, racks: list) -> str:
+    """The plan in one line: the racks, and per rack the expected run time where the check models one."""
+    expected = [
+        f"rack {r['rack']}: {r['would_create']['expected']}" for r in racks if r["would_create"].get("expected")
+    ]
+    return f"check mode: {check} would run on {len(racks)} rack(s); nothing created" + "".join(
+        f"; {line}" for line in expected
+    )
+
+
 def make_check(params: dict) -> fleet.Check:
     params = mirrored(params)
     name = params["check"]
@@ -590,6 +609,7 @@ def make_check(params: dict) -> fleet.Check:
         )
         if problems:
             raise ValueError("nvbandwidth: " + "; ".join(problems))
+        nvbandwidth_runtime.run_options(nvb["extra_args"])  # a buffer or sample count that is no number: refused
         return fleet.NvbandwidthCheck(
             nvb["image"],
             params["mpi"],
@@ -823,7 +843,7 @@ def main() -> None:
             racks=racks,
             failed_racks=[],
             files=[],
-            summary=f"check mode: {params['check']} would run on {len(racks)} rack(s); nothing created",
+            summary=check_mode_summary(params["check"], racks),
         )
     elif check is None:
         records = cliques_records(nodes, plan.racks, scope, params)

@@ -1,0 +1,89 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The check's wait per rack: the site's timeout, or the nvbandwidth run-time model's; and the plan's line."""
+
+from __future__ import annotations
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
+from mpi_settings import MPI
+
+READ_CE = "multinode_device_to_device_memcpy_read_ce"
+
+
+def nvl72(trays: int = 18, product: str = "NVIDIA-GB200") -> fleet.RackPlan:
+    nodes = [f"t{i}" for i in range(trays)]
+    return fleet.RackPlan("rack0", ["c.1"], nodes, nodes, [], 4, product)
+
+
+def nvbandwidth(testcase: str = READ_CE, extra_args=()) -> fleet.NvbandwidthCheck:
+    return fleet.NvbandwidthCheck("img", MPI, testcase, list(extra_args), lambda *a: {})
+
+
+def test_the_default_wait_of_a_full_nvl72_follows_from_the_model():
+    # 900 s allowance + 2 x 977.6 s modelled (5,112 pairs x 0.1893 s + 10 s start-up), rounded up
+    assert nvbandwidth().timeout(nvl72(), 0) == 2856.0
+
+
+def test_the_wait_grows_with_the_rack_and_the_buffer():
+    two_trays = nvbandwidth().timeout(nvl72(2), 0)  # 8 GPUs: 56 pairs
+    assert two_trays == pytest.approx(900 + 2 * (10 + 56 * 0.1893), abs=1)
+    bigger = nvbandwidth(extra_args=["--bufferSize", "4096"]).timeout(nvl72(), 0)
+    assert bigger > nvbandwidth().timeout(nvl72(), 0) + 2000
+
+
+def test_the_bisect_mode_waits_little_more_than_the_allowance():
+    assert nvbandwidth("multinode_bisect_write_ce").timeout(nvl72(), 0) == 939.0
+
+
+def test_the_sites_timeout_wins():
+    assert nvbandwidth().timeout(nvl72(), 1200) == 1200
+
+
+def test_a_check_without_a_model_keeps_900():
+    assert fleet.ImexChannelCheck("img").timeout(nvl72(), 0) == fleet.DEFAULT_TIMEOUT == 900.0
+
+
+def test_the_rack_run_takes_its_deadline_from_the_check():
+    run = fleet.RackRun(nvbandwidth(), object(), nvl72(), fleet.Settings(timeout=0), clock=lambda: 100.0)
+    assert run.timeout == 2856.0
+    run = fleet.RackRun(nvbandwidth(), object(), nvl72(), fleet.Settings(timeout=90), clock=lambda: 100.0)
+    assert run.timeout == 90
+
+
+def test_the_plan_view_and_the_check_mode_summary_print_the_expected_time():
+    check = nvbandwidth()
+    run = fleet.RackRun(check, object(), nvl72(), fleet.Settings(timeout=0))
+    view = check.plan_view(run)
+    assert view["ranks"] == 72 and view["timeout_s"] == 2856.0
+    assert view["expected_run"]["pairs"] == 5112
+    assert view["expected_run"]["seconds"] == 977.6
+    racks = [{"rack": "rack0", "would_create": view}, {"rack": "rack1", "would_create": {"namespace": "n"}}]
+    assert fabric_verify.check_mode_summary("nvbandwidth", racks) == (
+        "check mode: nvbandwidth would run on 2 rack(s); nothing created; rack rack0: "
+        "multinode_device_to_device_memcpy_read_ce on 72 GPUs: 5112 pairs in 5112 step(s) of 0.189 s, "
+        "expected 16 min 18 s; waits up to 47 min 36 s"
+    )
+
+
+def test_an_unreadable_buffer_size_makes_the_check_unusable():
+    params = {
+        "check": "nvbandwidth",
+        "registry": "",
+        "image_overrides": {},
+        "mpi": MPI,
+        "history_dir": "",
+        "run_id": "",
+        "nvbandwidth": {
+            "image": "img",
+            "testcase": READ_CE,
+            "extra_args": ["-b", "lots"],
+            "peak_gbps_by_product": [],
+            "product_references": [],
+        },
+    }
+    with pytest.raises(
+        ValueError, match=r"--bufferSize is 'lots'; expected a number \(fix verify_nvbandwidth_extra_args\)"
+    ):
+        fabric_verify.make_check(params)
