@@ -447,6 +447,20 @@ def nvbw_blank_in_matrix(rng: random.Random, seed: Seed) -> str:
     return "\n".join(lines)
 
 
+def nvbw_blank_after_header(rng: random.Random, seed: Seed) -> str:
+    lines = _lines(seed.content)
+    matrix = rng.choice(_judged_matrices(lines))
+    at = matrix.rows[0]
+    return "\n".join(lines[:at] + [""] * rng.choice((1, 2, 40000)) + lines[at:])
+
+
+def nvbw_many_blanks_in_matrix(rng: random.Random, seed: Seed) -> str:
+    lines = _lines(seed.content)
+    matrix = rng.choice([m for m in _judged_matrices(lines) if len(m.rows) > 1])
+    at = rng.choice(matrix.rows[1:])
+    return "\n".join(lines[:at] + [""] * 40000 + lines[at:])
+
+
 def nvbw_launcher_between_rows(rng: random.Random, seed: Seed) -> str:
     lines = _lines(seed.content)
     matrix = rng.choice(_judged_matrices(lines))
@@ -608,6 +622,8 @@ def nvbandwidth_target() -> Target:
         ("launcher lines", launcher_lines),
         ("launcher line between rows", nvbw_launcher_between_rows),
         ("blank line in a matrix", nvbw_blank_in_matrix),
+        ("blank lines between the header and the first row", nvbw_blank_after_header),
+        ("40,000 blank lines in a matrix", nvbw_many_blanks_in_matrix),
         ("trailing spaces", trailing_spaces),
         ("non-UTF-8 in a banner line", non_utf8_in(r"^(?:NOTE:|Performance) ([^\n]*)$")),
         ("a failed run before the retry", retried_run(nvbw_lower_cell(0.5, True), last=False)),

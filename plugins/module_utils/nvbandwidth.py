@@ -450,8 +450,13 @@ def _read_text_matrix(
     while index < len(lines):
         line = lines[index]
         if not line.strip():
-            if matrix.rows and _continues_matrix(lines, index, matrix, columns):
-                index += 1
+            # Blank lines between the header and a row, or between rows, are skipped at once: the scan stays
+            # linear in the blank lines, however many there are.
+            following = index
+            while following < len(lines) and not lines[following].strip():
+                following += 1
+            if _continues_matrix(lines, following, matrix, columns):
+                index = following
                 continue
             break
         if _ends_matrix(line):

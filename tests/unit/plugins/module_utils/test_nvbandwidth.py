@@ -873,3 +873,25 @@ def test_two_text_runs_judge_the_last_one_as_json_does():
     assert any("2 nvbandwidth runs" in w for w in verdict.warnings)
     cut_retry = healthy + healthy[: healthy.index("SUM ")]
     assert not check_nvbandwidth(cut_retry, testcase=D2D).passed
+
+
+def test_blank_lines_between_the_header_and_the_first_row_are_cosmetic():
+    healthy = fixture("h200x2-device_to_device_memcpy_read_ce.txt")
+    header = "           0         1\n"
+    assert header in healthy
+    for blanks in (1, 3):
+        verdict = check_nvbandwidth(healthy.replace(header, header + "\n" * blanks, 1), testcase=D2D)
+        assert verdict.passed, verdict.summary
+        assert verdict.to_result()["matrix"] == [[None, 393.76], [393.58, None]]
+
+
+def test_many_blank_lines_inside_a_matrix_read_in_linear_time():
+    import time
+
+    healthy = fixture("h200x2-device_to_device_memcpy_read_ce.txt")
+    row = " 0       N/A    393.76\n"
+    assert row in healthy
+    started = time.monotonic()
+    verdict = check_nvbandwidth(healthy.replace(row, row + "\n" * 40000, 1), testcase=D2D)
+    assert verdict.passed, verdict.summary
+    assert time.monotonic() - started < 2.0  # 65 s when each blank line looked ahead over all the others

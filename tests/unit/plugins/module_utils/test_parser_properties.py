@@ -118,13 +118,31 @@ def cosmetic(content: str, how: str, where: int) -> str:
     if how == "ansi":
         return "\n".join(f"\x1b[0;32m{line}\x1b[0m" if n % 2 else line for n, line in enumerate(lines))
     rows = row_lines(lines)
+    if how == "blank lines after the header":
+        firsts = [n for n in rows if n - 1 not in rows]
+        at = firsts[where % len(firsts)]
+        return "\n".join(lines[:at] + [""] * (1 + where % 3) + lines[at:])
     inner = [n for n in rows[1:] if n - 1 in rows]
+    if how == "many blank lines in a matrix":
+        at = inner[where % len(inner)]
+        return "\n".join(lines[:at] + [""] * 5000 + lines[at:])
     at = inner[where % len(inner)]
     lines.insert(at, "" if how == "blank line in a matrix" else LAUNCHER)
     return "\n".join(lines)
 
 
-COSMETIC = st.sampled_from(["crlf", "timestamps", "prefix", "ansi", "blank line in a matrix", "launcher line"])
+COSMETIC = st.sampled_from(
+    [
+        "crlf",
+        "timestamps",
+        "prefix",
+        "ansi",
+        "blank line in a matrix",
+        "blank lines after the header",
+        "many blank lines in a matrix",
+        "launcher line",
+    ]
+)
 
 
 @PROPERTY
