@@ -45,6 +45,9 @@ FAULTS = {
     "compute-domain-not-ready": "the ComputeDomain controller never marks nodes Ready",
     "missing-deviceclass": "the compute-domain-default-channel.nvidia.com DeviceClass is removed",
     "channel-missing": "the IMEX channel pod's listing lacks channel0",
+    "rack-run-time": "an nvbandwidth launcher runs for the modelled time of a real rack "
+    "(plugins/module_utils/nvbandwidth_runtime.py: its ranks, testcase, -b, -i) x scale before it exits "
+    "(scale=<[0,10], default 1>; off: 2.5 s)",
 }
 # Faults that are actions, not lasting states: they are carried out and not recorded.
 ACTION_FAULTS = ("apiserver-restart",)

@@ -17,6 +17,8 @@ from simrack.nodes import GPUS_PER_TRAY, tray_name
 # One NVLink of the 18 a GB200 GPU has to the NVLink switch trays lost: 17/18 of the bandwidth.
 DEFAULT_GPU_FACTOR = 0.944
 DEFAULT_LINK_GBPS = 400.0
+# rack-run-time: the launcher runs for the modelled time of a real rack x scale (1 = as long as a real one).
+DEFAULT_RUN_TIME_SCALE = 1.0
 
 # Accepted parameters per fault (the ones with a default are optional).
 PARAMS: dict[str, tuple[str, ...]] = {
@@ -31,6 +33,7 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "compute-domain-not-ready": (),
     "missing-deviceclass": (),
     "channel-missing": (),
+    "rack-run-time": ("scale",),
 }
 # Faults whose one parameter names a tray and has no default.
 NODE_FAULTS = ("missing-gpu", "busy-node")
@@ -147,7 +150,23 @@ def validate(name: str, params: dict[str, str], racks: int, trays_per_rack: int)
         _rack(name, params, racks)
     elif name == "launcher-fails" and "code" in params:
         _int(name, "code", params["code"])
+    elif name == "rack-run-time":
+        scale = _float(name, "scale", params.get("scale", DEFAULT_RUN_TIME_SCALE))
+        if not 0 <= scale <= 10:
+            raise ValueError(f"{name}: scale={params['scale']} must be in [0, 10] (1 = a real rack's time)")
+        out.setdefault("scale", str(DEFAULT_RUN_TIME_SCALE))
     return out
+
+
+def run_time_scale(faults: dict[str, dict[str, Any]]) -> float:
+    """The factor on the modelled run time of an nvbandwidth launcher (0 when ``rack-run-time`` is off)."""
+    params = faults.get("rack-run-time")
+    if params is None:
+        return 0.0
+    try:
+        return max(0.0, float(params.get("scale", DEFAULT_RUN_TIME_SCALE)))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def fault_rack(params: dict[str, Any]) -> int:

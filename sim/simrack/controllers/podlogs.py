@@ -23,6 +23,11 @@ whose workers span racks, or that names no tray, gets no matrix fault.
 
 A log is written once, when the pod is first seen; faults switched later do not rewrite it.
 
+With ``rack-run-time scale=S`` on, an nvbandwidth launcher runs as long as the run-time model of the
+collection (``plugins/module_utils/nvbandwidth_runtime.py``: its ranks, testcase, ``-b``, ``-i``) says a
+real rack takes, times S, before it is let finish (tests set a small S, e.g. 0.01: a 16-GPU rack's 50 s
+become 0.5 s); off (the default), it finishes 2.5 s after its log is served, as before.
+
 A real container's output is in its log before the container exits, so a reader that sees a
 finished pod can read what it printed. The kwok stages that finish a Job's pod (the launcher) wait
 for the annotation ``gpu-fabric.sim/log-written``, set here once the pod's ``Logs`` object exists
@@ -32,11 +37,17 @@ its log is served, however loaded the machine is.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
 import shutil
+import sys
+import threading
+import time
+from types import ModuleType
 from typing import Any, Optional
 
-from simrack import faultspec, logs
+from simrack import REPO_ROOT, faultspec, logs
 from simrack.controllers.base import Controller, labels_of
 from simrack.controllers.kube import COMPUTEDOMAINS, KWOK_LOGS, MPIJOBS, NODES, PODS, owner_reference
 from simrack.controllers.mpioperator import (
@@ -53,6 +64,37 @@ log = logging.getLogger("simrack")
 
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 POD_UID = "gpu-fabric.sim/pod-uid"
+RUNTIME_MODEL = REPO_ROOT / "plugins" / "module_utils" / "nvbandwidth_runtime.py"
+SIM_GPU_PRODUCT = "NVIDIA-GB200"  # what the sim's trays are labelled
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_model() -> ModuleType:
+    """The collection's nvbandwidth run-time model (standard library only), loaded from its file."""
+    spec = importlib.util.spec_from_file_location("gpu_fabric_nvbandwidth_runtime", RUNTIME_MODEL)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {RUNTIME_MODEL}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def launcher_run_seconds(pod: dict[str, Any], mpijob: dict[str, Any], scale: float) -> float:
+    """Seconds the launcher ``pod`` of ``mpijob`` runs before it may finish: the modelled run time of a real
+    rack x ``scale``; 0 when scale is 0, for nccl-tests, and for a launcher that fails."""
+    argv = command_line(pod)
+    exit_code = ((pod["metadata"].get("annotations") or {}).get(EXIT_CODE_ANNOTATION) or "0").strip()
+    if scale <= 0 or exit_code not in ("", "0") or not any(a.endswith("nvbandwidth") for a in argv):
+        return 0.0
+    spec = defaults(mpijob.get("spec") or {})
+    ranks = int(spec["mpiReplicaSpecs"].get("Worker", {}).get("replicas", 0)) * int(spec["slotsPerWorker"])
+    if ranks < 1:
+        return 0.0
+    tool = next(i for i, a in enumerate(argv) if a.endswith("nvbandwidth"))
+    model = runtime_model()
+    estimate = model.estimate_for(testcase_of(argv), ranks, argv[tool + 1 :], SIM_GPU_PRODUCT)
+    return float(estimate.seconds) * scale
 
 
 def owned_by_job(pod: dict[str, Any]) -> bool:
@@ -155,12 +197,19 @@ class PodLogsController(Controller):
         self.root = self.state / "podlogs"
         self.done: set[str] = set()  # pod UIDs whose Logs object exists
         self.lost: set[str] = set()  # launcher pod UIDs whose log says a worker was lost
+        self.running: dict[str, float] = {}  # launcher pod UID -> when (monotonic) its modelled run ends
 
     def reconcile(self) -> None:
         pods = self.kube.list(PODS)
         live = {p["metadata"]["uid"] for p in pods}
         self.done &= live
         self.lost &= live
+        self.running = {uid: end for uid, end in self.running.items() if uid in live}
+        for pod in pods:  # launchers whose modelled run is over may finish now
+            end = self.running.get(pod["metadata"]["uid"])
+            if end is not None and time.monotonic() >= end:
+                self.mark_written(pod)
+                del self.running[pod["metadata"]["uid"]]
         pending = [
             p
             for p in pods
@@ -173,6 +222,7 @@ class PodLogsController(Controller):
             meta = pod["metadata"]
             role = labels_of(pod).get(JOB_ROLE)
             text = None
+            mpijob: Optional[dict[str, Any]] = None
             if role == "launcher":
                 if mpijobs is None:
                     mpijobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in self.kube.list(MPIJOBS)}
@@ -210,6 +260,16 @@ class PodLogsController(Controller):
                         continue
             if text is not None:
                 self.publish(pod, text)
+            scale = faultspec.run_time_scale(self.faults)
+            hold = launcher_run_seconds(pod, mpijob, scale) if mpijob is not None else 0.0
+            if hold > 0 and not self.newly_lost_seen(pod):
+                self.running[meta["uid"]] = time.monotonic() + hold
+                timer = threading.Timer(hold, self._wake.set)
+                timer.daemon = True
+                timer.start()
+                log.info("launcher %s/%s runs %.1f s (the modelled run x scale)", meta["namespace"], meta["name"], hold)
+                self.done.add(meta["uid"])
+                continue
             self.mark_written(pod)
             self.done.add(meta["uid"])
         self.prune(pods)
@@ -221,6 +281,10 @@ class PodLogsController(Controller):
             self.lost.add(pod["metadata"]["uid"])
             return True
         return False
+
+    def newly_lost_seen(self, pod: dict[str, Any]) -> bool:
+        """A launcher whose worker was lost fails now, not after its modelled run."""
+        return pod["metadata"]["uid"] in self.lost
 
     def mark_written(self, pod: dict[str, Any]) -> None:
         """Let the kwok stages finish a Job's pod: its log (if any) is served from now on."""
