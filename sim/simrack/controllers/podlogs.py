@@ -25,8 +25,8 @@ A log is written once, when the pod is first seen; faults switched later do not 
 
 With ``rack-run-time scale=S`` on, an nvbandwidth launcher runs as long as the run-time model of the
 collection (``plugins/module_utils/nvbandwidth_runtime.py``: its ranks, testcase, ``-b``, ``-i``) says a
-real rack takes, times S, before it is let finish (tests set a small S, e.g. 0.01: a 16-GPU rack's 50 s
-become 0.5 s); off (the default), it finishes 2.5 s after its log is served, as before.
+real rack takes, times S, before it is let finish (tests set a small S, e.g. 0.01: a 16-GPU rack's 55 s
+become 0.55 s); off (the default), it finishes 2.5 s after its log is served, as before.
 
 A real container's output is in its log before the container exits, so a reader that sees a
 finished pod can read what it printed. The kwok stages that finish a Job's pod (the launcher) wait
