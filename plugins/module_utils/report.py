@@ -1122,6 +1122,32 @@ def render_html(report: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------------------- JUnit XML
 
+# Terminal escapes (colour, cursor) that log lines carry: dropped whole, so no "[0;31m" is left behind.
+_TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+# What XML 1.0 cannot carry, not even as a character reference (its Char production): C0 controls but tab,
+# line feed and carriage return; lone surrogates; U+FFFE and U+FFFF.
+_NOT_XML_CHAR = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(value: Any) -> str:
+    """``value`` as text XML 1.0 can hold: terminal escapes removed, any other character outside XML 1.0
+    written as ``\\xNN`` / ``\\uNNNN`` so the log line stays readable and the file stays parseable."""
+    text = _TERMINAL_ESCAPE.sub("", str(value))
+    return _NOT_XML_CHAR.sub(lambda match: ascii(match.group())[1:-1], text)
+
+
+def _xml_safe(root: ET.Element) -> ET.Element:
+    """Every text, tail and attribute of ``root``'s tree made XML 1.0 text: the one rule for all of them,
+    so a CI server that parses the file strictly never drops it for one control character of a log line."""
+    for element in root.iter():
+        if element.text is not None:
+            element.text = xml_text(element.text)
+        if element.tail is not None:
+            element.tail = xml_text(element.tail)
+        for key, value in list(element.attrib.items()):
+            element.attrib[key] = xml_text(value)
+    return root
+
 
 def _failure_text(record: dict[str, Any]) -> str:
     details = record.get("details") or {}
@@ -1181,7 +1207,7 @@ def render_junit(report: dict[str, Any]) -> str:
             ET.SubElement(case, "skipped", {"message": record["summary"]})
         out = ET.SubElement(case, "system-out")
         out.text = _system_out(record)
-    ET.indent(suites)
+    ET.indent(_xml_safe(suites))
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
 
