@@ -67,3 +67,65 @@ def test_the_setting_and_its_parameters():
         faultspec.validate("rack-run-time", {"scale": "-1"}, 1, 4)
     assert faultspec.run_time_scale({}) == 0.0
     assert faultspec.run_time_scale({"rack-run-time": {"scale": "0.01"}}) == 0.01
+
+
+class FakeKube:
+    """The calls the podlogs stand-in makes, on a dict of objects; merge patches recorded."""
+
+    def __init__(self, pods: list, mpijobs: list) -> None:
+        self.objects = {"pods": pods, "mpijobs": mpijobs}
+        self.patches: list = []
+
+    def list(self, res, *args, **kwargs):
+        return list(self.objects.get(res.plural, []))
+
+    def get(self, res, name, namespace=None):
+        return None
+
+    def create(self, res, obj, namespace=None):
+        return obj
+
+    def delete(self, *args, **kwargs):
+        return None
+
+    def merge_patch(self, res, name, patch, namespace=None):
+        self.patches.append((name, patch))
+
+
+def running_launcher() -> dict:
+    pod = launcher("-t", "multinode_device_to_device_memcpy_read_ce")
+    pod["metadata"].update(
+        namespace="ns",
+        uid="u1",
+        labels={podlogs.JOB_NAME: "nvbandwidth-rack0", podlogs.JOB_ROLE: "launcher"},
+        ownerReferences=[{"kind": "Job", "name": "nvbandwidth-rack0-launcher"}],
+    )
+    return pod
+
+
+def test_the_launcher_is_let_finish_only_after_its_scaled_run(tmp_path, monkeypatch):
+    job = mpijob(workers=2, slots=4)  # 8 GPUs: 20.6 s modelled
+    kube = FakeKube([running_launcher()], [job])
+    controller = podlogs.PodLogsController(kube, tmp_path)
+    controller.faults = {"rack-run-time": {"scale": "0.01"}}
+    now = [1000.0]
+    monkeypatch.setattr(podlogs.time, "monotonic", lambda: now[0])
+    controller.reconcile()
+    assert kube.patches == []  # its log is served, but it still runs
+    assert controller.running["u1"] == pytest.approx(1000.0 + 0.206, abs=1e-3)
+    now[0] += 0.1
+    controller.reconcile()
+    assert kube.patches == []
+    now[0] += 0.2
+    controller.reconcile()
+    assert kube.patches == [
+        ("nvbandwidth-rack0-launcher", {"metadata": {"annotations": {podlogs.LOG_WRITTEN: "true"}}})
+    ]
+    assert controller.running == {}
+
+
+def test_without_the_setting_the_launcher_is_let_finish_at_once(tmp_path):
+    kube = FakeKube([running_launcher()], [mpijob(workers=2, slots=4)])
+    controller = podlogs.PodLogsController(kube, tmp_path)
+    controller.reconcile()
+    assert [name for name, _ in kube.patches] == ["nvbandwidth-rack0-launcher"]
