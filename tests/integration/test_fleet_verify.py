@@ -106,6 +106,34 @@ def test_many_gpus_that_lost_a_link_at_once_fail_against_the_product_reference(c
     assert run.record("nvbandwidth", "rack1")["passed"] is True
 
 
+def test_two_runs_are_kept_and_a_pinned_run_is_the_next_runs_baseline(cluster_stage: SimRack, tmp_path):
+    report = tmp_path / "report"
+    first = run_verify(cluster_stage, report, "--tags", "nvbandwidth", extra_vars=FAST)
+    assert first.process.returncode == 0, first.output[-3000:]
+    index = json.loads((report / "runs" / "index.json").read_text())
+    (first_id,) = [run["run_id"] for run in index["runs"]]
+    assert first.record("nvbandwidth", "rack0")["details"]["driver_version"] == "580.95.05"
+
+    pinned = {**FAST, "gpu_fabric_verify_baseline_run": first_id}
+    with faults(cluster_stage, ("degraded-link", {"rack": 0, "src": 0, "dst": 5, "gbps": 775})):
+        second = run_verify(cluster_stage, report, "--tags", "nvbandwidth", extra_vars=pinned)
+
+    assert second.process.returncode != 0
+    index = json.loads((report / "runs" / "index.json").read_text())
+    pinned_by_run = {run["run_id"]: run["pinned"] for run in index["runs"]}
+    assert len(pinned_by_run) == 2 and pinned_by_run[first_id] is True
+    assert sorted(pinned_by_run.values()) == [False, True]
+    for run in index["runs"]:  # both runs' records are kept
+        assert (report / "runs" / run["run_id"] / "nvbandwidth" / "rack0.json").is_file()
+    rack0 = second.record("nvbandwidth", "rack0")
+    baseline = next(r for r in rack0["details"]["references"] if r["kind"] == "baseline")
+    assert baseline["source"] == f"pinned run {first_id}"
+    # each pair held against its own figure of the pinned run: the lost link fails, nothing else does
+    (pair,) = rack0["details"]["failing_pairs"]
+    assert (pair["src"], pair["dst"], pair["gbps"]) == (0, 5, 775.0)
+    assert second.record("nvbandwidth", "rack1")["passed"] is True
+
+
 def test_unusable_trays_are_skipped_with_their_reason_and_a_missing_gpu_fails_the_cliques(cluster_stage, tmp_path):
     with (
         faults(
