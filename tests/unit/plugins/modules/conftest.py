@@ -2,8 +2,35 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from ansible.module_utils import _internal
+
+# A kubeconfig whose API server is a local port nothing listens on: the playbook runs that must meet an
+# unreachable API (quickly, with no cluster) use it.
+CLOSED_PORT_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+  - name: closed-port
+    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+  - name: nobody
+    user: {token: not-used}
+contexts:
+  - name: closed-port
+    context: {cluster: closed-port, user: nobody}
+current-context: closed-port
+"""
+
+
+@pytest.fixture
+def closed_port_kubeconfig(tmp_path) -> Path:
+    """``tmp_path/kubeconfig``, pointing at https://127.0.0.1:1."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(CLOSED_PORT_KUBECONFIG)
+    return path
 
 
 @pytest.fixture(autouse=True)

@@ -184,27 +184,10 @@ def test_racks_listed_then_no_answer_is_an_error_record_per_rack(monkeypatch, tm
     assert json.loads((tmp_path / "imex_channel" / "clique-c0ffee-1.json").read_text())["verdict"] == "error"
 
 
-KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters:
-  - name: closed-port
-    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
-users:
-  - name: nobody
-    user: {token: not-used}
-contexts:
-  - name: closed-port
-    context: {cluster: closed-port, user: nobody}
-current-context: closed-port
-"""
-
-
-def test_verify_yml_against_a_closed_port_writes_the_report_with_the_error(tmp_path):
+def test_verify_yml_against_a_closed_port_writes_the_report_with_the_error(tmp_path, closed_port_kubeconfig):
     """The playbook as a user runs it, the kubeconfig pointing at a port nothing listens on: the report,
     its JUnit and the job's stats say ``error``, in one line without urllib3's text."""
     repo = Path(__file__).resolve().parents[4]
-    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
     (tmp_path / "hosts.yml").write_text(
         "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
         f"      ansible_python_interpreter: {sys.executable}\n"
@@ -223,7 +206,7 @@ def test_verify_yml_against_a_closed_port_writes_the_report_with_the_error(tmp_p
             "--tags",
             "cliques",
             "-e",
-            f"gpu_fabric_kubeconfig={tmp_path / 'kubeconfig'}",
+            f"gpu_fabric_kubeconfig={closed_port_kubeconfig}",
             "-e",
             "gpu_fabric_verify_api_patience=1",
             "-e",

@@ -16,20 +16,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[4]
-KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters:
-  - name: closed-port
-    cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
-users:
-  - name: nobody
-    user: {token: not-used}
-contexts:
-  - name: closed-port
-    context: {cluster: closed-port, user: nobody}
-current-context: closed-port
-"""
 
 
 def verify(tmp_path: Path, run_id: str, *extra: str) -> subprocess.Popen:
@@ -52,8 +38,7 @@ def finished(process: subprocess.Popen) -> str:
     return output
 
 
-def test_two_runs_at_once_both_kept_then_a_third_pins_the_first(tmp_path):
-    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+def test_two_runs_at_once_both_kept_then_a_third_pins_the_first(tmp_path, closed_port_kubeconfig):
     (tmp_path / "hosts.yml").write_text(
         "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
         f"      ansible_python_interpreter: {sys.executable}\n"
