@@ -1153,6 +1153,24 @@ class NvbandwidthCheck(MpiJobCheck):
         gpus = plan.gpus_per_tray * len(plan.nodes)
         return runtime.estimate_for(self.testcase, gpus, self.extra_args, plan.gpu_product) if gpus else None
 
+    def measure(self, run: RackRun) -> Result:
+        result = super().measure(run)
+        estimate = self.run_estimate(run.plan)
+        if estimate is not None:  # what the model expected, next to the record's timings: the model checked
+            result.details.setdefault("expected_run", estimate.to_dict())
+        return result
+
+    def describe(self, run: RackRun) -> str:
+        """The pods, and what the run-time model expected (in the message of a wait that ran out)."""
+        estimate = self.run_estimate(run.plan)
+        if estimate is None:
+            return super().describe(run)
+        return (
+            f"{super().describe(run)}; the run models to {runtime.duration_text(estimate.seconds)} "
+            f"({estimate.pairs} pairs) after the start, the wait was {runtime.duration_text(run.timeout)}: "
+            "if the rack is only slow, raise verify_nvbandwidth_timeout"
+        )
+
     def plan_view(self, run: RackRun) -> Dict[str, Any]:
         view = super().plan_view(run)
         estimate = self.run_estimate(run.plan)

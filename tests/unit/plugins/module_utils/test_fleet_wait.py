@@ -87,3 +87,16 @@ def test_an_unreadable_buffer_size_makes_the_check_unusable():
         ValueError, match=r"--bufferSize is 'lots'; expected a number \(fix verify_nvbandwidth_extra_args\)"
     ):
         fabric_verify.make_check(params)
+
+
+class NoPods:
+    def list(self, *args, **kwargs):
+        return []
+
+
+def test_a_wait_that_runs_out_says_what_the_model_expected():
+    run = fleet.RackRun(nvbandwidth(), NoPods(), nvl72(), fleet.Settings(timeout=600))
+    assert nvbandwidth().describe(run) == (
+        "no pod was created; the run models to 16 min 18 s (5112 pairs) after the start, the wait was "
+        "10 min 0 s: if the rack is only slow, raise verify_nvbandwidth_timeout"
+    )
