@@ -46,14 +46,16 @@ NVLINK_GBPS_BY_PRODUCT: Tuple[Tuple[str, float], ...] = (
 )
 # A product not in the table: the lowest NVLink figure above, so the wait errs long, never short.
 FALLBACK_NVLINK_GBPS = 394.0
-# Host <-> device over PCIe Gen5 x16 (H200 SXM): ASSUMED, the figure nvbandwidth typically prints there;
-# no capture of host_to_device_memcpy_ce's matrix is in the repository yet.
+# Host <-> device over PCIe Gen5 x16 (H200 SXM): MEASURED on one H200 (driver 580.159.04, nvbandwidth
+# v0.7): host_to_device_memcpy_ce 54.5-55.5 GB/s, device_to_host_memcpy_ce 54.8-55.4 GB/s, every buffer
+# size from 64 to 512 MiB (tests/fixtures/nvbandwidth/h200x1-timings).
 HOST_GBPS = 55.0
 
 # -- costs beyond the copies (seconds) --------------------------------------------------------------------
 # Process start-up of a single-node run (CUDA init of the GPUs, contexts, output): fitted so that the
 # whole process of device_to_device_memcpy_read_ce on a real 2x H200 (driver 580, nvbandwidth v0.8,
-# 512 MiB) models to 1.16 s, measured 1.0-1.2 s.
+# 512 MiB) models to 1.16 s, measured 1.0-1.2 s. On one H200 a process that starts CUDA and runs no
+# testcase measured 0.31-0.36 s (h200x1-timings): the rest of the fit is the second GPU and peer access.
 SINGLE_NODE_STARTUP_S = 0.8
 # Per step: streams and events, the result's statistics (from the same 2x H200 fit).
 STEP_SETUP_S = 0.02
@@ -62,6 +64,7 @@ STEP_SETUP_S = 0.02
 DEVICE_BUFFER_SETUP_S = 0.04
 # Per pinned host buffer: cuMemHostAlloc of 512 MiB and the pattern fill over PCIe: fitted so that the
 # whole process of host_to_device_memcpy_ce on the 2x H200 (2 steps) models to 2.5 s, measured 2.5 s.
+# On one H200, pinning 512 MiB alone measured 0.24-0.27 s (h200x1-timings, ce_timer).
 HOST_BUFFER_SETUP_S = 0.2
 # Multinode, per buffer: MPI_Bcast of the fabric handle, its import and mapping on every other rank
 # through IMEX, an MPI barrier at allocation and one at free, and its share of each sample's two
