@@ -7,7 +7,8 @@ kubespray, k3s and the NVIDIA container toolkit write it; the config.cfg of the 
 mutates it deterministically (seeded) into another valid file (comments, CRLF, unicode, tables out of
 order, a runtime appended at the end, options as an inline table or dotted keys, drop-in imports,
 trailing comments on IMEX values...) or into a bad one (a key or table defined twice, a syntax error,
-bytes that are not UTF-8, a read-only or unreadable file), and runs it through the modules' own
+bytes that are not UTF-8, a read-only or unreadable file, a FIFO in place of the file or of the IMEX nodes
+file: refused at once, a read that blocks counts as a crash), and runs it through the modules' own
 ``run()`` (the same module_utils entry points, a real AnsibleModule, a real file in a temporary
 directory), twice. Printed per editor:
 
@@ -35,6 +36,7 @@ import ipaddress
 import os
 import random
 import re
+import signal
 import stat
 import sys
 import tempfile
@@ -109,20 +111,34 @@ class Case:
     bad: Optional[str] = None
     mode: int = 0o644
     unreadable: bool = False
+    fifo: Optional[str] = None  # the file name that is a FIFO instead of a file (nothing ever writes to it)
 
 
 # -- running a module -----------------------------------------------------------------------
 
 
+class Blocked(Exception):
+    """The module blocked (reading a FIFO that no one writes to) and was interrupted."""
+
+
+def _blocked(_signum: int, _frame: Any) -> None:
+    raise Blocked("the run blocked for 5 s (a read of a FIFO?)")
+
+
 def run_module(module_file: Any, args: dict[str, Any], as_nobody: bool = False) -> tuple[Optional[dict], Any]:
-    """(result, None), or (None, the exception) when ``run`` raised."""
+    """(result, None), or (None, the exception) when ``run`` raised or blocked for 5 s."""
     with patch_module_args(dict(args, _ansible_check_mode=False, _ansible_diff=True)):
         module = module_file.build_module()
+    previous = signal.signal(signal.SIGALRM, _blocked)
+    signal.alarm(5)
     with _effective_user(NOBODY if as_nobody else None):
         try:
             return module_file.run(module), None
         except Exception as exc:
             return None, exc
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager
@@ -141,6 +157,9 @@ def _snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
     found = {}
     for path in sorted(directory.iterdir()):
         status = path.lstat()
+        if not stat.S_ISREG(status.st_mode):
+            found[path.name] = (b"", stat.S_IFMT(status.st_mode))  # a FIFO is never read: it would block
+            continue
         os.chmod(path, status.st_mode | stat.S_IRUSR) if not status.st_mode & stat.S_IRUSR else None
         found[path.name] = (path.read_bytes(), stat.S_IMODE(status.st_mode))
         os.chmod(path, stat.S_IMODE(status.st_mode))
@@ -402,6 +421,8 @@ def containerd_cases(count: int, rng: random.Random) -> list[Case]:
             )
         else:
             cases.append(Case(f"{name}#{number}", variant.encode("utf-8"), args, targeted))
+        if number % 25 == 13:  # without a draw of rng, so the other cases stay those of earlier seeds
+            cases[-1] = Case(f"{name}#{number} (FIFO)", b"", args, targeted, "fifo", fifo="config.toml")
     return cases
 
 
@@ -515,6 +536,10 @@ def imex_cases(count: int, rng: random.Random) -> list[Case]:
             )
         else:
             cases.append(Case(f"{name}#{number}", variant.encode("utf-8"), args, targeted))
+        if number % 25 == 13 and "nodes" in args:
+            which = ("config.cfg", "nodes_config.cfg")[number // 25 % 2]
+            data = b"" if which == "config.cfg" else variant.encode()
+            cases[-1] = Case(f"{name}#{number} (FIFO {which})", data, args, targeted, "fifo", fifo=which)
     return cases
 
 
@@ -567,10 +592,16 @@ def _check_file_case(
     semantics: Callable[[Case, str, str], tuple[bool, list[str]]],
 ) -> None:
     tally.add("files tried")
-    path.write_bytes(case.data)
-    os.chmod(path, case.mode)
+    if case.fifo != path.name:
+        path.write_bytes(case.data)
+        os.chmod(path, case.mode)
+    if case.fifo is not None:
+        os.mkfifo(directory / case.fifo)
     before_files = _snapshot(directory)
     _result, error = run_module(module_file, args, as_nobody=case.unreadable)
+    if isinstance(error, Blocked):
+        tally.add("crashes", f"{case.name}: {error}")
+        return
     if error is not None and not isinstance(error, EXPECTED_ERRORS):
         tally.add("crashes", f"{case.name}: {type(error).__name__}: {error}")
         return

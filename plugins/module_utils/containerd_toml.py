@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileEditError, read_text
+
 try:
     import tomlkit
     from tomlkit.exceptions import ParseError, TOMLKitError
@@ -616,9 +618,9 @@ def masking_imports(doc: tomlkit.TOMLDocument, version: int, base_dir: str) -> l
             pattern = os.path.join(base_dir, pattern)
         for path in sorted(glob.glob(pattern)):
             try:
-                with open(path, encoding="utf-8") as handle:
-                    imported = tomlkit.parse(handle.read()).unwrap()
-            except (OSError, UnicodeDecodeError, TOMLKitError):
+                text = read_text(path, "import")  # a FIFO matched by the glob must not block the check
+                imported = tomlkit.parse(text or "").unwrap()
+            except (FileEditError, OSError, UnicodeDecodeError, TOMLKitError):
                 continue  # containerd reports a drop-in it cannot read itself; this is only a hint
             if cri_name in (imported.get("plugins") or {}):
                 found.append(path)

@@ -54,17 +54,72 @@ class FileChange:
         }
 
 
-def read_text(path: str) -> Optional[str]:
-    """The file's text (UTF-8, line endings kept), or None when the file does not exist."""
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` names, in words (``a regular file``, ``a FIFO (named pipe)``, ...)."""
+    return next((kind for test, kind in _KINDS if test(mode)), "a regular file" if stat.S_ISREG(mode) else "no file")
+
+
+def read_regular_file(path: str, what: str = "", max_bytes: Optional[int] = None) -> Optional[bytes]:
+    """The bytes of the regular file at ``path`` (a symlink to one will do), or None when nothing is there.
+
+    Anything else (a FIFO, a device, a socket, a directory) is refused at once, naming it: reading a FIFO
+    blocks until a writer comes, which may be never, and a device never ends. The file is opened without
+    blocking and checked on its descriptor, so a path swapped for a FIFO after the check cannot block either.
+    ``max_bytes`` refuses a larger file before it is read. ``what`` names the path in messages (``src``).
+    """
+    named = f"{what} {path}".strip()
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        kind = file_kind(os.stat(path).st_mode)
+        if kind == "a regular file":
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+            status = os.fstat(descriptor)
+            kind = file_kind(status.st_mode)
+            if kind != "a regular file":
+                os.close(descriptor)
     except FileNotFoundError:
         return None
-    except IsADirectoryError as exc:
-        raise FileEditError(f"{path} is a directory; expected a file. Point the path at the file itself.") from exc
     except OSError as exc:
-        raise FileEditError(f"cannot read {path}: {exc.strerror}. Run with become or fix the permissions.") from exc
+        raise FileEditError(f"cannot read {named}: {exc.strerror}. Run with become or fix the permissions.") from exc
+    if kind != "a regular file":
+        raise FileEditError(
+            f"{named} is {kind}, not a regular file; refusing to read it (it could block forever or never end)."
+            " Point the path at the file itself."
+        )
+    with os.fdopen(descriptor, "rb") as handle:
+        if max_bytes is not None and status.st_size > max_bytes:
+            raise FileEditError(
+                f"{named} holds {status.st_size} bytes, more than the {max_bytes} this collection reads;"
+                " refusing it. Check that the path names the right file."
+            )
+        try:
+            data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+        except OSError as exc:
+            raise FileEditError(f"cannot read {named}: {exc.strerror}.") from exc
+    if max_bytes is not None and len(data) > max_bytes:
+        raise FileEditError(
+            f"{named} holds more than the {max_bytes} bytes this collection reads; refusing it."
+            " Check that the path names the right file."
+        )
+    return data
+
+
+def read_text(path: str, what: str = "", max_bytes: Optional[int] = None) -> Optional[str]:
+    """The file's text (UTF-8, line endings kept), or None when the file does not exist.
+
+    Only a regular file is read (see ``read_regular_file``).
+    """
+    data = read_regular_file(path, what, max_bytes)
+    if data is None:
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -480,7 +480,6 @@ passed:
   sample: true
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
@@ -490,6 +489,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule im
     peak_table_problems,
     reference_table_problems,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileEditError, read_regular_file
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import Thresholds, check_nvbandwidth
 
 MAX_LINES_IN_MESSAGE = 10
@@ -524,16 +524,13 @@ def build_module() -> AnsibleModule:
 
 
 def _read_src(module: AnsibleModule, path: str) -> str:
-    if not os.path.exists(path):
-        module.fail_json(msg=f"src {path} does not exist on the target; write the nvbandwidth output there first")
-    if os.path.isdir(path):
-        module.fail_json(msg=f"src {path} is a directory; give the file that holds the nvbandwidth output")
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError as exc:
-        module.fail_json(msg=f"src {path} cannot be read: {exc}")
-    return ""  # not reached: fail_json exits
+        data = read_regular_file(path, "src")  # a FIFO or a device is refused at once, never read
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc))
+    if data is None:
+        module.fail_json(msg=f"src {path} does not exist on the target; write the nvbandwidth output there first")
+    return data.decode("utf-8", errors="replace")
 
 
 def _summary(lines: list, what: str) -> str:

@@ -153,3 +153,59 @@ def test_a_writer_killed_at_any_moment_leaves_a_whole_old_or_new_file(tmp_path: 
     assert {p.name for p in tmp_path.iterdir()} - {"config.toml"} <= {
         p.name for p in tmp_path.iterdir() if p.name.startswith(".config.toml.") and p.name.endswith(".tmp")
     }
+
+
+# ------------------------------------------------------------------ only regular files are read
+
+
+@pytest.fixture
+def no_hang():
+    """Fail a test that blocks (reading a FIFO without a writer) instead of hanging the run."""
+
+    def hung(_signum, _frame):
+        raise AssertionError("the read blocked")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(5)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_fifo_is_refused_at_once_naming_it(tmp_path: Path, no_hang):
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(FileEditError) as raised:
+        read_text(str(fifo), "config_path")
+    assert str(raised.value) == (
+        f"config_path {fifo} is a FIFO (named pipe), not a regular file; refusing to read it (it could block"
+        " forever or never end). Point the path at the file itself."
+    )
+    link = tmp_path / "link.toml"
+    link.symlink_to(fifo)
+    with pytest.raises(FileEditError, match=r"link.toml is a FIFO \(named pipe\)"):
+        read_text(str(link))
+
+
+def test_a_device_or_a_directory_is_refused_and_a_symlink_to_a_file_is_read(tmp_path: Path, no_hang):
+    with pytest.raises(FileEditError, match=r"^/dev/zero is a character device, not a regular file"):
+        files.read_regular_file("/dev/zero")
+    with pytest.raises(FileEditError, match=r"is a directory, not a regular file"):
+        read_text(str(tmp_path))
+    target = tmp_path / "real.cfg"
+    target.write_text("A=1\r\n")
+    (tmp_path / "link.cfg").symlink_to(target)
+    assert read_text(str(tmp_path / "link.cfg")) == "A=1\r\n"
+    assert read_text(str(tmp_path / "absent.cfg")) is None
+
+
+def test_a_file_past_the_limit_is_refused_in_one_line(tmp_path: Path):
+    path = tmp_path / "big.toml"
+    path.write_bytes(b"#" * 101)
+    with pytest.raises(FileEditError) as raised:
+        files.read_regular_file(str(path), "path", max_bytes=100)
+    assert str(raised.value) == (
+        f"path {path} holds 101 bytes, more than the 100 this collection reads; refusing it."
+        " Check that the path names the right file."
+    )
+    assert files.read_regular_file(str(path), max_bytes=101) == b"#" * 101

@@ -247,3 +247,11 @@ def test_containerd_1_6_loads_the_edited_file_but_drops_enable_cdi(tmp_path: Pat
     cri = config_dump(binary, path)["plugins"]["io.containerd.grpc.v1.cri"]
     assert "enable_cdi" not in cri
     assert cri["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+
+
+def test_a_fifo_as_the_config_is_refused_at_once(tmp_path: Path):
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    result = run_module({"path": str(fifo), "enable_cdi": True})  # it blocked forever before
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"{fifo} is a FIFO (named pipe), not a regular file; refusing to read it")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,17 @@ def test_real_config_copied_as_is_gets_its_nodes_file_in_the_package_directory(t
     result = run_module({"config_path": str(config), "nodes": ["10.0.0.1"]}, check_mode=True)
     assert result["nodes_path"] == "/etc/nvidia-imex/nodes_config.cfg"
     assert result["diff"][0]["after_header"] == "/etc/nvidia-imex/nodes_config.cfg"
+
+
+@pytest.mark.parametrize("which", ["config.cfg", "nodes_config.cfg"])
+def test_a_fifo_as_an_imex_file_is_refused_before_anything_is_written(imex_dir: Path, which):
+    config = imex_dir / "config.cfg"
+    before = config.read_bytes()
+    if which == "config.cfg":
+        config.unlink()
+    os.mkfifo(imex_dir / which)
+    result = run_module({"config_path": str(config), "settings": {"SERVER_PORT": 50001}, "nodes": ["10.0.0.1"]})
+    assert result["failed"] is True  # it blocked forever before
+    assert result["msg"].startswith(f"{imex_dir / which} is a FIFO (named pipe), not a regular file")
+    if which != "config.cfg":
+        assert config.read_bytes() == before

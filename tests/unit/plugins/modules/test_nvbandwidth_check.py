@@ -337,3 +337,14 @@ def test_through_ansible_playbook(tmp_path):
         "69a19a31-f41c-45a5-8245-579b6bce5bdd.32766": ["gb200-pod2-f06-node05"],
         "_unlabelled": ["gb200-pod2-f06-node07"],
     }
+
+
+def test_a_fifo_as_src_is_refused_at_once(tmp_path, capsys):
+    fifo = tmp_path / "nvbandwidth.log"
+    os.mkfifo(fifo)
+    result = run_module({"src": str(fifo)}, capsys)  # it blocked forever before
+    assert result["failed"] is True
+    assert result["msg"] == (
+        f"src {fifo} is a FIFO (named pipe), not a regular file; refusing to read it (it could block forever or"
+        " never end). Point the path at the file itself."
+    )
