@@ -196,8 +196,24 @@ def parse_settings(text: str) -> dict[str, str]:
     return found
 
 
-def edit_settings(text: str, settings: dict[str, str]) -> SettingsEdit:
-    """Set each key's active line(s) to the value; insert missing keys (see the module docstring)."""
+def check_line_ends(text: str, path: str = "config.cfg") -> None:
+    """Refuse a file whose lines end in a lone carriage return: IMEX splits at line feeds, so it reads the whole
+    file as one line, and no edit could say what IMEX will see."""
+    if "\r" in text and "\n" not in text.rstrip("\r"):
+        raise ImexConfigError(
+            f"{path} ends its lines with a carriage return alone (CR, old Mac style); nvidia-imex reads lines up to a"
+            " line feed, so it sees one line. Convert the file to LF line ends (e.g. tr '\\r' '\\n'), then rerun."
+        )
+
+
+def edit_settings(text: str, settings: dict[str, str], path: str = "config.cfg") -> SettingsEdit:
+    """Set each key's active line(s) to the value; insert missing keys (see the module docstring).
+
+    A UTF-8 byte order mark before the first key is dropped: IMEX would read it as part of that key's name, so
+    the key would be set for this editor and unknown to IMEX (and a second run would append it again).
+    """
+    check_line_ends(text, path)
+    text = text[1:] if text.startswith("\ufeff") else text
     lines = _lines(text)
     changed: list[str] = []
     seen: set[str] = set()

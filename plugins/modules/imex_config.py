@@ -183,7 +183,7 @@ def run(module: AnsibleModule) -> dict:
     if config_text is not None:
         for key in duplicate_active_keys(config_text, set(settings)):
             warnings.append(f"{config_path} sets {key} on several lines; all of them are set to {settings[key]!r}.")
-        edit = edit_settings(config_text, settings)
+        edit = edit_settings(config_text, settings, config_path)
         current_settings = parse_settings(edit.text)
         result["settings"] = current_settings
         result["changed_keys"] = edit.changed_keys

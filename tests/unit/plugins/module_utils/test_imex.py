@@ -230,3 +230,20 @@ def test_imex_version_cannot_be_compared_without_a_loaded_module():
     assert imex_driver_mismatch("nvidia-imex-580", NOBLE_IMEX_VERSION, "").startswith(
         "cannot compare nvidia-imex-580 580.178.04-0ubuntu0.24.04.1 with the loaded driver"
     )
+
+
+def test_a_byte_order_mark_is_dropped_and_the_first_key_set_once():
+    text = "\ufeffSERVER_PORT=50000\nIMEX_WAIT_FOR_QUORUM=FULL\n"
+    edit = edit_settings(text, {"SERVER_PORT": "50001"})
+    assert edit.text == "SERVER_PORT=50001\nIMEX_WAIT_FOR_QUORUM=FULL\n"
+    assert edit.changed_keys == ["SERVER_PORT"]
+    again = edit_settings(edit.text, {"SERVER_PORT": "50001"})
+    assert (again.text, again.changed_keys) == (edit.text, [])
+
+
+def test_cr_only_line_ends_are_refused_in_one_line():
+    with pytest.raises(ImexConfigError) as raised:
+        edit_settings("SERVER_PORT=50000\rIMEX_WAIT_FOR_QUORUM=FULL\r", {"SERVER_PORT": "50001"}, "/etc/x.cfg")
+    assert str(raised.value).startswith("/etc/x.cfg ends its lines with a carriage return alone (CR, old Mac style)")
+    assert "\n" not in str(raised.value)
+    assert edit_settings("SERVER_PORT=1\r\n", {"SERVER_PORT": "2"}).text == "SERVER_PORT=2\r\n"
