@@ -8,7 +8,8 @@ mutates it deterministically (seeded) into another valid file (comments, CRLF, u
 order, a runtime appended at the end, options as an inline table or dotted keys, drop-in imports,
 trailing comments on IMEX values...) or into a bad one (a key or table defined twice, a syntax error,
 bytes that are not UTF-8, a read-only or unreadable file, a FIFO in place of the file or of the IMEX nodes
-file: refused at once, a read that blocks counts as a crash), and runs it through the modules' own
+file: refused at once, a read that blocks counts as a crash; a read-only IMEX nodes file: neither file
+written), and runs it through the modules' own
 ``run()`` (the same module_utils entry points, a real AnsibleModule, a real file in a temporary
 directory), twice. Printed per editor:
 
@@ -112,6 +113,7 @@ class Case:
     mode: int = 0o644
     unreadable: bool = False
     fifo: Optional[str] = None  # the file name that is a FIFO instead of a file (nothing ever writes to it)
+    read_only_nodes: bool = False  # the IMEX nodes file exists read-only: neither file may change
 
 
 # -- running a module -----------------------------------------------------------------------
@@ -540,6 +542,11 @@ def imex_cases(count: int, rng: random.Random) -> list[Case]:
             which = ("config.cfg", "nodes_config.cfg")[number // 25 % 2]
             data = b"" if which == "config.cfg" else variant.encode()
             cases[-1] = Case(f"{name}#{number} (FIFO {which})", data, args, targeted, "fifo", fifo=which)
+        if number % 25 == 20 and targeted:
+            cases[-1] = Case(
+                f"{name}#{number} (read-only nodes file)", variant.encode(), args, targeted, "nodes read-only"
+            )
+            cases[-1].read_only_nodes = True
     return cases
 
 
@@ -597,6 +604,9 @@ def _check_file_case(
         os.chmod(path, case.mode)
     if case.fifo is not None:
         os.mkfifo(directory / case.fifo)
+    if case.read_only_nodes:
+        (directory / "nodes_config.cfg").write_text("10.9.9.9\n")
+        os.chmod(directory / "nodes_config.cfg", 0o444)
     before_files = _snapshot(directory)
     _result, error = run_module(module_file, args, as_nobody=case.unreadable)
     if isinstance(error, Blocked):

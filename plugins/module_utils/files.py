@@ -210,14 +210,8 @@ def replace_file(path: str, data: bytes, module: Any = None) -> None:
     _fsync_directory(directory)
 
 
-def write_change(module: Any, change: FileChange, backup: bool, create_parents: bool = False) -> Optional[str]:
-    """Write ``change.after`` to ``change.path`` unless it is unchanged or in check mode.
-
-    Returns the backup file's path when a backup of an existing file was made. A symbolic link is
-    kept: the file it points to is the one replaced. See ``replace_file`` for how the file is written.
-    """
-    if not change.changed or module.check_mode:
-        return None
+def _target(change: FileChange, create_parents: bool, create: bool = True) -> str:
+    """The path ``change`` writes (a symlink's target), after checking that it can be written."""
     path = os.path.realpath(change.path) if os.path.islink(change.path) else change.path
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
@@ -226,15 +220,58 @@ def write_change(module: Any, change: FileChange, backup: bool, create_parents: 
                 f"directory {directory} does not exist, so {change.path} cannot be written; "
                 "create it first (is the package that owns it installed?)."
             )
-        try:
-            os.makedirs(directory, mode=0o755, exist_ok=True)
-        except OSError as exc:
-            raise FileEditError(f"cannot create the directory {directory}: {exc.strerror}.") from exc
-    backup_file = None
+        if create:
+            try:
+                os.makedirs(directory, mode=0o755, exist_ok=True)
+            except OSError as exc:
+                raise FileEditError(f"cannot create the directory {directory}: {exc.strerror}.") from exc
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        raise FileEditError(
+            f"directory {directory} is not writable, so {change.path} cannot be replaced; run with become."
+        )
     if change.before is not None:
         with contextlib.suppress(FileNotFoundError):
             _check_writable(path, os.stat(path))
-        if backup:
-            backup_file = module.backup_local(path)
+    return path
+
+
+def write_change(module: Any, change: FileChange, backup: bool, create_parents: bool = False) -> Optional[str]:
+    """Write ``change.after`` to ``change.path`` unless it is unchanged or in check mode.
+
+    Returns the backup file's path when a backup of an existing file was made. A symbolic link is
+    kept: the file it points to is the one replaced. See ``replace_file`` for how the file is written.
+    """
+    if not change.changed or module.check_mode:
+        return None
+    path = _target(change, create_parents)
+    backup_file = module.backup_local(path) if backup and change.before is not None else None
     replace_file(path, change.after.encode("utf-8"), module)
     return backup_file
+
+
+def write_changes(module: Any, changes: list[FileChange], backup: bool, create_parents: bool = False) -> dict[str, str]:
+    """Write every change or none: each target is checked before the first is written, and a write that
+    still fails puts back the files already written. Returns {path: backup file} of the backups made."""
+    pending = [change for change in changes if change.changed]
+    if not pending or module.check_mode:
+        return {}
+    for change in pending:
+        _target(change, create_parents, create=False)
+    backups: dict[str, str] = {}
+    written: list[FileChange] = []
+    try:
+        for change in pending:
+            backup_file = write_change(module, change, backup, create_parents)
+            written.append(change)
+            if backup_file:
+                backups[change.path] = backup_file
+    except (FileEditError, OSError) as exc:
+        for done in reversed(written):
+            with contextlib.suppress(FileEditError, OSError):
+                if done.before is None:
+                    os.unlink(_target(done, create_parents, create=False))
+                else:
+                    replace_file(_target(done, create_parents, create=False), done.before.encode("utf-8"), module)
+        put_back = f" ({', '.join(done.path for done in written)} put back as it was)" if written else ""
+        raise FileEditError(f"{exc}{put_back}") from exc
+    return backups

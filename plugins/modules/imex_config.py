@@ -136,7 +136,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     FileChange,
     FileEditError,
     read_text,
-    write_change,
+    write_changes,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import (
     ImexConfigError,
@@ -198,11 +198,8 @@ def run(module: AnsibleModule) -> dict:
 
     for warning in warnings:
         module.warn(warning)
-    backups = {}
-    for change in changes:
-        backup_file = write_change(module, change, backup=params["backup"])
-        if backup_file:
-            backups[change.path] = backup_file
+    # Both files or neither: IMEX must not restart on a settings file whose nodes file was not written.
+    backups = write_changes(module, changes, backup=params["backup"])
     result.update(
         changed=any(change.changed for change in changes),
         diff=[change.diff() for change in changes],

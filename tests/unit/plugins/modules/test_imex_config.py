@@ -203,3 +203,50 @@ def test_a_fifo_as_an_imex_file_is_refused_before_anything_is_written(imex_dir: 
     assert result["msg"].startswith(f"{imex_dir / which} is a FIFO (named pipe), not a regular file")
     if which != "config.cfg":
         assert config.read_bytes() == before
+
+
+def test_a_nodes_file_that_cannot_be_written_leaves_the_settings_file_as_it_was(imex_dir: Path, tmp_path: Path):
+    config = imex_dir / "config.cfg"
+    before = config.read_bytes()
+    missing = tmp_path / "absent-dir" / "nodes.cfg"
+    result = run_module(
+        {
+            "config_path": str(config),
+            "settings": {"SERVER_PORT": 50001},
+            "nodes": ["10.0.0.1"],
+            "nodes_path": str(missing),
+        }
+    )
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"directory {missing.parent} does not exist, so {missing} cannot be written")
+    assert config.read_bytes() == before  # it was written before, and the restart never came
+    nodes = imex_dir / "nodes_config.cfg"
+    nodes.write_text("10.0.0.9\n")
+    nodes.chmod(0o444)
+    result = run_module({"config_path": str(config), "settings": {"SERVER_PORT": 50001}, "nodes": ["10.0.0.1"]})
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"{nodes} is read-only (mode 0444)")
+    assert config.read_bytes() == before
+    assert nodes.read_text() == "10.0.0.9\n"
+
+
+def test_a_write_that_fails_midway_puts_the_first_file_back(imex_dir: Path, monkeypatch):
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import files
+
+    config = imex_dir / "config.cfg"
+    before = config.read_bytes()
+    real = files.replace_file
+    calls = []
+
+    def second_fails(path, data, module=None):
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(path, data, module)
+
+    monkeypatch.setattr(files, "replace_file", second_fails)
+    result = run_module({"config_path": str(config), "settings": {"SERVER_PORT": 50001}, "nodes": ["10.0.0.1"]})
+    assert result["failed"] is True
+    assert result["msg"].endswith(f"({config} put back as it was)")
+    assert config.read_bytes() == before
+    assert not (imex_dir / "nodes_config.cfg").exists()
