@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileEditError, read_text
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import MAX_CONFIG_BYTES, FileEditError, read_text
 
 try:
     import tomlkit
@@ -618,7 +618,9 @@ def masking_imports(doc: tomlkit.TOMLDocument, version: int, base_dir: str) -> l
             pattern = os.path.join(base_dir, pattern)
         for path in sorted(glob.glob(pattern)):
             try:
-                text = read_text(path, "import")  # a FIFO matched by the glob must not block the check
+                text = read_text(
+                    path, "import", MAX_CONFIG_BYTES
+                )  # a FIFO matched by the glob must not block the check
                 imported = tomlkit.parse(text or "").unwrap()
             except (FileEditError, OSError, UnicodeDecodeError, TOMLKitError):
                 continue  # containerd reports a drop-in it cannot read itself; this is only a hint

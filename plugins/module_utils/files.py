@@ -24,6 +24,13 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Optional
 
+# The largest config file (containerd config.toml and its drop-ins, IMEX config.cfg and nodes file) the
+# editors read: real ones are a few KiB, and a larger one is a wrong path or a runaway generator whose
+# parse would take minutes in check mode. Refused in one line before it is read.
+MAX_CONFIG_BYTES = 1024 * 1024
+# The largest nvbandwidth output (``src``) read: a full NVL72 run with -v and its launcher log is a few MiB.
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+
 # The mode of a file this collection creates (config files are world-readable, as packages ship them).
 NEW_FILE_MODE = 0o644
 

@@ -193,6 +193,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_toml i
     parse_runtimes,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
+    MAX_CONFIG_BYTES,
     FileChange,
     FileEditError,
     read_text,
@@ -231,7 +232,7 @@ def run(module: AnsibleModule) -> dict:
         runtimes=parse_runtimes(params["runtimes"]),
         default_runtime_name=params["default_runtime_name"],
     )
-    before = read_text(path)
+    before = read_text(path, max_bytes=MAX_CONFIG_BYTES)
     if before is None and not params["create"]:
         raise ContainerdConfigError(
             f"{path} does not exist. Install containerd (its package writes it), or set create=true "

@@ -133,6 +133,7 @@ diff:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
+    MAX_CONFIG_BYTES,
     FileChange,
     FileEditError,
     read_text,
@@ -170,7 +171,7 @@ def run(module: AnsibleModule) -> dict:
     settings, warnings = validate_settings(params["settings"])
     nodes = validate_nodes(params["nodes"]) if params["nodes"] is not None else None
 
-    config_text = read_text(config_path)
+    config_text = read_text(config_path, max_bytes=MAX_CONFIG_BYTES)
     if config_text is None and (settings or not params["nodes_path"]):
         raise ImexConfigError(
             f"{config_path} does not exist; install the nvidia-imex-<driver branch> package (it ships the file) "
@@ -194,7 +195,11 @@ def run(module: AnsibleModule) -> dict:
     result["nodes_path"] = nodes_path
     if nodes is not None:
         result["nodes"] = nodes
-        changes.append(FileChange(path=nodes_path, before=read_text(nodes_path), after=render_nodes(nodes)))
+        changes.append(
+            FileChange(
+                path=nodes_path, before=read_text(nodes_path, max_bytes=MAX_CONFIG_BYTES), after=render_nodes(nodes)
+            )
+        )
 
     for warning in warnings:
         module.warn(warning)

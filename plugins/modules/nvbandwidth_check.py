@@ -489,7 +489,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule im
     peak_table_problems,
     reference_table_problems,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileEditError, read_regular_file
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
+    MAX_OUTPUT_BYTES,
+    FileEditError,
+    read_regular_file,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import Thresholds, check_nvbandwidth
 
 MAX_LINES_IN_MESSAGE = 10
@@ -525,7 +529,7 @@ def build_module() -> AnsibleModule:
 
 def _read_src(module: AnsibleModule, path: str) -> str:
     try:
-        data = read_regular_file(path, "src")  # a FIFO or a device is refused at once, never read
+        data = read_regular_file(path, "src", MAX_OUTPUT_BYTES)  # a FIFO or a device is refused at once, never read
     except FileEditError as exc:
         module.fail_json(msg=str(exc))
     if data is None:

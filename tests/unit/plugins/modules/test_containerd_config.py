@@ -255,3 +255,16 @@ def test_a_fifo_as_the_config_is_refused_at_once(tmp_path: Path):
     result = run_module({"path": str(fifo), "enable_cdi": True})  # it blocked forever before
     assert result["failed"] is True
     assert result["msg"].startswith(f"{fifo} is a FIFO (named pipe), not a regular file; refusing to read it")
+
+
+def test_a_config_past_the_documented_size_is_refused_before_it_is_parsed(tmp_path: Path):
+    path = tmp_path / "config.toml"
+    path.write_text("version = 2\n" + "# padding\n" * 950_000)  # 9.5 MB: took more than 10 s in check mode
+    before = sha256(path)
+    result = run_module({"path": str(path), "enable_cdi": True}, check_mode=True)
+    assert result["failed"] is True
+    assert result["msg"] == (
+        f"{path} holds {path.stat().st_size} bytes, more than the 1048576 this collection reads; refusing it."
+        " Check that the path names the right file."
+    )
+    assert sha256(path) == before
