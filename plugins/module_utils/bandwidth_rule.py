@@ -321,7 +321,7 @@ def reference_table_problems(table: Optional[Sequence[Mapping[str, Any]]]) -> Li
 
 def driver_branch(driver_version: Optional[str]) -> Optional[int]:
     """The branch (major version) of a driver version: 580 for "580.95.05"; None when it is not one."""
-    head = str(driver_version or "").strip().split(".")[0]
+    head = str(driver_version or "").strip().split(".", maxsplit=1)[0]
     return int(head) if head.isdigit() else None
 
 

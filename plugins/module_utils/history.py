@@ -388,13 +388,14 @@ def trends(
         latest_run, latest_verdict, latest = seen[0]
         baseline = baseline_for(history_dir, check, rack, latest["testcase"], exclude_run=latest_run)
         drop = 1 - latest["median_gbps"] / baseline["median_gbps"] if baseline else None
-        lows = [f["min_gbps"] for _, _, f in seen if f["min_gbps"] is not None]
+        kept = [run_figures for _run, _verdict, run_figures in seen]
+        lows = [run["min_gbps"] for run in kept if run["min_gbps"] is not None]
         rows.append(
             {
                 "check": check,
                 "rack": rack,
                 "runs": len(seen),
-                "median_gbps": round(statistics.median(f["median_gbps"] for _, _, f in seen), 2),
+                "median_gbps": round(statistics.median(run["median_gbps"] for run in kept), 2),
                 "min_gbps": round(min(lows), 2) if lows else None,
                 "latest_run": latest_run,
                 "latest_verdict": latest_verdict,

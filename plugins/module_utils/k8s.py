@@ -217,8 +217,6 @@ def _cut(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
-# Errors of a call that got no answer, or one worth waiting out (what :func:`is_transient` judges).
-API_ERRORS = (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError)
 _ERRNO_TEXT = re.compile(r"\[Errno -?\d+\]\s*([^'\")\]]+)")
 _SSL_TEXT = re.compile(r"\[SSL(?:: [A-Z_]+)?\]\s*([^(]+)")
 
@@ -292,7 +290,7 @@ def retry(
     started = clock()
     try:
         return poll(call, lambda _value: True, timeout=patience, delay=delay, sleep=sleep, clock=clock)
-    except API_ERRORS as exc:
+    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # no answer, or one worth waiting out
         line = api_failure_text(exc, clock() - started)
         raise ApiUnreachable(f"{what}: {line}" if what else line) from exc
 

@@ -95,7 +95,7 @@ def tag_runs(local_trays: Path) -> Dict[Run, subprocess.CompletedProcess]:
 
 
 def roles_selected(run: Run) -> List[str]:
-    _, (option, tags) = run
+    _name, (option, tags) = run
     if option == "--skip-tags":
         return [role for role in HOST_ROLES if tags not in (role, "hosts")]
     return list(HOST_ROLES) if tags == "hosts" else [role for role in HOST_ROLES if role == tags]

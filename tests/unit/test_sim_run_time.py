@@ -128,4 +128,4 @@ def test_without_the_setting_the_launcher_is_let_finish_at_once(tmp_path):
     kube = FakeKube([running_launcher()], [mpijob(workers=2, slots=4)])
     controller = podlogs.PodLogsController(kube, tmp_path)
     controller.reconcile()
-    assert [name for name, _ in kube.patches] == ["nvbandwidth-rack0-launcher"]
+    assert [name for name, _patch in kube.patches] == ["nvbandwidth-rack0-launcher"]

@@ -378,6 +378,7 @@ def test_a_bug_in_making_the_client_is_not_an_unreachable_api():
 def test_retry_names_what_it_could_not_do():
     clock = FakeClock()
     with pytest.raises(ApiUnreachable) as caught:
-        retry(lambda: (_ for _ in ()).throw(_status(503)), 10, "cannot list MPIJobs", sleep=clock.sleep, clock=clock)
+        failing = (item for item in ())
+        retry(lambda: failing.throw(_status(503)), 10, "cannot list MPIJobs", sleep=clock.sleep, clock=clock)
     assert str(caught.value) == "cannot list MPIJobs: 503 reason 503"
     assert clock.slept == [2.0] * 5

@@ -33,7 +33,7 @@ def verify(tmp_path: Path, run_id: str, *extra: str) -> subprocess.Popen:
 
 
 def finished(process: subprocess.Popen) -> str:
-    output, _ = process.communicate(timeout=180)
+    output, _errors = process.communicate(timeout=180)
     assert process.returncode == 2, output  # the report's verdict (error) fails the play, after the history
     return output
 
