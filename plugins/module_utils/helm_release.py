@@ -227,15 +227,14 @@ def one_line(text: str, limit: int = 300) -> str:
 
 
 def connection_args(params: Mapping[str, Any]) -> List[str]:
-    """Helm's global flags for the connection options kubernetes.core.helm takes (context, host, api_key,
-    validate_certs, ca_cert); the kubeconfig goes through the environment."""
+    """Helm's global flags for the connection options kubernetes.core.helm takes (context, host,
+    validate_certs, ca_cert). The kubeconfig and the bearer token go through the environment
+    (``connection_env``): a command line is world-readable in ``/proc/<pid>/cmdline``."""
     args: List[str] = []
     if params.get("context"):
         args += ["--kube-context", str(params["context"])]
     if params.get("host"):
         args += ["--kube-apiserver", str(params["host"])]
-    if params.get("api_key"):
-        args += ["--kube-token", str(params["api_key"])]
     if params.get("validate_certs") is False:
         args.append("--kube-insecure-skip-tls-verify")
     if params.get("ca_cert"):
@@ -259,4 +258,17 @@ def helm_connection(params: Mapping[str, Any], environ: Mapping[str, str]) -> Tu
     kubeconfig = params.get("kubeconfig")
     if not isinstance(kubeconfig, str) or not kubeconfig:
         kubeconfig = environ.get("K8S_AUTH_KUBECONFIG", "")
-    return connection_args(resolved), ({"KUBECONFIG": kubeconfig} if kubeconfig else {})
+    return connection_args(resolved), connection_env(kubeconfig, resolved["api_key"])
+
+
+def connection_env(kubeconfig: Optional[str], api_key: Optional[str]) -> Dict[str, str]:
+    """Helm's environment for the kubeconfig path and the bearer token. Helm reads the token from
+    ``HELM_KUBETOKEN`` as it would ``--kube-token``; a process's environment is readable only by its
+    owner and root (``/proc/<pid>/environ`` is mode 0400), like a 0600 file, and leaves nothing on
+    disk to remove after a crash."""
+    env: Dict[str, str] = {}
+    if kubeconfig:
+        env["KUBECONFIG"] = kubeconfig
+    if api_key:
+        env["HELM_KUBETOKEN"] = str(api_key)
+    return env

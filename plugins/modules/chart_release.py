@@ -22,8 +22,9 @@ description:
   - Check mode reads everything and changes nothing; with C(--diff) it shows the release's values installed and
     wanted.
   - The connection options are kubernetes.core's, with its C(K8S_AUTH_*) environment variables; Helm gets the same
-    cluster through C(KUBECONFIG), C(--kube-context), C(--kube-apiserver), C(--kube-token),
-    C(--kube-insecure-skip-tls-verify) and C(--kube-ca-file). A kubeconfig given as a mapping reaches the API
+    cluster through C(KUBECONFIG), C(--kube-context), C(--kube-apiserver), C(--kube-insecure-skip-tls-verify)
+    and C(--kube-ca-file); the bearer token goes in C(HELM_KUBETOKEN), never on Helm's command line, which any
+    local user can read. A kubeconfig given as a mapping reaches the API
     client only.
 author: gpu_fabric.mnnvl contributors (@gpu-fabric)
 extends_documentation_fragment:

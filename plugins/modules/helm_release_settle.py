@@ -57,7 +57,8 @@ options:
         C(module_defaults) group (C(group/gpu_fabric.mnnvl.k8s)) sets the connection of both.
     type: str
   api_key:
-    description: Bearer token (C(--kube-token)); default the C(K8S_AUTH_API_KEY) environment variable.
+    description: Bearer token, handed to Helm in its environment (C(HELM_KUBETOKEN)), never on its command line;
+      default the C(K8S_AUTH_API_KEY) environment variable.
     type: str
   validate_certs:
     description: Whether to verify the API server's certificate (C(--kube-insecure-skip-tls-verify) when false).
@@ -117,9 +118,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    base = [p["binary_path"], *helm_release.connection_args(p)]
-    kubeconfig = p["kubeconfig"] or os.environ.get("K8S_AUTH_KUBECONFIG")
-    env = {"KUBECONFIG": kubeconfig} if kubeconfig else {}
+    flags, env = helm_release.helm_connection(p, os.environ)
+    base = [p["binary_path"], *flags]
 
     def helm(*args: str):
         return module.run_command([*base, *args, "--namespace", p["namespace"]], environ_update=env)

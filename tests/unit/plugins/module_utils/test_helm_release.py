@@ -113,8 +113,6 @@ def test_connection_args_follow_the_kubernetes_core_helm_options():
         "admin@rack",
         "--kube-apiserver",
         "https://127.0.0.1:6443",
-        "--kube-token",
-        "token-1",
         "--kube-insecure-skip-tls-verify",
         "--kube-ca-file",
         "/etc/k8s/ca.crt",
@@ -213,3 +211,14 @@ def test_the_latest_revision_is_one_history_entry_or_none():
         helm_release.latest_revision(ScriptedHelm((1, "", "Error: forbidden\n")), "rel", "ns/rel")
     with pytest.raises(helm_release.SettleError, match="release ns/rel: helm history printed no JSON"):
         helm_release.latest_revision(ScriptedHelm((0, "<html>", "")), "rel", "ns/rel")
+
+
+def test_the_bearer_token_reaches_helm_in_its_environment_never_on_its_command_line():
+    # a command line is world-readable in /proc/<pid>/cmdline; a process's environment is its owner's
+    flags, env = helm_release.helm_connection({"host": "https://10.0.0.1:6443", "api_key": "secret-token"}, {})
+    assert "secret-token" not in " ".join(flags)
+    assert flags == ["--kube-apiserver", "https://10.0.0.1:6443"]
+    assert env == {"HELM_KUBETOKEN": "secret-token"}
+    flags, env = helm_release.helm_connection({}, {"K8S_AUTH_API_KEY": "env-token", "K8S_AUTH_KUBECONFIG": "/k"})
+    assert "env-token" not in " ".join(flags)
+    assert env == {"KUBECONFIG": "/k", "HELM_KUBETOKEN": "env-token"}
