@@ -121,6 +121,28 @@ def plain(values: Any) -> Any:
     return json.loads(json.dumps(values, sort_keys=True, default=str))
 
 
+# A value under a key that reads as a credential is shown as REDACTED in results and diffs (registry
+# passwords, tokens, keys of a private registry's pull secret). Names of secrets ("secretName",
+# "imagePullSecrets: [{name: ...}]") are hidden too where the key matches; a list or mapping under such a
+# key is walked, so a secret's name under "name" stays readable.
+SECRET_KEY = re.compile(
+    r"pass(word|wd|phrase)|secret|token|api[-_]?key|private[-_]?key|credential|dockerconfigjson",
+    re.IGNORECASE,
+)
+REDACTED = "********"
+
+
+def redact(values: Any, secret: bool = False) -> Any:
+    """``values`` with every scalar under a credential-looking key (``SECRET_KEY``) replaced by ``REDACTED``."""
+    if isinstance(values, Mapping):
+        return {key: redact(value, bool(SECRET_KEY.search(str(key)))) for key, value in values.items()}
+    if isinstance(values, list):
+        return [redact(value, secret) for value in values]
+    if secret and values not in (None, "", True, False):
+        return REDACTED
+    return values
+
+
 def plan(installed: Optional[Installed], chart_name: str, chart_version: str, values: Mapping[str, Any]) -> Plan:
     """What the release needs: installed when absent; upgraded when its latest revision is not
     ``deployed`` (a failed upgrade), or its chart or version or values are not the ones asked for."""
@@ -199,12 +221,12 @@ def upgrade_args(
 
 
 def values_diff(release: str, now: Mapping[str, Any], wanted: Mapping[str, Any]) -> Dict[str, str]:
-    """Ansible's ``--diff`` of the release's values, before and after, as YAML."""
+    """Ansible's ``--diff`` of the release's values, before and after, as YAML, credentials redacted."""
     return {
         "before_header": f"{release} values (installed)",
         "after_header": f"{release} values (wanted)",
-        "before": to_yaml(now),
-        "after": to_yaml(wanted),
+        "before": to_yaml(redact(now)),
+        "after": to_yaml(redact(wanted)),
     }
 
 

@@ -157,11 +157,13 @@ crds:
   type: dict
   sample: {"applied": ["clusterpolicies.nvidia.com"], "changed": []}
 values_now:
-  description: The values of the installed release (empty when there is none).
+  description: The values of the installed release (empty when there is none); a value under a key that reads as a
+    credential (password, secret, token, API or private key) is shown as C(********), here, in RV(values_wanted) and
+    in the diff.
   returned: always
   type: dict
 values_wanted:
-  description: O(values), as Helm will store them.
+  description: O(values), as Helm will store them, credentials shown as C(********) (see RV(values_now)).
   returned: always
   type: dict
 command:
@@ -324,7 +326,8 @@ def main() -> None:
     chart_args = [p["chart_ref"], "--version", p["chart_version"]]
     if p["chart_repo_url"]:
         chart_args += ["--repo", p["chart_repo_url"]]
-    result = dict(changed=False, values_wanted=cr.plain(p["values"]))
+    wanted = cr.plain(p["values"])
+    result = dict(changed=False, values_wanted=cr.redact(wanted))
     lines = []
 
     try:
@@ -381,7 +384,7 @@ def main() -> None:
     result.update(
         action=plan.action,
         reasons=plan.reasons,
-        values_now=installed.values if installed else {},
+        values_now=cr.redact(installed.values) if installed else {},
         release=release_info(latest, name, namespace),
     )
     lines.append(cr.release_line(release, p["chart_name"], version, plan, module.check_mode))
@@ -389,7 +392,7 @@ def main() -> None:
     if plan.action != "none":
         result["changed"] = True
         if module._diff:
-            result["diff"] = cr.values_diff(release, result["values_now"], result["values_wanted"])
+            result["diff"] = cr.values_diff(release, installed.values if installed else {}, wanted)
         values_file = os.path.join(module._module.tmpdir, "values.json")
         args = cr.upgrade_args(
             name,
@@ -403,7 +406,7 @@ def main() -> None:
         result["command"] = [p["binary_path"], *args, "--namespace", namespace]
         if not module.check_mode:
             with open(values_file, "w", encoding="utf-8") as handle:
-                json.dump(result["values_wanted"], handle)
+                json.dump(wanted, handle)
             rc, _stdout, err = helm(*args)
             if rc != 0:
                 failure = f"helm upgrade --install of {release} failed (rc {rc}): {helm_release.one_line(err)}"

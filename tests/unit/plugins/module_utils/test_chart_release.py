@@ -214,3 +214,41 @@ def test_the_release_line_says_what_was_done_and_why():
     assert cr.release_line("ns/rel", "chart", "1.0", cr.Plan("none"), False) == (
         "release ns/rel: chart 1.0 deployed with the values asked for"
     )
+
+
+REGISTRY_VALUES = {
+    "driver": {
+        "enabled": True,
+        "repository": "registry.example.com/nvidia",
+        "imagePullSecrets": [{"name": "ngc-pull"}],
+        "licensingConfig": {"nlsEnabled": True, "configMapName": "licensing"},
+    },
+    "ngc": {"apiKey": "nvapi-0123456789", "password": "hunter2", "privateKey": "-----BEGIN KEY-----", "port": 443},
+    "toolkit": {"env": [{"name": "REGISTRY_TOKEN", "value": "plain-name-stays"}]},
+    "secretName": "ngc-secret",
+    "createSecret": True,
+    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+}
+
+
+def test_credentials_are_redacted_in_results_and_the_rest_is_left_as_it_is():
+    shown = cr.redact(REGISTRY_VALUES)
+    assert shown["ngc"] == {"apiKey": "********", "password": "********", "privateKey": "********", "port": 443}
+    assert shown["secretName"] == "********"
+    assert shown["createSecret"] is True  # a switch is no secret
+    assert shown["driver"] == REGISTRY_VALUES["driver"]  # a secret's name under "name" stays readable
+    assert shown["tolerations"] == REGISTRY_VALUES["tolerations"]  # a toleration's "key" is not a credential
+    assert REGISTRY_VALUES["ngc"]["password"] == "hunter2"  # the values handed to Helm are untouched
+
+
+def test_the_diff_shows_no_credential_of_either_side():
+    now = dict(REGISTRY_VALUES, ngc={"password": "old-password"})
+    diff = cr.values_diff("gpu-operator/gpu-operator", now, REGISTRY_VALUES)
+    text = diff["before"] + diff["after"]
+    for secret in ("old-password", "hunter2", "nvapi-0123456789", "BEGIN KEY", "ngc-secret"):
+        assert secret not in text
+    assert "registry.example.com/nvidia" in diff["after"]
+    # a changed password is still a reason to upgrade, named by its path and not its value
+    installed = cr.Installed(1, "deployed", "gpu-operator", "v25.10.0", "v25.10.0", now)
+    reasons = cr.plan(installed, "gpu-operator", "v25.10.0", REGISTRY_VALUES).reasons
+    assert reasons == ["values differ (ngc.apiKey, ngc.password, ngc.port, ngc.privateKey)"]
