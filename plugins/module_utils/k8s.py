@@ -45,6 +45,26 @@ PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8
 _DIGITS = re.compile(r"(\d+)")
 
 
+# kubernetes.core's connection options that hold a credential. kubernetes.core marks ``kubeconfig``
+# no_log from 5.1.0 on, while the collection accepts 5.0.0: a kubeconfig given as a mapping (its token,
+# its client key) would be printed with the module's arguments under -vvv.
+SECRET_AUTH_OPTIONS = ("kubeconfig", "api_key", "password")
+
+
+def auth_argument_spec(base: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """kubernetes.core's connection options (``AUTH_ARG_SPEC``, or ``base``) for a module's argument spec,
+    each that holds a credential (``SECRET_AUTH_OPTIONS``) no_log whatever kubernetes.core's version says."""
+    if base is None:
+        from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+
+        base = AUTH_ARG_SPEC
+    spec = {name: dict(option) for name, option in base.items()}
+    for name in SECRET_AUTH_OPTIONS:
+        if name in spec:
+            spec[name]["no_log"] = True
+    return spec
+
+
 def natural_key(name: str) -> tuple:
     """Sort key for object names that puts gb200-r0-t2 before gb200-r0-t10."""
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(name) if part)

@@ -189,10 +189,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     NotFoundError,
     Urllib3Error,
     api_error_text,
+    auth_argument_spec,
     json_page,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -201,7 +201,7 @@ CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(
         name=dict(type="str", required=True),
         namespace=dict(type="str", required=True),

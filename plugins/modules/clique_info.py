@@ -107,8 +107,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     group_nodes_by_clique,
     read_nodes_for_grouping,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import DynamicApiError, api_error_text, list_all
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    DynamicApiError,
+    api_error_text,
+    auth_argument_spec,
+    list_all,
+)
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -124,7 +128,7 @@ ARGUMENT_SPEC = dict(
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(ARGUMENT_SPEC)
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 

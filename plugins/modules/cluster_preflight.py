@@ -132,7 +132,6 @@ summary:
   sample: Kubernetes v1.34.4, 5 nodes, resource.k8s.io/v1 served, v3.19.0+g3d8990f; OpenShift not detected
 """
 
-import copy
 from typing import Any, Dict, List, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_preflight import (
@@ -151,19 +150,19 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_preflight
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     Urllib3Error,
+    auth_argument_spec,
     json_page,
     list_all,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(
         min_kubernetes_version=dict(type="str", default="1.32.0"),
         refused_kubelet_versions=dict(type="list", elements="str", default=["1.34.0", "1.34.1"]),

@@ -173,7 +173,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.compute_domain im
     default_channel_template_name,
     ensure,
 )
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -195,7 +195,7 @@ ARGUMENT_SPEC = dict(
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(ARGUMENT_SPEC)
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 

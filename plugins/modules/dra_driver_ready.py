@@ -92,6 +92,7 @@ msg:
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     Urllib3Error,
+    auth_argument_spec,
     list_all,
     natural_key,
 )
@@ -111,14 +112,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     slice_message,
     slice_nodes,
 )
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(
         namespace=dict(type="str", required=True),
         gpu_node_selector=dict(type="str", required=True),

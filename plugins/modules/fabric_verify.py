@@ -436,7 +436,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
     judge_nccl_log,
     judge_nvbandwidth_log,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import ApiUnreachable, api_endpoint, connect
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    ApiUnreachable,
+    api_endpoint,
+    auth_argument_spec,
+    connect,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     GPU_NODE_TOLERATIONS,
     MNNVL_PRODUCTS,
@@ -453,7 +458,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     record_for,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import pod_tolerations
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -557,7 +561,7 @@ ARGUMENT_SPEC = dict(
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(ARGUMENT_SPEC)
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 

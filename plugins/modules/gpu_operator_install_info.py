@@ -148,6 +148,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.existing_install 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     api_error_text,
+    auth_argument_spec,
     first_served_resource,
     list_served,
 )
@@ -156,14 +157,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.olm import (
     SUBSCRIPTION_API_VERSION,
     operator_install,
 )
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(
         packages=dict(type="list", elements="str", default=["gpu-operator-certified", "gpu-operator"]),
         release_name=dict(type="str", default=""),

@@ -107,6 +107,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     ResourceNotFoundError,
     Urllib3Error,
+    auth_argument_spec,
     list_all,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
@@ -120,14 +121,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     operator_pods_message,
     poll,
 )
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(
         name=dict(type="str", default=""),
         wait_timeout=dict(type="int", default=900),

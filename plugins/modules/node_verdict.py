@@ -135,6 +135,7 @@ changed_nodes:
   sample: ["gb200-r0-t0", "gb200-r0-t3"]
 """
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import (
     DEFAULT_ANNOTATION_KEY,
     DEFAULT_LABEL_KEY,
@@ -145,7 +146,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict impo
     call_with_retries,
     write_verdicts,
 )
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -162,7 +162,7 @@ ARGUMENT_SPEC = dict(
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(ARGUMENT_SPEC)
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 

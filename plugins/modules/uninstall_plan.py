@@ -109,6 +109,7 @@ mpi_operator_crds:
 from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     ApiUnreachable,
+    auth_argument_spec,
     connect,
     is_transient,
     list_served,
@@ -124,7 +125,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.uninstall import 
     plan_summary,
     verification_namespaces,
 )
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -136,7 +136,7 @@ except ImportError:  # reported when a manifest is given
 
 
 def build_module() -> AnsibleK8SModule:
-    argument_spec = dict(AUTH_ARG_SPEC)
+    argument_spec = auth_argument_spec()
     argument_spec.update(
         force=dict(type="bool", default=False),
         include_crds=dict(type="bool", default=False),

@@ -9,10 +9,13 @@ import types
 
 import pytest
 import urllib3
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     ApiUnreachable,
     api_error_text,
     api_failure_text,
+    auth_argument_spec,
     connect,
     connection_reason,
     is_transient,
@@ -382,3 +385,27 @@ def test_retry_names_what_it_could_not_do():
         retry(lambda: failing.throw(_status(503)), 10, "cannot list MPIJobs", sleep=clock.sleep, clock=clock)
     assert str(caught.value) == "cannot list MPIJobs: 503 reason 503"
     assert clock.slept == [2.0] * 5
+
+
+# kubernetes.core 5.0.0's connection options, in part: kubeconfig (a path, or a mapping that may hold a
+# token or a client key) without no_log
+SPEC_5_0 = {"kubeconfig": {"type": "raw"}, "api_key": {"no_log": True}, "host": {}, "password": {}}
+
+
+def test_credential_options_are_no_log_whatever_kubernetes_core_marks():
+    spec = auth_argument_spec(SPEC_5_0)
+    assert [name for name, option in spec.items() if option.get("no_log")] == ["kubeconfig", "api_key", "password"]
+    assert SPEC_5_0["kubeconfig"] == {"type": "raw"}  # the base is kubernetes.core's own: left as it is
+    assert not spec["host"].get("no_log")
+
+
+def test_a_kubeconfig_mapping_is_hidden_from_the_modules_arguments(capsys):
+    kubeconfig = {
+        "apiVersion": "v1",
+        "users": [{"name": "verify", "user": {"token": "sa-token-0123456789abcdef"}}],
+    }
+    with patch_module_args({"kubeconfig": kubeconfig}), pytest.raises(SystemExit):
+        module = AnsibleModule(argument_spec=auth_argument_spec(SPEC_5_0))
+        assert "sa-token-0123456789abcdef" in module.no_log_values
+        module.exit_json(msg="connected with sa-token-0123456789abcdef", invocation={"module_args": module.params})
+    assert "sa-token-0123456789abcdef" not in capsys.readouterr().out
