@@ -37,6 +37,7 @@ BENCHMARKS = {
     "rerun": ("rerun.py", ["1x4", "1x18", "--profile", "10"], ["1x4"]),
     "host_rerun": ("host_rerun.py", ["1", "4", "8", "--profile", "12"], ["1"]),
     "fleet_verify": ("fleet_verify.py", [], ["1x4", "--serial", "no"]),
+    "containerd_check_mode": ("containerd_check_mode.py", [], ["50", "--processes", "1"]),
     "nvbandwidth_runtime": ("nvbandwidth_runtime.py", [], []),  # the model alone: well under 2 s
 }
 
