@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from module_process import ensure_layout, time_module
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-COLLECTIONS = REPO_ROOT / ".tmp" / "collections"
 MODULE = REPO_ROOT / "plugins" / "modules" / "containerd_config.py"
 CRI = 'plugins."io.containerd.grpc.v1.cri".containerd'
 
@@ -48,7 +47,6 @@ def config(runtimes: int) -> str:
 
 def module_process(path: Path, processes: int) -> dict:
     """The module's wall time, in check mode with diff, as a process of its own."""
-    args = path.parent / "args.json"
     module_args = {
         "path": str(path),
         "enable_cdi": True,
@@ -57,18 +55,7 @@ def module_process(path: Path, processes: int) -> dict:
         "_ansible_check_mode": True,
         "_ansible_diff": True,
     }
-    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}))
-    env = {"PYTHONPATH": str(COLLECTIONS), "PATH": "/usr/bin:/bin"}
-    times = []
-    for _run in range(processes):
-        start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, str(MODULE), str(args)], capture_output=True, text=True, env=env, check=False
-        )
-        times.append(time.perf_counter() - start)
-        result = json.loads(done.stdout or "{}")
-        if done.returncode != 0 or not result.get("changed"):
-            sys.exit(f"the module failed (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    times, result = time_module(MODULE, module_args, processes, lambda result: result.get("changed"))
     return {"median_s": round(statistics.median(times), 2), "max_s": round(max(times), 2), "keys": result}
 
 
@@ -78,8 +65,7 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=3, help="module processes per size (median, worst)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    if not (COLLECTIONS / "ansible_collections" / "gpu_fabric" / "mnnvl").exists():
-        subprocess.run(["make", "-s", "layout"], cwd=REPO_ROOT, check=True)
+    ensure_layout()
     rows = []
     print("| runtimes | config | check mode + diff, module process | per 100 runtimes | keys changed |")
     print("|---:|---:|---:|---:|---:|")

@@ -24,11 +24,11 @@ import json
 import random
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from module_process import COLLECTIONS, ensure_layout, time_module
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = (
@@ -38,7 +38,6 @@ FIXTURE = (
     / "nvbandwidth"
     / "generated-gb200-18node-multinode_device_to_device_memcpy_read_ce.txt"
 )
-COLLECTIONS = REPO_ROOT / ".tmp" / "collections"
 MODULE = REPO_ROOT / "plugins" / "modules" / "nvbandwidth_check.py"
 ARGS = {"testcase": "multinode_device_to_device_memcpy_read_ce", "gpu_product": "NVIDIA GB200", "expected_gpus": 72}
 _CELL = re.compile(r"\d+\.\d\d")
@@ -46,9 +45,7 @@ _SUM = re.compile(r"^SUM (\S+) [\d.]+$", re.M)
 
 
 def _import_collection() -> None:
-    """The module code as the collection lays it out (`make layout` links the clone there)."""
-    if not (COLLECTIONS / "ansible_collections" / "gpu_fabric" / "mnnvl").exists():
-        subprocess.run(["make", "-s", "layout"], cwd=REPO_ROOT, check=True)
+    ensure_layout()
     sys.path.insert(0, str(COLLECTIONS))
 
 
@@ -110,22 +107,8 @@ def loop(text: str, outputs: int, seed: int) -> dict:
 
 
 def module_process(text: str, processes: int) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        args = Path(tmp) / "args.json"
-        args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": dict(ARGS, content=text)}))
-        env = {"PYTHONPATH": str(COLLECTIONS), "PATH": "/usr/bin:/bin"}
-        times = []
-        for _run in range(processes):
-            start = time.perf_counter()
-            result = subprocess.run(
-                [sys.executable, str(MODULE), str(args)], capture_output=True, text=True, env=env, check=False
-            )
-            times.append((time.perf_counter() - start) * 1000)
-            if result.returncode != 0 or not json.loads(result.stdout).get("passed"):
-                sys.exit(
-                    f"the module failed (exit {result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-                )
-    return {"median_ms": round(statistics.median(times), 1), "processes": processes}
+    times, _result = time_module(MODULE, dict(ARGS, content=text), processes, lambda result: result.get("passed"))
+    return {"median_ms": round(statistics.median(times) * 1000, 1), "processes": processes}
 
 
 def table(results: dict) -> str:

@@ -17,6 +17,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_toml i
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import MAX_CONFIG_BYTES
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "containerd_check_mode.py"
+sys.path.insert(0, str(BENCH.parent))  # as when the script runs: its helpers beside it
 _SPEC = importlib.util.spec_from_file_location("containerd_check_mode", BENCH)
 containerd_check_mode = sys.modules.setdefault("containerd_check_mode", importlib.util.module_from_spec(_SPEC))
 _SPEC.loader.exec_module(containerd_check_mode)
