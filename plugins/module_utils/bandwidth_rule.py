@@ -454,6 +454,8 @@ class Judgement:
     reference: Optional[Dict[str, Any]] = None
     references: List[Dict[str, Any]] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
+    # The GPU pair [src, dst] of each row of a matrix whose rows are pairs (multinode_bisect_write_ce); else None.
+    row_pairs: Optional[List[List[int]]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -479,6 +481,7 @@ class Judgement:
             "reference": dict(self.reference) if self.reference else None,
             "references": [dict(r) for r in self.references],
             "warnings": list(self.warnings),
+            "row_pairs": [list(p) for p in self.row_pairs] if self.row_pairs is not None else None,
         }
 
 
@@ -497,6 +500,27 @@ def _is_gpu_to_gpu(matrix: Any, rows: List[List[Cell]]) -> bool:
 
 def _is_square_peer(rows: List[List[Cell]], gpu_to_gpu: bool) -> bool:
     return gpu_to_gpu and len(rows) > 1 and all(len(row) == len(rows) for row in rows)
+
+
+BISECT_TESTCASE = "multinode_bisect_write_ce"
+_ROW_PAIR_RE = re.compile(r"^\s*(\d+)\s*->\s*(\d+)\s*$")
+
+
+def row_pairs(matrix: Any, rows: List[List[Cell]], testcase: Optional[str]) -> Optional[List[Tuple[int, int]]]:
+    """The GPU pair of each row of a matrix whose rows are pairs, or None for a matrix of GPUs x GPUs.
+
+    ``multinode_bisect_write_ce`` prints an N x 1 matrix: row i is GPU i writing to GPU (i + N/2) mod N, all
+    GPUs at once (nvbandwidth ``multinode_testcases.cpp``), labelled "<i>-><peer>" in the text output. The
+    labels are read where they are all pairs; JSON output has none, and the pairs follow from the testcase.
+    """
+    if len(rows) < 2 or any(len(row) != 1 for row in rows):
+        return None
+    labels = [_ROW_PAIR_RE.match(str(label)) for label in getattr(matrix, "row_labels", None) or []]
+    if len(labels) == len(rows) and all(labels):
+        return [(int(m.group(1)), int(m.group(2))) for m in labels]
+    if testcase != BISECT_TESTCASE:
+        return None
+    return [(i, (i + len(rows) // 2) % len(rows)) for i in range(len(rows))]
 
 
 def _node_of(gpu: int, nodes: Optional[Sequence[str]], gpus_per_node: Optional[int]) -> Optional[str]:
@@ -552,12 +576,19 @@ def judge(
     description = str(getattr(matrix, "description", "") or "")
     gpu_to_gpu = _is_gpu_to_gpu(matrix, rows)
     square = _is_square_peer(rows, gpu_to_gpu)
+    paired = row_pairs(matrix, rows, testcase) if gpu_to_gpu and not square else None
+    # A cell is judged against its own reference where the rows and columns are GPUs, or the rows are pairs.
+    per_cell = square or paired is not None
+    gpus = len(rows) if per_cell else 0
     if nodes and (gpus_per_node is None or gpus_per_node < 1):
-        gpus = len(rows) if square else max((len(r) for r in rows), default=0)
-        gpus_per_node = max(1, gpus // len(nodes)) if gpus and gpus % len(nodes) == 0 else 1
+        count = gpus or max((len(r) for r in rows), default=0)
+        gpus_per_node = max(1, count // len(nodes)) if count and count % len(nodes) == 0 else 1
 
     floor = pair_floor(thresholds, gpu_product, peak_table)
     median_fraction = _positive(thresholds.min_fraction_of_median) if gpu_to_gpu else None
+
+    def gpus_of(r: int, c: int) -> Tuple[int, int]:
+        return paired[r] if paired is not None else (r, c)
 
     # The cells judged: every off-diagonal cell of a square peer matrix, every cell otherwise.
     judged: List[Tuple[int, int, Cell]] = [
@@ -591,8 +622,10 @@ def judge(
     median_threshold = median_fraction * rack_reference.gbps if rack_reference is not None else None
 
     failing: List[Dict[str, Any]] = []
+    failing_references: List[Optional[Reference]] = []
     for r, c, value in judged:
-        reference = references.of_pair(r, c) if square else rack_reference
+        src, dst = gpus_of(r, c)
+        reference = references.of_pair(r, c, f"{src}->{dst}") if per_cell else rack_reference
         threshold = median_fraction * reference.gbps if reference is not None and median_fraction else None
         if value is None:
             if not square:
@@ -604,14 +637,15 @@ def judge(
             rule = reference.kind
         else:
             continue
+        failing_references.append(reference)
         failing.append(
             {
-                "src": r,
-                "dst": c,
+                "src": src,
+                "dst": dst,
                 "gbps": value,
                 # A 1-row matrix has the CPU (or nothing) as its row; an N x 1 one no peer in its column.
-                "src_node": node(r) if square or len(rows) > 1 else None,
-                "dst_node": node(c) if square or len(rows) == 1 else None,
+                "src_node": node(src) if per_cell or len(rows) > 1 else None,
+                "dst_node": node(dst) if per_cell or len(rows) == 1 else None,
                 "fraction_of_median": fraction(value),
                 "rule": rule,
                 "reference_gbps": reference.gbps if reference is not None else None,
@@ -620,12 +654,14 @@ def judge(
             }
         )
 
-    # GPUs whose every measured pair, as source and as destination, is below its pair's reference rule.
+    # GPUs whose every measured pair, as source and as destination, is below its pair's reference rule. Not for
+    # rows that are pairs: bisect pairs GPU i with its peer both ways (i -> peer, peer -> i), so a lost link on
+    # either end shows on the same two rows, and both ends are named with their pair.
     low_gpus: List[Dict[str, Any]] = []
     means: Dict[int, float] = {}
-    if square and rack_reference is not None and len(rows) >= 3:
-        for gpu in range(len(rows)):
-            cells = [(gpu, c) for c in range(len(rows)) if c != gpu] + [(r, gpu) for r in range(len(rows)) if r != gpu]
+    if square and rack_reference is not None and gpus >= 3:
+        for gpu in range(gpus):
+            cells = [(gpu, c) for c in range(gpus) if c != gpu] + [(r, gpu) for r in range(gpus) if r != gpu]
             cells = [(r, c) for r, c in cells if rows[r][c] is not None]
             if len(cells) >= 2 and all(rows[r][c] < median_fraction * references.of_pair(r, c).gbps for r, c in cells):
                 gbps = [rows[r][c] for r, c in cells]
@@ -645,17 +681,17 @@ def judge(
     low = {g["gpu"] for g in low_gpus}
     for pair in failing:
         explained = [g for g in (pair["src"], pair["dst"]) if g in low]
-        pair["low_gpu"] = explained[0] if explained and square else None
-    unexplained = [p for p in failing if p["low_gpu"] is None]
+        pair["low_gpu"] = explained[0] if explained and per_cell else None
+    unexplained = [(p, ref) for p, ref in zip(failing, failing_references) if p["low_gpu"] is None]
 
     # The nodes blamed: those of the low GPUs, and both ends of each pair that no low GPU explains.
     gpu_items = [_low_gpu_words(gpu, means[gpu["gpu"]], rack_reference) for gpu in low_gpus]
-    pair_items = [_pair_words(pair, floor, median, description, len(rows)) for pair in unexplained]
+    pair_items = [_pair_words(pair, floor, median, description, len(rows)) for pair, _ref in unexplained]
     findings: Dict[str, List[str]] = {}
     for gpu, words in zip(low_gpus, gpu_items):
         if gpu["node"]:
             findings.setdefault(gpu["node"], []).append(words)
-    for pair, words in zip(unexplained, pair_items):
+    for (pair, _ref), words in zip(unexplained, pair_items):
         for name in dict.fromkeys(n for n in (pair["src_node"], pair["dst_node"]) if n):
             findings.setdefault(name, []).append("pair " + words)
     failed_nodes = sorted(findings)
@@ -664,14 +700,19 @@ def judge(
     # Violations: the whole domain when every GPU is low, one per low GPU, one per pair no low GPU explains,
     # then the matrix-wide ones.
     violations: List[str] = []
-    if square and len(low_gpus) == len(rows):
+    every_pair_low = (
+        paired is not None
+        and all(p["rule"] not in (RULE_FLOOR, RULE_NOT_MEASURED) for p in failing)
+        and len(failing) == len(rows)
+    )
+    if (square and len(low_gpus) == gpus) or every_pair_low:
         violations.append(
-            f"every one of the {len(rows)} GPUs is below {median_fraction:g} x {rack_reference.words()} on each of "
+            f"every one of the {gpus} GPUs is below {median_fraction:g} x {rack_reference.words()} on each of "
             "its pairs: a fault of the whole NVLink domain (a switch tray, the fabric manager, a driver or clock "
             "setting), not of one GPU"
         )
     violations.extend(gpu_items)
-    for pair in unexplained:
+    for pair, reference in unexplained:
         label = _pair_label(description, len(rows), pair["src"], pair["dst"])
         if pair["rule"] == RULE_NOT_MEASURED:
             violations.append(f"{label}: not measured (N/A), the pair has no peer access over NVLink")
@@ -683,7 +724,6 @@ def judge(
                 f"{median:.2f}, below {median_fraction:g} x the median ({pair['threshold_gbps']:.2f})"
             )
         else:
-            reference = references.of_pair(pair["src"], pair["dst"])
             violations.append(
                 f"{label}: {_num(pair['gbps'])} GB/s is {pair['gbps'] / reference.gbps:.3f} of {reference.words()}, "
                 f"below {median_fraction:g} x that ({pair['threshold_gbps']:.2f})"
@@ -726,6 +766,7 @@ def judge(
         reference=rack_reference.to_dict() if rack_reference is not None else None,
         references=[r.to_dict() for r in references.listed()],
         warnings=references.warnings,
+        row_pairs=[list(p) for p in paired] if paired is not None else None,
     )
     judgement.summary = _summary(judgement, rack_reference, gpu_to_gpu, gpu_items + pair_items, other)
     return judgement
@@ -796,13 +837,16 @@ class _References:
         listed = self.listed()
         return max(listed, key=lambda r: r.gbps) if listed else None
 
-    def of_pair(self, src: int, dst: int) -> Optional[Reference]:
-        """The strictest reference of one pair: the baseline's own figure for it where there is one."""
+    def of_pair(self, row: int, column: int, label: Optional[str] = None) -> Optional[Reference]:
+        """The strictest reference of one cell: the baseline's own figure for it where there is one.
+
+        ``label`` names the cell's GPU pair ("5->41") where it is not "<row>-><column>" (rows that are pairs).
+        """
         listed = self.listed()
         if self.baseline_rows is not None:
-            cell = self.baseline_rows[src][dst] if src < len(self.baseline_rows) else None
-            if cell is not None and dst < len(self.baseline_rows[src]):
-                own = Reference(RULE_BASELINE, cell, f"{self.baseline_source}, pair {src}->{dst}")
+            cell = self.baseline_rows[row][column] if row < len(self.baseline_rows) else None
+            if cell is not None and column < len(self.baseline_rows[row]):
+                own = Reference(RULE_BASELINE, cell, f"{self.baseline_source}, pair {label or f'{row}->{column}'}")
                 listed = [r if r.kind != RULE_BASELINE else own for r in listed]
         return max(listed, key=lambda r: r.gbps) if listed else None
 

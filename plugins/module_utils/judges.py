@@ -89,6 +89,7 @@ def judge_nvbandwidth_log(
         "threshold_explanation": result["threshold_explanation"],
         "unit": result["unit"] or "GB/s",
         "matrix": result["matrix"],
+        "row_pairs": result["row_pairs"],
         "sum": result["sum"],
         "min": result["min"],
         "max": result["max"],

@@ -123,6 +123,9 @@ _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 _SQUARE_RE = re.compile(r"device_to_device_(?:bidirectional_)?memcpy_(?:read|write)_(?:ce|sm)$")
 _BIDIRECTIONAL_RE = re.compile(r"device_to_device_bidirectional_memcpy_(read|write)_(?:ce|sm)$")
 _DESCRIPTION_RE = re.compile(r"^(?P<text>\S.*\((?P<unit>GB/s|ns)\))\s*$")
+# multinode_bisect_write_ce is the one testcase whose description names no unit (multinode_testcases.cpp:
+# "Bisect benchmarking, simultaneous write CE BW"); its N x 1 matrix is in GB/s like every CE copy.
+_UNITLESS_DESCRIPTION_RE = re.compile(r"^(?P<text>Bisect benchmarking, .*\S)\s*$")
 _SUM_RE = re.compile(r"^SUM (?P<key>\S+) (?P<value>\S+)\s*$")
 _PERF_RE = re.compile(r"^&&&& PERF (?P<key>\S+) (?P<value>[-+0-9.eE]+|nan|inf)\s*(?P<unit>\S*)\s*$")
 _STAT_RE = re.compile(r"^(?P<stat>MIN|MAX|AVG) (?P<key>\S+) (?P<value>\S+)\s*$")
@@ -397,7 +400,18 @@ def _split_row(line: str, columns: int) -> Optional[Tuple[str, List[str]]]:
 
 
 def _ends_matrix(line: str) -> bool:
-    return bool(_SUM_RE.match(line) or _PERF_RE.match(line) or _RUNNING_RE.match(line) or _DESCRIPTION_RE.match(line))
+    return bool(
+        _SUM_RE.match(line) or _PERF_RE.match(line) or _RUNNING_RE.match(line) or _description_of(line) is not None
+    )
+
+
+def _description_of(line: str) -> Optional[Tuple[str, str]]:
+    """A matrix's description line as (text, unit), or None when the line is none."""
+    match = _DESCRIPTION_RE.match(line)
+    if match:
+        return match.group("text"), match.group("unit")
+    match = _UNITLESS_DESCRIPTION_RE.match(line)
+    return (match.group("text"), "GB/s") if match else None
 
 
 def _continues_matrix(lines: List[str], index: int, matrix: BandwidthMatrix, columns: int) -> bool:
@@ -560,8 +574,8 @@ def parse_text(content: str) -> NvbandwidthOutput:
                 current.message = message
             else:
                 output.errors.append(stripped)
-        elif match := _DESCRIPTION_RE.match(line):
-            matrix, index = _read_text_matrix(lines, index + 1, match.group("text"), match.group("unit"), output.errors)
+        elif described := _description_of(line):
+            matrix, index = _read_text_matrix(lines, index + 1, *described, output.errors)
             if current is None:
                 output.warnings.append(
                     f"a matrix ({matrix.description}) appears outside any 'Running <testcase>.' line"
@@ -623,8 +637,8 @@ def _finish_testcase(testcase: TestcaseResult) -> None:
 
 
 def _unit_of(description: str) -> str:
-    match = re.search(r"\((GB/s|ns)\)\s*$", description)
-    return match.group(1) if match else ""
+    described = _description_of(description.strip())
+    return described[1] if described else ""
 
 
 def parse_json(content: Union[str, Dict[str, Any]]) -> NvbandwidthOutput:
@@ -824,6 +838,7 @@ class Verdict:
             "unit": matrix.unit if matrix else None,
             "matrix": [list(r) for r in matrix.rows] if matrix else [],
             "row_labels": list(matrix.row_labels) if matrix else [],
+            "row_pairs": judgement.row_pairs if judgement else None,
             "column_labels": list(matrix.column_labels) if matrix else [],
             "gpus": gpu_count(matrix) if matrix else 0,
             "devices": [d.to_dict() for d in output.devices],

@@ -871,6 +871,13 @@ def _gpu_title(gpu: int, node: Optional[str]) -> str:
     return f"GPU {gpu} on {node}" if node else f"GPU {gpu}"
 
 
+def _pair_of(value: Any) -> Optional[tuple[int, int]]:
+    """A row's [src, dst] GPU pair as ints, or None."""
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(_int(v) is not None for v in value):
+        return int(value[0]), int(value[1])
+    return None
+
+
 def heatmap_view(record: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The bandwidth matrix as rows of cells: class, background and tooltip of each (None: no matrix)."""
     details = record["details"]
@@ -894,10 +901,15 @@ def heatmap_view(record: dict[str, Any]) -> Optional[dict[str, Any]]:
     def node(gpu: int) -> Optional[str]:
         return node_of_gpu(details, gpu, nodes)
 
+    # A matrix whose rows are GPU pairs (multinode_bisect_write_ce: N x 1) names each row's pair.
+    pairs = details.get("row_pairs")
+    paired = isinstance(pairs, list) and len(pairs) == len(matrix) and all(_pair_of(p) for p in pairs)
+
     rows = []
-    for src, row in enumerate(matrix):
+    for r, row in enumerate(matrix):
         cells = []
-        for dst, value in enumerate(row):
+        for c, value in enumerate(row):
+            src, dst = _pair_of(pairs[r]) if paired else (r, c)
             if not isinstance(value, (int, float)):
                 cells.append(
                     {
@@ -922,8 +934,18 @@ def heatmap_view(record: dict[str, Any]) -> Optional[dict[str, Any]]:
                     "title": title,
                 }
             )
-        rows.append({"label": str(src), "title": _gpu_title(src, node(src)), "cells": cells})
-    caption = "Bandwidth matrix (row = source GPU, column = destination GPU)"
+        if paired:
+            src, dst = _pair_of(pairs[r])
+            rows.append(
+                {"label": f"{src}->{dst}", "title": f"{_gpu_title(src, node(src))} writes to GPU {dst}", "cells": cells}
+            )
+        else:
+            rows.append({"label": str(r), "title": _gpu_title(r, node(r)), "cells": cells})
+    caption = (
+        "Bisect: each GPU writes to the GPU half a rack away, all at once (row = writer -> target)"
+        if paired
+        else "Bandwidth matrix (row = source GPU, column = destination GPU)"
+    )
     median_rule = details.get("median_threshold_gbps")
     if isinstance(threshold, (int, float)) and isinstance(median_rule, (int, float)):
         caption += f"; outlined cells are below the floor of {threshold:.2f} GB/s or the reference rule "

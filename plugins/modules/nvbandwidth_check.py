@@ -254,6 +254,15 @@ row_labels:
   type: list
   elements: str
   sample: ["0", "1"]
+row_pairs:
+  description:
+    - The GPU pair [writer, target] of each row, for a matrix whose rows are GPU pairs
+      (V(multinode_bisect_write_ce) - GPU i writes to GPU (i + N/2) mod N, all GPUs at once); V(null) otherwise.
+    - Failing pairs of such a matrix name those two GPUs in RV(failing_pairs[].src) and RV(failing_pairs[].dst).
+  returned: always
+  type: list
+  elements: list
+  sample: [[0, 36], [1, 37]]
 column_labels:
   description: The column labels as printed.
   returned: always

@@ -306,11 +306,14 @@ def test_bisect_row_labels_with_spaces():
     world = 12
     labels = [f"{i:>2}->{(i + world // 2) % world:>2}" for i in range(world)]
     rows = [[790.0 + i] for i in range(world)]
-    matrix = Matrix(name, "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", rows, row_labels=labels)
+    # the real description names no unit (multinode_testcases.cpp); the cells are GB/s
+    matrix = Matrix(name, "Bisect benchmarking, simultaneous write CE BW", rows, row_labels=labels)
     content = emit_run([Testcase(name, [matrix])], hosts=["a", "b", "c"])
     assert " 6-> 0    796.00" in content
     result = check_nvbandwidth(content).to_result()
     assert result["row_labels"][6] == "6-> 0"
+    assert result["unit"] == "GB/s"
+    assert result["row_pairs"][6] == [6, 0]
     assert result["matrix"] == rows
     assert result["sum"] == pytest.approx(sum(r[0] for r in rows))
 
