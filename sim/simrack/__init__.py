@@ -33,7 +33,8 @@ FAULTS = {
     "unlabelled-node": "remove the nvidia.com/gpu.clique label from one tray (node=<name>)",
     "split-clique": "relabel half of one rack's trays with a second clique (rack=<R>)",
     "apiserver-restart": "kill and restart kube-apiserver now, or --after SECONDS in the background",
-    "degraded-link": "set cell (src,dst) of the nvbandwidth matrix of MPIJobs on rack R, and the SUM "
+    "degraded-link": "set cell (src,dst) of the nvbandwidth matrix of MPIJobs on rack R, and the SUM; src and dst "
+    "may each name several GPUs (1,4, 0-3, all: src=5 dst=all is row 5) "
     "(rack=<R, default 0> src=<gpu> dst=<gpu> gbps=<value, default 400>)",
     "degraded-gpu": "scale row and column of GPU G (or of each GPU of a list 1,4,6, a range 0-17, or all) of the "
     "nvbandwidth matrix of MPIJobs on rack R, and the SUM; a cell between two such GPUs takes the lower factor "

@@ -124,10 +124,16 @@ def validate(name: str, params: dict[str, str], racks: int, trays_per_rack: int)
         _node(name, params, racks, trays_per_rack)
     elif name == "degraded-link":
         rack = _rack(name, params, racks)
-        src = _gpu(name, "src", params.get("src", 0), rack, gpus)
-        dst = _gpu(name, "dst", params.get("dst", 1), rack, gpus)
-        if src == dst:
-            raise ValueError(f"{name}: src and dst are both {src}; a link joins two different GPUs")
+        ends = []
+        for key, default in (("src", 0), ("dst", 1)):
+            try:
+                ends.append(gpu_list(params.get(key, default), gpus))
+            except ValueError as exc:
+                raise ValueError(
+                    f"{name}: {key}={params.get(key, default)} {exc} (rack {rack} has GPUs 0..{gpus - 1})"
+                ) from None
+        if ends[0] == ends[1] and len(ends[0]) == 1:
+            raise ValueError(f"{name}: src and dst are both {ends[0][0]}; a link joins two different GPUs")
         gbps = _float(name, "gbps", params.get("gbps", DEFAULT_LINK_GBPS))
         if gbps < 0:
             raise ValueError(f"{name}: gbps={params['gbps']} must not be negative")
@@ -192,16 +198,19 @@ def matrix_faults(
         return cells, factors, notes
     link = faults.get("degraded-link")
     if link is not None and fault_rack(link) == rack:
+        # src and dst each name one GPU, a list, a range or all: every pair between them (a whole row with dst=all)
+        src, dst = link.get("src", 0), link.get("dst", 1)
         try:
-            src, dst = int(link.get("src", 0)), int(link.get("dst", 1))
             gbps = float(link.get("gbps", DEFAULT_LINK_GBPS))
         except (TypeError, ValueError):
             notes.append(f"degraded-link: unreadable params {link}")
         else:
-            if 0 <= src < world and 0 <= dst < world and src != dst:
-                cells[(src, dst)] = gbps
-            else:
+            try:
+                pairs = [(s, d) for s in gpu_list(src, world) for d in gpu_list(dst, world) if s != d]
+            except ValueError:
                 notes.append(f"degraded-link: pair ({src}, {dst}) is outside a {world}-rank matrix")
+            else:
+                cells.update(dict.fromkeys(pairs, gbps))
     gpu_fault = faults.get("degraded-gpu")
     if gpu_fault is not None and fault_rack(gpu_fault) == rack:
         try:

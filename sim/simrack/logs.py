@@ -167,6 +167,49 @@ def bandwidth_matrix(
     return matrix
 
 
+BISECT_TESTCASE = "multinode_bisect_write_ce"
+BISECT_DESCRIPTION = "Bisect benchmarking, simultaneous write CE BW"
+
+
+def bisect_peer(rank: int, world: int) -> int:
+    """The GPU that rank writes to in multinode_bisect_write_ce (nvbandwidth multinode_testcases.cpp)."""
+    return (rank + world // 2) % world
+
+
+def bisect_column(
+    world: int,
+    degraded: dict[tuple[int, int], float],
+    gpu_factors: Optional[dict[int, float]] = None,
+) -> list[list[Optional[str]]]:
+    """``world x 1`` cells: row i is GPU i writing to its peer, every GPU at once.
+
+    A GPU that lost links slows both the row it writes in and the row that writes to it (the slower end
+    bounds a copy, as in ``bandwidth_matrix``); ``degraded`` sets the cell of a (src, peer) pair.
+    """
+    fx = load_nvbandwidth_fixture()
+    factors = gpu_factors or {}
+    column: list[list[Optional[str]]] = []
+    for rank in range(world):
+        peer = bisect_peer(rank, world)
+        cell = fx.cells[rank % len(fx.cells)]
+        if (rank, peer) in degraded:
+            cell = f"{degraded[(rank, peer)]:.2f}"
+        elif rank in factors or peer in factors:
+            cell = f"{float(cell) * min(factors.get(rank, 1.0), factors.get(peer, 1.0)):.2f}"
+        column.append([cell])
+    return column
+
+
+def render_bisect(column: list[list[Optional[str]]]) -> list[str]:
+    """As nvbandwidth prints a matrix with row labels: the label column as wide as the widest label."""
+    world = len(column)
+    labels = [f"{_padded(rank, world)}->{_padded(bisect_peer(rank, world), world)}" for rank in range(world)]
+    width = max([2, *(len(label) for label in labels)])
+    out = [" " * width + f"{0:>10}"]
+    out.extend(f"{label:>{width}}" + f"{'N/A' if row[0] is None else row[0]:>10}" for label, row in zip(labels, column))
+    return out
+
+
 def matrix_sum(matrix: list[list[Optional[str]]]) -> str:
     fx = load_nvbandwidth_fixture()
     flat = [cell for row in matrix for cell in row if cell is not None]
@@ -224,9 +267,14 @@ def nvbandwidth_text(run: NvbandwidthRun) -> str:
             ]
         )
         return "\n".join(lines) + "\n"
-    matrix = bandwidth_matrix(world, run.degraded, run.gpu_factors)
-    lines.append(_description(run.testcase))
-    lines.extend(render_matrix(matrix))
+    if run.testcase == BISECT_TESTCASE:
+        matrix = bisect_column(world, run.degraded, run.gpu_factors)
+        lines.append(BISECT_DESCRIPTION)
+        lines.extend(render_bisect(matrix))
+    else:
+        matrix = bandwidth_matrix(world, run.degraded, run.gpu_factors)
+        lines.append(_description(run.testcase))
+        lines.extend(render_matrix(matrix))
     lines.append("")
     lines.append(f"SUM {run.testcase} {matrix_sum(matrix)}")
     lines.append("")

@@ -106,6 +106,88 @@ def test_many_gpus_that_lost_a_link_at_once_fail_against_the_product_reference(c
     assert run.record("nvbandwidth", "rack1")["passed"] is True
 
 
+TWO_TRAYS = {**FAST, "gpu_fabric_verify_nodes_per_clique": 2}  # 8 GPUs a rack: the guide's 2 x 4 run
+
+
+def test_three_of_eight_gpus_and_a_whole_row_low_fail_against_the_product_reference(cluster_stage: SimRack, tmp_path):
+    # rack0: 3 of 8 GPUs one NVLink down, so that 36 of 56 pairs are low and the median moves with them;
+    # rack1: GPU 5 reads slowly from every other GPU (its row), its column healthy
+    with faults(
+        cluster_stage,
+        ("degraded-gpu", {"rack": 0, "gpu": "1,4,6", "factor": 0.944}),
+        ("degraded-link", {"rack": 1, "src": 5, "dst": "all", "gbps": 776}),
+    ):
+        run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=TWO_TRAYS)
+
+    assert run.process.returncode != 0
+    rack0 = run.record("nvbandwidth", "rack0")["details"]
+    assert rack0["median_gbps"] < 0.97 * 821.41  # the median alone would have passed
+    assert rack0["reference"] == {"kind": "product", "gbps": 821.41, "source": rack0["reference"]["source"]}
+    assert [gpu["gpu"] for gpu in rack0["low_gpus"]] == [1, 4, 6]
+    assert len(rack0["failing_pairs"]) == 36
+    rack1 = run.record("nvbandwidth", "rack1")
+    assert rack1["passed"] is False
+    assert sorted((p["src"], p["dst"]) for p in rack1["details"]["failing_pairs"]) == [
+        (5, d) for d in range(8) if d != 5
+    ]
+    assert {p["rule"] for p in rack1["details"]["failing_pairs"]} == {"product"}
+    assert rack1["details"]["low_gpus"] == []  # its column is healthy: a row, not a GPU that lost links
+    assert "held against the product reference 821.41 GB/s" in rack1["summary"]
+
+
+def test_every_gpu_one_link_down_and_half_the_links_down_with_a_lowered_floor_fail(cluster_stage: SimRack, tmp_path):
+    # rack0: every GPU lost one NVLink of 18 (a bad NVLink switch tray): 776 GB/s everywhere, above the floor
+    with faults(cluster_stage, ("degraded-gpu", {"rack": 0, "gpu": "all", "factor": 0.944})):
+        every = run_verify(cluster_stage, tmp_path / "every", "--tags", "nvbandwidth", extra_vars=TWO_TRAYS)
+    # rack0: half the links of every GPU down, and a site that lowered the floor to 0.4 of the peak
+    lowered = {**TWO_TRAYS, "verify_nvbandwidth_min_fraction_of_peak": 0.4}
+    with faults(cluster_stage, ("degraded-gpu", {"rack": 0, "gpu": "all", "factor": 0.5})):
+        half = run_verify(cluster_stage, tmp_path / "half", "--tags", "nvbandwidth", extra_vars=lowered)
+
+    for run, level in ((every, 0.944), (half, 0.5)):
+        assert run.process.returncode != 0
+        rack0 = run.record("nvbandwidth", "rack0")
+        details = rack0["details"]
+        assert rack0["passed"] is False
+        assert details["median_gbps"] == pytest.approx(level * 821.41, rel=0.01)  # the median moved with them
+        assert details["min"] > details["threshold_gbps"]  # and every pair is above the floor
+        assert details["violations"][0].startswith(
+            "every one of the 8 GPUs is below 0.97 x the product reference 821.41 GB/s"
+        )
+        assert len(details["low_gpus"]) == 8
+        assert sorted(rack0["failed_nodes"]) == sorted(rack0["nodes"])
+        assert run.record("nvbandwidth", "rack1")["passed"] is True
+
+
+def test_the_fast_bisect_mode_fails_the_pair_of_a_gpu_that_lost_a_link_and_misses_other_routes(
+    cluster_stage: SimRack, tmp_path
+):
+    bisect = {**FAST, "verify_nvbandwidth_testcase": "multinode_bisect_write_ce"}
+    with faults(
+        cluster_stage,
+        ("degraded-gpu", {"rack": 0, "gpu": 5, "factor": 0.944}),
+        ("degraded-link", {"rack": 1, "src": 0, "dst": 5, "gbps": 700}),  # a route bisect does not measure
+    ):
+        run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=bisect)
+
+    assert run.process.returncode != 0
+    rack0 = run.record("nvbandwidth", "rack0")
+    details = rack0["details"]
+    assert details["testcase"] == "multinode_bisect_write_ce"
+    assert len(details["matrix"]) == 72 and {len(row) for row in details["matrix"]} == {1}
+    assert details["row_pairs"][5] == [5, 41] and details["row_pairs"][41] == [41, 5]
+    # GPU 5 writes to GPU 41 and GPU 41 to GPU 5: both rows low, both GPUs' trays named
+    assert sorted((p["src"], p["dst"]) for p in details["failing_pairs"]) == [(5, 41), (41, 5)]
+    assert sorted(rack0["failed_nodes"]) == sorted({details["rank_nodes"][1], details["rank_nodes"][10]})
+    assert any("held against the run's median alone" in w for w in details["warnings"])  # the first bisect run
+    expected = details["expected_run"]
+    assert expected["pairs"] == 72 and expected["steps"] == 1
+    rack1 = run.record("nvbandwidth", "rack1")
+    assert rack1["passed"] is True  # 0->5 is not a bisect pair: only the full pairwise mode sees it
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "5-&gt;41" in html or "5->41" in html
+
+
 def test_two_runs_are_kept_and_a_pinned_run_is_the_next_runs_baseline(cluster_stage: SimRack, tmp_path):
     report = tmp_path / "report"
     first = run_verify(cluster_stage, report, "--tags", "nvbandwidth", extra_vars=FAST)

@@ -150,6 +150,34 @@ def test_degraded_gpu_names_one_gpu_a_list_a_range_or_all(value, gpus):
     assert (cells, sorted(factors), set(factors.values()) or {0.944}, notes) == ({}, gpus, {0.944}, [])
 
 
+BISECT = "multinode_bisect_write_ce"
+
+
+def test_bisect_prints_nvbandwidths_own_n_by_1_rows_of_gpu_pairs():
+    text = nvl72_text(testcase=BISECT)
+    lines = text.splitlines()
+    start = lines.index(f"Running {BISECT}.")
+    # multinode_testcases.cpp: the description names no unit; the labels are "<i>-><peer>", padded, and set
+    # the label column's width (6), each cell setw(10)
+    assert lines[start + 1] == "Bisect benchmarking, simultaneous write CE BW"
+    assert lines[start + 2] == " " * 6 + f"{0:>10}"
+    assert lines[start + 3] == f" 0->36{fixture_cells()[0]:>10}"
+    assert lines[start + 3 + 36].startswith("36-> 0")
+    matrix = parse_nvbandwidth(text).testcases[BISECT].matrix_named()
+    assert matrix.shape == (72, 1) and matrix.unit == "GB/s"
+    assert matrix.reported_sum == printed_sum(matrix)
+
+
+def test_bisect_slows_both_rows_of_a_degraded_gpu_and_only_peer_links():
+    plain = parse_nvbandwidth(nvl72_text(testcase=BISECT)).testcases[BISECT].matrix_named()
+    text = nvl72_text(testcase=BISECT, gpu_factors={41: 0.944}, degraded={(0, 36): 700.0, (1, 5): 1.0})
+    matrix = parse_nvbandwidth(text).testcases[BISECT].matrix_named()
+    low = {r for r in range(72) if matrix.rows[r][0] != plain.rows[r][0]}
+    assert low == {0, 5, 41}  # 41->5 and 5->41 for GPU 41; 0->36 set; 1->5 is no bisect pair
+    assert matrix.rows[5][0] == round(plain.rows[5][0] * 0.944, 2)
+    assert matrix.rows[0][0] == 700.0
+
+
 def test_a_factor_of_one_leaves_the_real_run_byte_for_byte():
     hosts, devices = logs.ranks_for("nvbandwidth-test", workers=2, slots=4)
     run = logs.NvbandwidthRun(hosts, devices, gpu_factors={2: 1.0})
@@ -250,6 +278,16 @@ def test_matrix_faults_without_rack_mean_rack_0_with_todays_defaults():
     }
     assert faultspec.matrix_faults({"degraded-gpu": {"gpu": "2"}}, 0, 8)[1] == {2: 0.944}
     assert faultspec.matrix_faults({"degraded-link": {}}, 1, 8) == ({}, {}, [])
+
+
+def test_a_degraded_link_of_many_gpus_sets_a_whole_row_or_column():
+    row = faultspec.matrix_faults({"degraded-link": {"src": "5", "dst": "all", "gbps": "700"}}, 0, 8)[0]
+    assert row == {(5, d): 700.0 for d in range(8) if d != 5}
+    column = faultspec.matrix_faults({"degraded-link": {"src": "all", "dst": "2"}}, 0, 8)[0]
+    assert sorted(column) == [(s, 2) for s in range(8) if s != 2]
+    assert faultspec.validate("degraded-link", {"src": "0-3", "dst": "all"}, 2, 4)["dst"] == "all"
+    with pytest.raises(ValueError, match=r"^degraded-link: src=0-99 is out of range \(rack 0 has GPUs 0..15\)$"):
+        faultspec.validate("degraded-link", {"src": "0-99"}, 2, 4)
 
 
 def test_matrix_faults_that_do_not_fit_the_job_are_noted_not_applied():
