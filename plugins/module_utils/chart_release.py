@@ -132,15 +132,34 @@ SECRET_KEY = re.compile(
 REDACTED = "********"
 
 
-def redact(values: Any, secret: bool = False) -> Any:
-    """``values`` with every scalar under a credential-looking key (``SECRET_KEY``) replaced by ``REDACTED``."""
+def redact(values: Any, secret: bool = False, hidden: Any = None) -> Any:
+    """``values`` with every scalar under a credential-looking key (``SECRET_KEY``) replaced by ``REDACTED``,
+    and every scalar that ``hidden`` (the module's ``secret_values``) sets, whatever its key."""
+    if hidden is not None and not isinstance(hidden, Mapping):
+        secret = True  # a leaf of secret_values: whatever stands here came from it
+        hidden = None
     if isinstance(values, Mapping):
-        return {key: redact(value, bool(SECRET_KEY.search(str(key)))) for key, value in values.items()}
+        below = hidden if isinstance(hidden, Mapping) else {}
+        return {
+            key: redact(value, bool(SECRET_KEY.search(str(key))), below.get(key))
+            for key, value in values.items()
+        }
     if isinstance(values, list):
         return [redact(value, secret) for value in values]
     if secret and values not in (None, "", True, False):
         return REDACTED
     return values
+
+
+def merge_values(values: Mapping[str, Any], secret_values: Mapping[str, Any]) -> Dict[str, Any]:
+    """``values`` with ``secret_values`` merged over them, mapping into mapping (a list or scalar replaces)."""
+    merged = dict(values)
+    for key, value in secret_values.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_values(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def plan(installed: Optional[Installed], chart_name: str, chart_version: str, values: Mapping[str, Any]) -> Plan:
@@ -220,13 +239,16 @@ def upgrade_args(
     return args
 
 
-def values_diff(release: str, now: Mapping[str, Any], wanted: Mapping[str, Any]) -> Dict[str, str]:
-    """Ansible's ``--diff`` of the release's values, before and after, as YAML, credentials redacted."""
+def values_diff(
+    release: str, now: Mapping[str, Any], wanted: Mapping[str, Any], hidden: Optional[Mapping[str, Any]] = None
+) -> Dict[str, str]:
+    """Ansible's ``--diff`` of the release's values, before and after, as YAML, credentials redacted (``hidden``:
+    the secret values, redacted wherever they stand)."""
     return {
         "before_header": f"{release} values (installed)",
         "after_header": f"{release} values (wanted)",
-        "before": to_yaml(redact(now)),
-        "after": to_yaml(redact(wanted)),
+        "before": to_yaml(redact(now, hidden=hidden)),
+        "after": to_yaml(redact(wanted, hidden=hidden)),
     }
 
 

@@ -70,7 +70,17 @@ options:
     type: str
     required: true
   values:
-    description: The release's values, exactly; values of an earlier revision are not carried over.
+    description:
+      - The release's values, exactly; values of an earlier revision are not carried over.
+      - The module's arguments (shown with C(-vvv)) carry them as given; put credentials in O(secret_values).
+    type: dict
+    default: {}
+  secret_values:
+    description:
+      - Values that hold credentials (a registry password, a token), merged over O(values) (mapping into
+        mapping) before they are compared and handed to Helm.
+      - Never shown - not in the module's arguments as C(-vvv) prints them, nor in RV(values_now), RV(values_wanted),
+        the diff or a message - each of their strings is replaced by C(********) wherever it would appear.
     type: dict
     default: {}
   upgrade_crds:
@@ -211,6 +221,7 @@ def build_module() -> AnsibleK8SModule:
         chart_name=dict(type="str", default=""),
         chart_version=dict(type="str", required=True),
         values=dict(type="dict", default={}),
+        secret_values=dict(type="dict", default={}, no_log=True),
         upgrade_crds=dict(type="bool", default=True),
         field_manager=dict(type="str", default="gpu-fabric"),
         take_ownership=dict(type="bool", default=False),
@@ -326,8 +337,9 @@ def main() -> None:
     chart_args = [p["chart_ref"], "--version", p["chart_version"]]
     if p["chart_repo_url"]:
         chart_args += ["--repo", p["chart_repo_url"]]
-    wanted = cr.plain(p["values"])
-    result = dict(changed=False, values_wanted=cr.redact(wanted))
+    secret = cr.plain(p["secret_values"])
+    wanted = cr.merge_values(cr.plain(p["values"]), secret)
+    result = dict(changed=False, values_wanted=cr.redact(wanted, hidden=secret))
     lines = []
 
     try:
@@ -376,7 +388,7 @@ def main() -> None:
         version = p["chart_version"]
         if installed is not None and not cr.is_exact_version(version):
             version = cr.parse_chart_version(helm_read("helm show chart", "show", "chart", *chart_args))
-        plan = cr.plan(installed, p["chart_name"], version, p["values"])
+        plan = cr.plan(installed, p["chart_name"], version, wanted)
     except cr.ChartReleaseError as exc:
         module.fail_json(msg=f"release {release}: {exc}")
     except helm_release.SettleError as exc:
@@ -384,7 +396,7 @@ def main() -> None:
     result.update(
         action=plan.action,
         reasons=plan.reasons,
-        values_now=cr.redact(installed.values) if installed else {},
+        values_now=cr.redact(installed.values, hidden=secret) if installed else {},
         release=release_info(latest, name, namespace),
     )
     lines.append(cr.release_line(release, p["chart_name"], version, plan, module.check_mode))
@@ -392,7 +404,7 @@ def main() -> None:
     if plan.action != "none":
         result["changed"] = True
         if module._diff:
-            result["diff"] = cr.values_diff(release, installed.values if installed else {}, wanted)
+            result["diff"] = cr.values_diff(release, installed.values if installed else {}, wanted, secret)
         values_file = os.path.join(module._module.tmpdir, "values.json")
         args = cr.upgrade_args(
             name,

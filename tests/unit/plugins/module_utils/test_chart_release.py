@@ -252,3 +252,16 @@ def test_the_diff_shows_no_credential_of_either_side():
     installed = cr.Installed(1, "deployed", "gpu-operator", "v25.10.0", "v25.10.0", now)
     reasons = cr.plan(installed, "gpu-operator", "v25.10.0", REGISTRY_VALUES).reasons
     assert reasons == ["values differ (ngc.apiKey, ngc.password, ngc.port, ngc.privateKey)"]
+
+
+def test_secret_values_are_merged_over_the_values_and_redacted_whatever_their_keys():
+    secret = {"credentials": {"user": "robot$ci", "pass": "pa55"}, "driver": {"repository": "u:p@registry.example"}}
+    wanted = cr.merge_values(REGISTRY_VALUES, secret)
+    assert wanted["driver"]["repository"] == "u:p@registry.example"  # a secret leaf replaces a plain one
+    assert wanted["driver"]["enabled"] is True  # mapping into mapping: the rest of driver is kept
+    shown = cr.redact(wanted, hidden=secret)
+    assert shown["credentials"] == {"user": "********", "pass": "********"}  # neither key reads as a credential
+    assert shown["driver"]["repository"] == "********"
+    assert shown["driver"]["imagePullSecrets"] == [{"name": "ngc-pull"}]
+    assert shown["ngc"]["apiKey"] == "********" and shown["ngc"]["port"] == 443
+    assert cr.merge_values({"a": {"b": 1}}, {"a": [1]}) == {"a": [1]}  # a list or scalar replaces
