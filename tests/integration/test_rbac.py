@@ -182,6 +182,54 @@ def test_the_cluster_stage_account_cannot_reach_outside_its_namespaces(sim_rack,
     assert can("bind", "clusterroles/cluster-admin") == "no"
 
 
+def test_the_admission_policy_keeps_the_verify_account_in_its_own_namespaces(sim_rack, verify_sa, tmp_path):
+    kubeconfig, _token = verify_sa
+
+    def as_verify(*args: str, manifest: dict[str, Any] | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(sim_rack.bin_dir / "kubectl"), "--kubeconfig", str(kubeconfig), *args, "--dry-run=server"],
+            input=json.dumps(manifest) if manifest else None,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "not-a-check"},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/busybox:1"}]},
+    }
+    own = {"app.kubernetes.io/part-of": "gpu-fabric-verify"}
+    labelled = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rbac-vap-own", "labels": own}}
+    # RBAC allows each of these calls (cluster-wide verbs); the policy refuses those outside the checks' namespaces
+    refused = {
+        "a pod in default": (
+            as_verify("-n", "default", "create", "-f", "-", manifest=pod),
+            "gpu-fabric-verify may create pods only in its own namespaces "
+            "(labelled app.kubernetes.io/part-of=gpu-fabric-verify), not in default",
+        ),
+        "kube-system deleted": (
+            as_verify("delete", "namespace", "kube-system"),
+            "gpu-fabric-verify may delete only namespaces labelled app.kubernetes.io/part-of=gpu-fabric-verify, "
+            "not kube-system",
+        ),
+        "a namespace without the label": (
+            as_verify("create", "namespace", "rbac-vap-plain"),
+            "gpu-fabric-verify may create only namespaces labelled app.kubernetes.io/part-of=gpu-fabric-verify, "
+            "not rbac-vap-plain",
+        ),
+    }
+    for what, (result, message) in refused.items():
+        assert result.returncode != 0, what
+        assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-own-namespaces'" in result.stderr, (what, result.stderr)
+        assert message in result.stderr, (what, result.stderr)
+    allowed = as_verify("create", "-f", "-", manifest=labelled)
+    assert allowed.returncode == 0, allowed.stderr
+    assert sim_rack.kubectl("get", "namespace", "kube-system").returncode == 0
+
+
 def test_the_verify_stage_passes_with_only_the_shipped_rbac(sim_rack, verify_sa, tmp_path):
     kubeconfig, _token = verify_sa
     prefix = "rbac-verify"

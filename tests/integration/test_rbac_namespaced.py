@@ -87,6 +87,10 @@ def namespaced_sa(cluster_stage, tmp_path_factory) -> Path:
     sim_rack = cluster_stage
     # only this file's rights: the cluster-wide binding of verify-stage.yaml (test_rbac.py) must not help
     sim_rack.kubectl("delete", "clusterrolebinding", "gpu-fabric-verify", "--ignore-not-found")
+    # and its admission policy, which keeps the account's writes in namespaces the checks created themselves
+    sim_rack.kubectl(
+        "delete", "validatingadmissionpolicybinding", "gpu-fabric-verify-own-namespaces", "--ignore-not-found"
+    )
     service_account(sim_rack, "gpu-fabric-verify")
     text = (RBAC / "verify-stage-namespaced.yaml").read_text()
     assert PLACEHOLDER in text
