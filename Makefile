@@ -89,7 +89,18 @@ integration: venv layout  ## end-to-end tests against the simulated rack (sim/ra
 bench-smoke: venv layout  ## every benchmark of bench/ at its smallest size (bench/run --smoke)
 	bench/run --smoke
 
-test: lint sanity units artifact ee docs molecule integration bench-smoke  ## THE test command (what CI runs)
+# THE test command: each stage in turn (artifact and ee share one build), its wall time and exit code appended to
+# $(STAGE_TIMES), which .ci/run prints as a table at its end; the first stage that fails stops the run.
+TEST_STAGES := lint sanity units artifact+ee docs molecule integration bench-smoke
+STAGE_TIMES ?= $(CURDIR)/.tmp/stage-times.tsv
+test:  ## THE test command (what CI runs): lint sanity units artifact ee docs molecule integration bench-smoke
+	@mkdir -p $(dir $(STAGE_TIMES)); : >$(STAGE_TIMES)
+	@for stage in $(TEST_STAGES); do \
+	  start=$$(date +%s); rc=0; \
+	  $(MAKE) --no-print-directory $${stage//+/ } || rc=$$?; \
+	  printf '%s\t%s\t%s\n' "$$stage" $$(( $$(date +%s) - start )) $$rc >>$(STAGE_TIMES); \
+	  [ $$rc -eq 0 ] || exit $$rc; \
+	done
 
 COMPAT_VERSIONS ?=
 compat: venv layout  ## cluster + verify on each Kubernetes minor from 1.33 to the newest (COMPAT_VERSIONS="1.33.13 1.37.2")
