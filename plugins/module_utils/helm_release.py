@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -219,6 +220,33 @@ def latest_revision(helm: Helm, name: str, release: str) -> Optional[Revision]:
     except HelmHistoryError as exc:
         raise SettleError(f"release {release}: {exc}") from exc
     return revisions[-1] if revisions else None
+
+
+def url_credentials_problem(url: str, what: str) -> Optional[str]:
+    """Why ``url`` cannot be handed to Helm: credentials in it (``https://user:pass@host``) would be on Helm's
+    command line, which any local user reads in ``/proc/<pid>/cmdline``; None when it holds none."""
+    try:
+        parts = urllib.parse.urlsplit(str(url or ""))
+    except ValueError:
+        return None
+    if parts.username is None and parts.password is None:
+        return None
+    return (
+        f"{what} {parts.scheme}://***@{parts.hostname or ''}{parts.path} carries credentials: they would be on Helm's "
+        "command line, readable by any local user; give the URL without them and the user name and password as the "
+        "repository's username and password"
+    )
+
+
+def repo_add_args(name: str, url: str, username: str = "", password: bool = False) -> List[str]:
+    """``helm repo add`` of a named repository, the index fetched again (``--force-update``): the password, if
+    any, goes on Helm's standard input (``--password-stdin``), never on its command line."""
+    args = ["repo", "add", name, url, "--force-update"]
+    if username:
+        args += ["--username", username]
+    if password:
+        args.append("--password-stdin")
+    return args
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -61,6 +61,28 @@ options:
     description: The chart repository (C(--repo)); empty for an OCI reference or a named repository.
     type: str
     default: ""
+  repo_name:
+    description:
+      - A named repository to add (C(helm repo add --force-update)) before the chart is read, for a repository
+        with credentials; O(chart_ref) is then C(<repo_name>/<chart>). Empty - none is added.
+      - The password goes on Helm's standard input (C(--password-stdin)), never on its command line, which any
+        local user can read.
+    type: str
+    default: ""
+  repo_url:
+    description:
+      - The URL of O(repo_name) (not used without it).
+      - A URL with credentials in it (C(user:pass@)) is refused, as is such an O(chart_repo_url).
+    type: str
+    default: ""
+  repo_username:
+    description: The user name of O(repo_name) (not used without it).
+    type: str
+    default: ""
+  repo_password:
+    description: The password of O(repo_name) (not used without it).
+    type: str
+    default: ""
   chart_name:
     description: The chart's name; an installed release of another chart is upgraded. Empty - not compared.
     type: str
@@ -218,6 +240,10 @@ def build_module() -> AnsibleK8SModule:
         namespace_labels=dict(type="dict", default={}),
         chart_ref=dict(type="str", required=True),
         chart_repo_url=dict(type="str", default=""),
+        repo_name=dict(type="str", default=""),
+        repo_url=dict(type="str", default=""),
+        repo_username=dict(type="str", default=""),
+        repo_password=dict(type="str", default="", no_log=True),
         chart_name=dict(type="str", default=""),
         chart_version=dict(type="str", required=True),
         values=dict(type="dict", default={}),
@@ -327,6 +353,20 @@ def main() -> None:
     def helm(*args: str):
         argv = [p["binary_path"], *flags, *args, "--namespace", namespace]
         return module._module.run_command(argv, environ_update=env)
+
+    for url, what in ((p["chart_repo_url"], "chart_repo_url"), (p["repo_url"], "repo_url")):
+        problem = helm_release.url_credentials_problem(url, what)
+        if problem:
+            module.fail_json(msg=f"release {release}: {problem}")
+    if p["repo_name"]:
+        # the controller's Helm client setting, written again each run so that a rotated password applies: no
+        # change to the cluster, and made in check mode too, so that check mode can read the chart
+        args = helm_release.repo_add_args(p["repo_name"], p["repo_url"], p["repo_username"], bool(p["repo_password"]))
+        rc, _out, err = module._module.run_command(
+            [p["binary_path"], *args], data=p["repo_password"] or None, binary_data=True, environ_update=env
+        )
+        if rc != 0:
+            module.fail_json(msg=f"helm repo add {p['repo_name']} failed (rc {rc}): {helm_release.one_line(err)}")
 
     def helm_read(what: str, *args: str) -> str:
         rc, out, err = helm(*args)

@@ -35,6 +35,8 @@ elif args[:2] == ["get", "values"]:
     print(open(state).read())
 elif args[0] == "upgrade":
     shutil.copy(args[args.index("--values") + 1], state)
+elif args[:2] == ["repo", "add"]:
+    pass
 else:
     sys.exit(2)
 """
@@ -121,3 +123,61 @@ def test_a_changed_secret_upgrades_and_names_its_path_not_its_value(helm, capsys
     # check mode: Helm was not called again, and the new and the old secret are shown nowhere
     assert json.loads(state.read_text())["registry"] == {"login": PASSWORD}
     assert "n3w-p4ss-2027" not in out and PASSWORD not in out and TOKEN not in out
+
+
+REPO_PASSWORD = "r3po-p4ss-9f8e"
+
+
+def test_a_repository_password_goes_on_helms_standard_input_not_its_command_line(helm, capsys, tmp_path):
+    binary, _state = helm
+    calls = tmp_path / "calls.jsonl"
+    recording = tmp_path / "helm-recording"
+    recording.write_text(
+        "#!/usr/bin/env python3\n"
+        "import json, os, sys\n"
+        "stdin = sys.stdin.read() if '--password-stdin' in sys.argv else ''\n"
+        f"open({str(calls)!r}, 'a').write(json.dumps({{'argv': sys.argv[1:], 'stdin': stdin}}) + '\\n')\n"
+        f"os.execv({str(binary)!r}, [{str(binary)!r}, *sys.argv[1:]])\n"
+    )
+    recording.chmod(0o755)
+    args = dict(
+        arguments(recording),
+        chart_ref="site-charts/gpu-operator",
+        chart_repo_url="",
+        repo_name="site-charts",
+        repo_url="https://charts.example.internal/nvidia",
+        repo_username="robot",
+        repo_password=REPO_PASSWORD,
+    )
+    out, result = printed(capsys, args)
+    assert not result.get("failed"), result.get("msg")
+    seen = [json.loads(line) for line in calls.read_text().splitlines()]
+    (added,) = [call for call in seen if call["argv"][:2] == ["repo", "add"]]
+    assert added["argv"] == [
+        "repo",
+        "add",
+        "site-charts",
+        "https://charts.example.internal/nvidia",
+        "--force-update",
+        "--username",
+        "robot",
+        "--password-stdin",
+    ]
+    assert added["stdin"] == REPO_PASSWORD
+    assert all(REPO_PASSWORD not in " ".join(call["argv"]) for call in seen)  # /proc/<pid>/cmdline is world-readable
+    assert REPO_PASSWORD not in out
+    assert any(call["argv"][0] == "upgrade" and "site-charts/gpu-operator" in call["argv"] for call in seen)
+
+
+def test_a_repository_url_with_credentials_in_it_is_refused_in_one_line(helm, capsys):
+    binary, state = helm
+    args = dict(arguments(binary), chart_repo_url="https://robot:hunter2@charts.example.internal/nvidia")
+    _out, result = printed(capsys, args)
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "release gpu-operator/gpu-operator: chart_repo_url https://***@charts.example.internal/nvidia carries "
+        "credentials: they would be on Helm's command line, readable by any local user; give the URL without them "
+        "and the user name and password as the repository's username and password"
+    )
+    assert "hunter2" not in result["msg"]
+    assert not state.exists()  # nothing was installed
