@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (  # one reading of a Node
@@ -499,6 +500,32 @@ def record_for(
         "trays": plan.trays(),
         "details": dict(details),
     }
+
+
+def _instant(text: Any) -> Optional[datetime]:
+    """A record's RFC 3339 time (``2026-12-06T01:02:48.691242Z``, fraction optional), or None."""
+    if not isinstance(text, str):
+        return None
+    for layout in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text, layout).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    return None
+
+
+def superseded(old: Optional[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a record of a rack this run did not cover is an earlier run's, to be removed from the records.
+
+    Only when that run had finished before this one started (the earliest ``started`` of ``records``): a run
+    that overlaps this one (two runs started at once, each on its own racks) keeps its record, or its report
+    would lose its own verdict. A record whose times cannot be read is an earlier run's.
+    """
+    started = [t for t in (_instant(r.get("started")) for r in records) if t is not None]
+    finished = _instant((old or {}).get("finished"))
+    if not started or finished is None:
+        return True
+    return finished < min(started)
 
 
 def one_line(text: Any) -> str:

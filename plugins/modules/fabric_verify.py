@@ -246,7 +246,10 @@ options:
         type: str
         default: ghcr.io/nvidia/k8s-samples:nvbandwidth-v0.7-8d103163
       testcase:
-        description: The nvbandwidth test case.
+        description:
+          - The nvbandwidth test case; the default measures every ordered GPU pair.
+          - V(multinode_bisect_write_ce) is the fast mode - each row of its N x 1 output is judged as its GPU pair
+            (GPU i writing to GPU (i + N/2) mod N), and a low pair names both GPUs and both trays.
         type: str
         default: multinode_device_to_device_memcpy_read_ce
       extra_args:
@@ -456,6 +459,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     parse_nodes_per_clique,
     plan_fleet,
     record_for,
+    superseded,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import pod_tolerations
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -669,8 +673,9 @@ def cliques_records(nodes: list, plans: list, scope: Scope, params: dict) -> lis
 def write_records(module, check: str, records_dir: str, records: list) -> list:
     """Replace this check's records of an earlier run with this run's; returns the paths written.
 
-    Each record goes through the collection's file writer (temporary file, atomic move); a record of
-    a rack this run did not cover, and the flat record of 0.1.0, are removed.
+    Each record goes through the collection's file writer (temporary file, atomic move); a record of a rack
+    this run did not cover is removed when an earlier run wrote it (``verification.superseded``: a run that
+    overlaps this one keeps its own), and the flat record of 0.1.0 is removed.
     """
     directory = os.path.join(records_dir, check)
     wanted = {
@@ -680,7 +685,12 @@ def write_records(module, check: str, records_dir: str, records: list) -> list:
     stale.append(os.path.join(records_dir, f"{check}.json"))  # the layout of 0.1.0
     for path in stale:
         if path.endswith(".json") and path not in wanted and os.path.exists(path):
-            os.unlink(path)
+            try:
+                old = json.loads(read_text(path) or "null")
+            except ValueError:
+                old = None
+            if superseded(old if isinstance(old, dict) else None, records):
+                os.unlink(path)
     for path, text in wanted.items():
         write_change(
             module, FileChange(path=path, before=read_text(path), after=text), backup=False, create_parents=True

@@ -31,6 +31,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     rack_namespace,
     rack_of,
     record_for,
+    superseded,
     tolerates,
     unusable_reason,
 )
@@ -347,3 +348,19 @@ def test_inventory_names_match_nodes_by_short_host_name():
     fqdn_node["metadata"]["name"] = "gb200-r0-t0.cluster.local"
     assert rack_of(fqdn_node, {"rack-a": ["gb200-r0-t0"]}) == "rack-a"
     assert rack_of(nodes[0], {"rack-a": ["gb200-r0-t9.example.com"]}) != "rack-a"
+
+
+def _ran(started: str, finished: str) -> dict:
+    return {"started": started, "finished": finished}
+
+
+def test_a_record_of_a_run_that_ended_before_this_one_started_is_superseded():
+    this_run = [_ran("2026-12-06T01:02:48.691242Z", "2026-12-06T01:02:57.877385Z")]
+    earlier = _ran("2026-12-05T23:00:00.000001Z", "2026-12-05T23:00:09Z")
+    overlapping = _ran("2026-12-06T01:02:48.502641Z", "2026-12-06T01:02:57.766568Z")  # started at once
+    assert superseded(earlier, this_run) is True
+    # two runs at once, each on its own rack: neither removes the other's record, or its report loses it
+    assert superseded(overlapping, this_run) is False
+    assert superseded(_ran("x", "not a time"), this_run) is True  # an unreadable record is an old one
+    assert superseded(None, this_run) is True
+    assert superseded(overlapping, []) is True  # no time of this run to compare: as before, removed

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import urllib3
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, k8s
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
 from urllib3.exceptions import MaxRetryError
@@ -229,3 +231,23 @@ def test_verify_yml_against_a_closed_port_writes_the_report_with_the_error(tmp_p
     assert record["summary"] == UNREACHABLE.replace("60 s", "2 s") + ADVICE
     assert 'errors="1"' in (report / "report.junit.xml").read_text()
     assert re.search(r"CUSTOM STATS:.*gpu_fabric_verdict: error", output, re.S), output
+
+
+def test_write_records_keeps_the_record_of_a_run_that_overlaps_and_removes_an_earlier_ones(tmp_path):
+    with patch_module_args({}):
+        module = basic.AnsibleModule(argument_spec={})
+
+    def record(rack, run_id, started, finished):
+        return {"check": "nvbandwidth", "rack": rack, "run_id": run_id, "started": started, "finished": finished}
+
+    # yesterday's run on rack2, then two runs at once: one on rack0, one on rack1, ending in either order
+    old = record("rack2", "old", "2026-12-05T10:00:00Z", "2026-12-05T10:01:00Z")
+    fabric_verify.write_records(module, "nvbandwidth", str(tmp_path), [old])
+    fabric_verify.write_records(
+        module, "nvbandwidth", str(tmp_path), [record("rack1", "b", "2026-12-06T01:02:48.5Z", "2026-12-06T01:02:57.7Z")]
+    )
+    fabric_verify.write_records(
+        module, "nvbandwidth", str(tmp_path), [record("rack0", "a", "2026-12-06T01:02:48.6Z", "2026-12-06T01:02:57.8Z")]
+    )
+    kept = {path.stem: json.loads(path.read_text())["run_id"] for path in (tmp_path / "nvbandwidth").glob("*.json")}
+    assert kept == {"rack0": "a", "rack1": "b"}  # rack2's was an earlier run's: removed by the first of the two
