@@ -300,4 +300,8 @@ def settings(params: Mapping[str, Any]) -> Dict[str, Any]:
             for k, v in params["charts"].items()
         },
         manifest_objects=objects,
+        # a Namespace first, apart: in check mode the dry run of an object in a namespace that does not exist yet
+        # is refused (the dry-run Namespace is not kept), so those objects can only be said to be created with it
+        manifest_namespaces=[o for o in objects if o.get("kind") == "Namespace"],
+        manifest_namespaced=[o for o in objects if o.get("kind") != "Namespace"],
     )

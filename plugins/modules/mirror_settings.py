@@ -108,6 +108,16 @@ manifest_objects:
   returned: always
   type: list
   elements: dict
+manifest_namespaces:
+  description: The Namespace objects of RV(manifest_objects), to apply before the others.
+  returned: always
+  type: list
+  elements: dict
+manifest_namespaced:
+  description: The other objects of RV(manifest_objects), in their order.
+  returned: always
+  type: list
+  elements: dict
 """
 
 import copy
