@@ -22,13 +22,12 @@ import datetime
 import json
 import re
 import subprocess
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from verify_helpers import ZERO, cluster_stage_installed, gpu_trays, verification_objects
+from verify_helpers import ZERO, cluster_stage_installed, gpu_trays, uninstall_cluster_stage, verification_objects
 
 pytestmark = pytest.mark.sim
 
@@ -117,24 +116,6 @@ def records(report_dir: Path) -> dict[str, dict[str, Any]]:
     return {p.parent.name: json.loads(p.read_text()) for p in sorted((report_dir / "records").glob("*/rack0.json"))}
 
 
-def uninstall_cluster_stage(sim_rack) -> None:
-    helm = str(sim_rack.bin_dir / "helm")
-    for release, namespace in (("gpu-operator", "gpu-operator"), ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")):
-        subprocess.run(
-            [helm, "uninstall", "-n", namespace, release, "--wait"], env=sim_rack.env, capture_output=True, check=False
-        )
-    with urllib.request.urlopen(sim_rack.env["GPU_FABRIC_SIM_MPI_MANIFEST_URL"], timeout=30) as response:
-        manifest = response.read().decode()
-    sim_rack.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", input=manifest)
-    sim_rack.kubectl(
-        "delete", "crd", "--ignore-not-found", "clusterpolicies.nvidia.com", "computedomains.resource.nvidia.com"
-    )
-    sim_rack.kubectl(
-        "delete", "namespace", "--ignore-not-found", "--wait=true", "gpu-operator", "nvidia-dra-driver-gpu"
-    )
-    assert not cluster_stage_installed(sim_rack)
-
-
 @pytest.fixture(scope="module")
 def cluster_installed_as_sa(sim_rack, tmp_path_factory):
     """playbooks/cluster.yml from scratch, then again, under the cluster-stage ServiceAccount."""
@@ -201,6 +182,14 @@ def test_the_admission_policy_keeps_the_verify_account_in_its_own_namespaces(sim
         "metadata": {"name": "not-a-check"},
         "spec": {"containers": [{"name": "c", "image": "registry.invalid/busybox:1"}]},
     }
+    if sim_rack.kubectl("get", "namespace", "rbac-vap-tenant", check=False).returncode != 0:
+        sim_rack.kubectl("create", "namespace", "rbac-vap-tenant")  # as admin: a namespace of somebody else
+    # the API server takes a policy in a moment after it is applied (the fixture just did): wait until it refuses
+    sim_rack.wait_until(
+        "the admission policy to be in force",
+        lambda: as_verify("-n", "default", "create", "-f", "-", manifest=pod).returncode != 0,
+        timeout=60,
+    )
     own = {"app.kubernetes.io/part-of": "gpu-fabric-verify"}
     labelled = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rbac-vap-own", "labels": own}}
     # RBAC allows each of these calls (cluster-wide verbs); the policy refuses those outside the checks' namespaces
@@ -210,10 +199,10 @@ def test_the_admission_policy_keeps_the_verify_account_in_its_own_namespaces(sim
             "gpu-fabric-verify may create pods only in its own namespaces "
             "(labelled app.kubernetes.io/part-of=gpu-fabric-verify), not in default",
         ),
-        "kube-system deleted": (
-            as_verify("delete", "namespace", "kube-system"),
+        "a tenant's namespace deleted": (
+            as_verify("delete", "namespace", "rbac-vap-tenant"),
             "gpu-fabric-verify may delete only namespaces labelled app.kubernetes.io/part-of=gpu-fabric-verify, "
-            "not kube-system",
+            "not rbac-vap-tenant",
         ),
         "a namespace without the label": (
             as_verify("create", "namespace", "rbac-vap-plain"),
@@ -227,7 +216,12 @@ def test_the_admission_policy_keeps_the_verify_account_in_its_own_namespaces(sim
         assert message in result.stderr, (what, result.stderr)
     allowed = as_verify("create", "-f", "-", manifest=labelled)
     assert allowed.returncode == 0, allowed.stderr
-    assert sim_rack.kubectl("get", "namespace", "kube-system").returncode == 0
+    # kube-system: Kubernetes' own NamespaceLifecycle refuses its deletion before any policy is asked
+    system = as_verify("delete", "namespace", "kube-system")
+    assert system.returncode != 0 and "this namespace may not be deleted" in system.stderr, system.stderr
+    for namespace in ("kube-system", "rbac-vap-tenant", "default"):
+        assert sim_rack.kubectl("get", "namespace", namespace).returncode == 0
+    sim_rack.kubectl("delete", "namespace", "rbac-vap-tenant", "--wait=false")
 
 
 def test_the_verify_stage_passes_with_only_the_shipped_rbac(sim_rack, verify_sa, tmp_path):
