@@ -332,15 +332,106 @@ def test_gpu_operator_chart_follows_the_values_the_roles_set():
     )
     assert out.returncode == 0, out.stderr
     docs = [d for d in yaml.safe_load_all(out.stdout) if d]
-    daemonsets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
-    assert "nvidia-driver-daemonset" not in daemonsets
-    assert {"nvidia-container-toolkit-daemonset", "nvidia-dcgm", "nvidia-dcgm-exporter"} <= set(daemonsets)
-    for ds in daemonsets.values():
-        assert ds["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert any(d["kind"] == "ServiceMonitor" for d in docs)
+    # like the real chart: the ClusterPolicy and the operator, no operand (the operator deploys them)
+    assert not [d for d in docs if d["kind"] in ("DaemonSet", "ServiceMonitor")]
     policy = next(d for d in docs if d["kind"] == "ClusterPolicy")
     assert policy["spec"]["driver"]["enabled"] is False
     assert policy["spec"]["dcgm"]["enabled"] is True
+    assert policy["spec"]["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+    assert policy["spec"]["toolkit"]["repository"] == "nvcr.io/nvidia/k8s"
+    assert policy["spec"]["daemonsets"]["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    wanted = [gpuoperator.operand_daemonset(policy["spec"], o, "gpu-operator") for o in gpuoperator.OPERANDS]
+    enabled = [
+        d["metadata"]["name"]
+        for d, o in zip(wanted, gpuoperator.OPERANDS)
+        if gpuoperator.operand_enabled(policy["spec"], o)
+    ]
+    assert enabled == [
+        "nvidia-container-toolkit-daemonset",
+        "nvidia-operator-validator",
+        "nvidia-device-plugin-daemonset",
+        "nvidia-dcgm",
+        "nvidia-dcgm-exporter",
+        "gpu-feature-discovery",
+        "nvidia-mig-manager",
+    ]
+
+
+def test_the_operator_renders_each_operand_as_its_asset_declares_it():
+    spec = {
+        "daemonsets": {"labels": {"team": "gpu", "app": "not-mine"}, "priorityClassName": "gpu-critical"},
+        "toolkit": {"repository": "nvcr.io/nvidia/k8s", "image": "container-toolkit", "version": "v1.18.0"},
+        "cdi": {"enabled": True, "default": False},
+    }
+    by_name = {o.daemonset: gpuoperator.operand_daemonset(spec, o, "gpu-operator") for o in gpuoperator.OPERANDS}
+    driver = by_name["nvidia-driver-daemonset"]
+    assert driver["metadata"]["labels"] == {
+        "team": "gpu",
+        "app": "nvidia-driver-daemonset",
+        "nvidia.com/precompiled": "false",
+        "app.kubernetes.io/component": "nvidia-driver",
+    }
+    assert driver["spec"]["selector"] == {"matchLabels": {"app": "nvidia-driver-daemonset"}}
+    assert driver["spec"]["updateStrategy"] == {"type": "OnDelete"}
+    template = driver["spec"]["template"]
+    assert template["metadata"]["labels"]["app"] == "nvidia-driver-daemonset"  # the site's app label is skipped
+    assert template["spec"]["nodeSelector"] == {"nvidia.com/gpu.deploy.driver": "true"}
+    assert template["spec"]["priorityClassName"] == "gpu-critical"
+    assert template["spec"]["tolerations"] == gpuoperator.DEFAULT_TOLERATIONS
+    assert template["spec"]["containers"][0]["name"] == "nvidia-driver-ctr"
+    gfd = by_name["gpu-feature-discovery"]
+    assert gfd["metadata"]["labels"]["app.kubernetes.io/part-of"] == "nvidia-gpu"
+    toolkit = by_name["nvidia-container-toolkit-daemonset"]["spec"]["template"]["spec"]["containers"][0]
+    assert toolkit["image"] == "nvcr.io/nvidia/k8s/container-toolkit:v1.18.0"
+    assert {e["name"]: e["value"] for e in toolkit["env"]} == {
+        "CDI_ENABLED": "true",
+        "NVIDIA_CONTAINER_RUNTIME_MODE": "legacy",
+        "RUNTIME": "containerd",
+    }
+    # unset fields take the API's default: the node status exporter off, the rest on
+    assert [o.daemonset for o in gpuoperator.OPERANDS if not gpuoperator.operand_enabled({}, o)] == [
+        "nvidia-node-status-exporter"
+    ]
+    # the hash follows the spec, so a changed ClusterPolicy updates the DaemonSet
+    other = gpuoperator.operand_daemonset(
+        dict(spec, daemonsets={"priorityClassName": "x"}), gpuoperator.OPERANDS[0], "g"
+    )
+    assert (
+        other["metadata"]["annotations"][gpuoperator.HASH_ANNOTATION]
+        != driver["metadata"]["annotations"][gpuoperator.HASH_ANNOTATION]
+    )
+
+
+def test_the_operator_labels_gpu_nodes_and_honours_the_values_there():
+    def node(**labels: str) -> dict[str, Any]:
+        return {"metadata": {"name": "n", "labels": labels}}
+
+    tray = node(**{"feature.node.kubernetes.io/pci-10de.present": "true", "nvidia.com/gpu.product": "NVIDIA-GB200"})
+    patch = gpuoperator.node_label_patch(tray)
+    assert patch["nvidia.com/gpu.present"] == "true"
+    assert sorted(
+        k.removeprefix("nvidia.com/gpu.deploy.") for k in patch if k.startswith("nvidia.com/gpu.deploy.")
+    ) == sorted(
+        gpuoperator.CONTAINER_DEPLOY
+    )  # no mig-manager: GB200 has no mig.capable label here and is no A100, A30 or H100
+    paused = node(
+        **{
+            "feature.node.kubernetes.io/pci-10de.present": "true",
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/mig.capable": "true",
+            **{f"nvidia.com/gpu.deploy.{d}": "true" for d in gpuoperator.CONTAINER_DEPLOY},
+            "nvidia.com/gpu.deploy.driver": "paused-for-driver-upgrade",
+        }
+    )
+    assert gpuoperator.node_label_patch(paused) == {"nvidia.com/gpu.deploy.mig-manager": "true"}
+    gone = node(**{"nvidia.com/gpu.present": "true", "nvidia.com/gpu.deploy.driver": "true"})
+    assert gpuoperator.node_label_patch(gone) == {
+        "nvidia.com/gpu.present": "false",
+        "nvidia.com/gpu.deploy.driver": None,
+    }
+    assert gpuoperator.node_label_patch(node(**{"kubernetes.io/os": "linux"})) == {}
 
 
 def _ds(ready: int, desired: int) -> dict[str, Any]:

@@ -4,10 +4,13 @@
 
 Set GPU_FABRIC_UPSTREAM_DIR to a directory holding what a site mirrors (see MAKE_THE_DIRECTORY): the
 GPU Operator and DRA driver charts as `helm pull` saves them, and the MPI operator manifest. The test
-makes the directory a Helm repository (`helm repo index`), serves it on 127.0.0.1, and runs
-playbooks/cluster.yml then playbooks/verify.yml on the simulated rack, overriding only
-gpu_operator_chart_repo_url, dra_driver_chart_repo_url and mpi_operator_manifest_url. At the end the
-stand-ins are installed again, as the other tests expect them.
+makes the directory a Helm repository (`helm repo index`), serves it on 127.0.0.1, uninstalls the stand-in
+releases (so that nothing of theirs is left to pass for the real ones), and runs playbooks/cluster.yml then
+playbooks/verify.yml on the simulated rack, overriding only gpu_operator_chart_repo_url,
+dra_driver_chart_repo_url and mpi_operator_manifest_url. The installed GPU Operator release must hold what only
+the real chart holds (its node-feature-discovery subchart); the NVIDIA controllers stay the sim's stand-ins,
+which deploy the operands from the real chart's ClusterPolicy. At the end the stand-ins are installed again, as
+the other tests expect them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,15 @@ from typing import TYPE_CHECKING
 
 import pytest
 import yaml
-from verify_helpers import REPO_ROOT, ZERO, apply_cluster_stage, gpu_trays, run_verify, verification_objects
+from verify_helpers import (
+    REPO_ROOT,
+    ZERO,
+    apply_cluster_stage,
+    gpu_trays,
+    run_verify,
+    uninstall_cluster_stage,
+    verification_objects,
+)
 
 if TYPE_CHECKING:
     from conftest import SimRack
@@ -103,6 +114,7 @@ def test_cluster_then_verify_pass_against_the_sites_mirror(sim_rack: SimRack, mi
         f"mpi_operator_manifest_url={mirror}/{MPI_MANIFEST}",
     ]
     try:
+        uninstall_cluster_stage(sim_rack)
         cluster = playbook(sim_rack, "cluster.yml", *urls)
         assert cluster.returncode == 0, (cluster.stdout + cluster.stderr)[-8000:]
         releases = sim_rack.kubectl("get", "secrets", "-A", "-l", "owner=helm", "-o", "name").stdout
@@ -116,6 +128,23 @@ def test_cluster_then_verify_pass_against_the_sites_mirror(sim_rack: SimRack, mi
         ).stdout
         installed = {r["chart"] for r in yaml.safe_load(charts)}
         assert f"{GPU_OPERATOR[0]}-{GPU_OPERATOR[1]}" in installed and f"{DRA_DRIVER[0]}-{DRA_DRIVER[1]}" in installed
+        manifest = subprocess.run(
+            [str(sim_rack.bin_dir / "helm"), "get", "manifest", "gpu-operator", "-n", "gpu-operator"],
+            env=sim_rack.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        kinds = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(manifest) if d}
+        assert any("node-feature-discovery" in name for _kind, name in kinds), "not the real chart: no NFD subchart"
+        assert not [name for kind, name in kinds if kind == "DaemonSet" and name.startswith("nvidia-")]
+        operands = sim_rack.get_json("daemonsets", "-n", "gpu-operator")["items"]
+        owned = {
+            d["metadata"]["name"]
+            for d in operands
+            if any(ref["kind"] == "ClusterPolicy" for ref in d["metadata"].get("ownerReferences") or [])
+        }
+        assert {"nvidia-device-plugin-daemonset", "nvidia-container-toolkit-daemonset"} <= owned
 
         racks = gpu_trays(sim_rack)
         run = run_verify(sim_rack, tmp_path / "report")

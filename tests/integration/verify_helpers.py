@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -165,6 +166,25 @@ def cluster_stage_installed(sim_rack: SimRack) -> bool:
         and "mpijobs.kubeflow.org" in crds
         and "deviceclass.resource.k8s.io/compute-domain-default-channel.nvidia.com" in classes
     )
+
+
+def uninstall_cluster_stage(sim_rack: SimRack) -> None:
+    """As an admin would: both Helm releases, the MPI operator manifest, the CRDs, the namespaces."""
+    helm = str(sim_rack.bin_dir / "helm")
+    for release, namespace in (("gpu-operator", "gpu-operator"), ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")):
+        subprocess.run(
+            [helm, "uninstall", "-n", namespace, release, "--wait"], env=sim_rack.env, capture_output=True, check=False
+        )
+    with urllib.request.urlopen(sim_rack.env["GPU_FABRIC_SIM_MPI_MANIFEST_URL"], timeout=30) as response:
+        manifest = response.read().decode()
+    sim_rack.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", input=manifest)
+    sim_rack.kubectl(
+        "delete", "crd", "--ignore-not-found", "clusterpolicies.nvidia.com", "computedomains.resource.nvidia.com"
+    )
+    sim_rack.kubectl(
+        "delete", "namespace", "--ignore-not-found", "--wait=true", "gpu-operator", "nvidia-dra-driver-gpu"
+    )
+    assert not cluster_stage_installed(sim_rack)
 
 
 def apply_cluster_stage(sim_rack: SimRack, *args: str) -> subprocess.CompletedProcess:
