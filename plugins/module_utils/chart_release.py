@@ -140,10 +140,7 @@ def redact(values: Any, secret: bool = False, hidden: Any = None) -> Any:
         hidden = None
     if isinstance(values, Mapping):
         below = hidden if isinstance(hidden, Mapping) else {}
-        return {
-            key: redact(value, bool(SECRET_KEY.search(str(key))), below.get(key))
-            for key, value in values.items()
-        }
+        return {key: redact(value, bool(SECRET_KEY.search(str(key))), below.get(key)) for key, value in values.items()}
     if isinstance(values, list):
         return [redact(value, secret) for value in values]
     if secret and values not in (None, "", True, False):
