@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pytest
@@ -186,6 +187,30 @@ def test_the_fast_bisect_mode_fails_the_pair_of_a_gpu_that_lost_a_link_and_misse
     assert rack1["passed"] is True  # 0->5 is not a bisect pair: only the full pairwise mode sees it
     html = (tmp_path / "report" / "report.html").read_text()
     assert "5-&gt;41" in html or "5->41" in html
+
+
+def test_two_runs_started_at_once_both_complete_into_one_intact_history(cluster_stage: SimRack, tmp_path):
+    # one run measures rack0, the other rack1, into the same report directory, each with a run id of its own
+    report = tmp_path / "report"
+
+    def run(rack: str, run_id: str):
+        variables = {**TWO_TRAYS, "gpu_fabric_verify_cliques": [rack], "gpu_fabric_verify_run_id": run_id}
+        return run_verify(cluster_stage, report, "--tags", "nvbandwidth", extra_vars=variables)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(lambda args: run(*args), [("rack0", "at-once-0"), ("rack1", "at-once-1")])
+
+    for done in (first, second):
+        assert done.process.returncode == 0, done.output[-3000:]
+    index = json.loads((report / "runs" / "index.json").read_text())
+    assert sorted((e["run_id"], sorted(e["verdicts"].items())) for e in index["runs"]) == [
+        ("at-once-0", [("nvbandwidth/rack0", "passed")]),
+        ("at-once-1", [("nvbandwidth/rack1", "passed")]),
+    ]
+    for rack, run_id in (("rack0", "at-once-0"), ("rack1", "at-once-1")):
+        record = json.loads((report / "runs" / run_id / "nvbandwidth" / f"{rack}.json").read_text())
+        assert (record["run_id"], record["rack"], record["passed"]) == (run_id, rack, True)
+        assert len(record["details"]["matrix"]) == 8
 
 
 def test_two_runs_are_kept_and_a_pinned_run_is_the_next_runs_baseline(cluster_stage: SimRack, tmp_path):
