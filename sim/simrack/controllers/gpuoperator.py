@@ -159,8 +159,6 @@ OPERANDS: tuple[Operand, ...] = (
         image="nvcr.io/nvidia/cloud-native/gpu-operator-validator",
     ),
 )
-# (state, spec key, DaemonSet): the states walked for the status, as before.
-STATES: tuple[tuple[str, Optional[str], str], ...] = tuple((o.state, o.key, o.daemonset) for o in OPERANDS)
 
 GPU_PRESENT = "nvidia.com/gpu.present"
 NFD_GPU_LABELS = (
