@@ -553,9 +553,64 @@ def controllers_caught_up(
     name = f"sim-probe-{secrets.token_hex(4)}"
     kubectl(config, paths, "create", "namespace", name)
     try:
-        return wait_default_service_account(paths, config, name, timeout, progress)
+        start = time.monotonic()
+        wait_default_service_account(paths, config, name, timeout, progress)
+        kubelets_serve_logs(paths, config, name, max(1.0, timeout - (time.monotonic() - start)), progress)
+        return time.monotonic() - start
     finally:
         kubectl(config, paths, "delete", "namespace", name, "--wait=false", check=False)
+        (paths.root / f"{name}.log").unlink(missing_ok=True)
+
+
+def kubelets_serve_logs(
+    paths: StatePaths, config: RackConfig, namespace: str, timeout: float, progress: Progress
+) -> None:
+    """Wait until KWOK, the trays' kubelets, serves a new pod's log from a new Logs object.
+
+    KWOK's informers reconnect after a kube-apiserver restart with the same reflector backoff as the
+    controller-manager's (a real kubelet's do too); until its Logs informer has re-listed, `kubectl logs` of a
+    pod made since answers 400 "no logs found". The probe pod is bound to a tray (no scheduler needed) and
+    goes with its namespace.
+    """
+    from simrack.logs import cri_lines
+
+    tray = kubectl(config, paths, "get", "nodes", "-l", "type=kwok", "-o", "jsonpath={.items[0].metadata.name}")
+    logfile = paths.root / f"{namespace}.log"
+    logfile.write_text(cri_lines("probe\n"))
+    objects = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": namespace},
+            "spec": {
+                "nodeName": tray.stdout.strip(),
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "probe", "image": "registry.invalid/sim-probe:1"}],
+            },
+        },
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {"name": "probe", "namespace": namespace},
+            "spec": {"logs": [{"containers": [], "logsFile": str(logfile), "follow": False}]},
+        },
+    ]
+    applied = subprocess.run(
+        [str(Path(config.bin_dir) / "kubectl"), f"--kubeconfig={paths.kubeconfig}", "create", "-f", "-"],
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if applied.returncode != 0:
+        raise RuntimeError(f"the kubelet probe could not be created:\n{applied.stderr.strip()}")
+    wait_for(
+        f"KWOK to serve the log of pod {namespace}/probe (its informers re-list after the restart)",
+        lambda: apiserver_get(paths, config, f"/api/v1/namespaces/{namespace}/pods/probe/log")[0] == 200,
+        timeout,
+        progress,
+        log=paths.log_file("kwok"),
+    )
 
 
 def wait_default_service_account(
