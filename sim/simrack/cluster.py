@@ -595,15 +595,9 @@ def kubelets_serve_logs(
             "spec": {"logs": [{"containers": [], "logsFile": str(logfile), "follow": False}]},
         },
     ]
-    applied = subprocess.run(
-        [str(Path(config.bin_dir) / "kubectl"), f"--kubeconfig={paths.kubeconfig}", "create", "-f", "-"],
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}),
-        capture_output=True,
-        text=True,
-        check=False,
+    kubectl(
+        config, paths, "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
     )
-    if applied.returncode != 0:
-        raise RuntimeError(f"the kubelet probe could not be created:\n{applied.stderr.strip()}")
     wait_for(
         f"KWOK to serve the log of pod {namespace}/probe (its informers re-list after the restart)",
         lambda: apiserver_get(paths, config, f"/api/v1/namespaces/{namespace}/pods/probe/log")[0] == 200,
@@ -662,9 +656,11 @@ def _kwok_version(bindir: Path) -> str:
     raise RuntimeError(f"cannot tell the kwok version from {bindir}")
 
 
-def kubectl(config: RackConfig, paths: StatePaths, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def kubectl(
+    config: RackConfig, paths: StatePaths, *args: str, check: bool = True, input: Optional[str] = None
+) -> subprocess.CompletedProcess:
     argv = [str(Path(config.bin_dir) / "kubectl"), f"--kubeconfig={paths.kubeconfig}", *args]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    result = subprocess.run(argv, capture_output=True, text=True, input=input, check=False)
     if check and result.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args)} failed:\n{result.stderr.strip()}")
     return result
