@@ -146,6 +146,14 @@ class StatePaths:
         return self.root / "faults.json"
 
     @property
+    def audit_policy(self) -> Path:
+        return self.pki / "audit-policy.json"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.logs / "audit.log"
+
+    @property
     def endpoints(self) -> Path:
         return self.root / "endpoints.json"
 

@@ -219,6 +219,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     cluster.ensure_pki(paths)
     cluster.ensure_admin_credentials(paths, config)
+    cluster.ensure_audit_policy(paths)
     commands = cluster.component_commands(paths, config)
     started = [
         name

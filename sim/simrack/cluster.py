@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from simrack import SIM_DIR, Ports, RackConfig, StatePaths, atomic_write, build_versions
+from simrack import SIM_DIR, Ports, RackConfig, StatePaths, atomic_write, audit, build_versions
 
 Progress = Callable[[str], None]
 
@@ -113,6 +113,11 @@ def ensure_pki(paths: StatePaths) -> None:
     atomic_write(pki / "sa.pub", sa_pub.decode())
     # Written last: its presence says the set is complete.
     atomic_write(pki / "apiserver.crt", server_cert.public_bytes(serialization.Encoding.PEM).decode())
+
+
+def ensure_audit_policy(paths: StatePaths) -> None:
+    """The audit policy the API server reads at start (simrack.audit.POLICY)."""
+    atomic_write(paths.audit_policy, json.dumps(audit.POLICY, indent=2) + "\n", mode=0o600)
 
 
 def ensure_admin_credentials(paths: StatePaths, config: RackConfig) -> None:
@@ -325,6 +330,12 @@ def component_commands(paths: StatePaths, config: RackConfig) -> dict[str, Compo
                 # kubernetes Service's endpoints, so do not reconcile them.
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
+                # what a ServiceAccount asked for (simrack.audit); the sim's own components are not logged
+                f"--audit-policy-file={paths.audit_policy}",
+                f"--audit-log-path={paths.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=200",
+                "--audit-log-maxbackup=1",
                 *dra.get("kube-apiserver", []),
             ],
         ),

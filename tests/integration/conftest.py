@@ -13,6 +13,7 @@ down a rack it started unless ``GPU_FABRIC_SIM_KEEP=1``.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -28,6 +29,9 @@ from verify_helpers import apply_cluster_stage, cluster_stage_installed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RACK = REPO_ROOT / "sim" / "rack"
+sys.path.insert(0, str(REPO_ROOT / "sim"))
+from simrack import audit  # noqa: E402
+
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 
 
@@ -118,6 +122,10 @@ class SimRack:
 
     def clear_faults(self) -> None:
         self.rack("fault", "--clear-all")
+
+    def audited(self, user: str, since: datetime.datetime) -> list[audit.Request]:
+        """What ``user`` (a ServiceAccount) asked of the API server since ``since`` (simrack.audit)."""
+        return audit.requests(self.state / "logs" / "audit.log", user=user, since=since)
 
     def faults(self) -> dict[str, dict[str, Any]]:
         try:
