@@ -13,7 +13,9 @@ description:
   - Settles a release that an interrupted run left pending, as M(gpu_fabric.mnnvl.helm_release_settle) does.
   - Creates the namespace with O(namespace_labels), or sets the labels it lacks; its other labels stay.
   - Applies the CRDs of the chart version (C(helm show crds)) server-side with O(field_manager). Helm creates a
-    chart's C(crds/) on the first install only and never upgrades them.
+    chart's C(crds/) on the first install only and never upgrades them. Each CRD is read and compared first, and
+    one already applied by O(field_manager) with every value of the chart's version is not sent, so that a run
+    on an unchanged cluster writes nothing.
   - Reads the release's latest revision (C(helm history)) and its values (C(helm get values)), and installs or
     upgrades it (C(helm upgrade --install --reset-values --wait)) when it is absent, when its latest revision is
     not C(deployed), or when its chart, chart version or values differ from O(chart_name), O(chart_version) and
@@ -216,7 +218,6 @@ import time
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_release as cr
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import helm_release
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
-    PARTIAL_METADATA_LIST,
     DynamicApiError,
     NotFoundError,
     Urllib3Error,
@@ -225,6 +226,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     json_page,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.server_side_apply import apply_reason
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -304,19 +306,19 @@ def ensure_namespace(api: Api, name: str, labels, check_mode: bool) -> str:
 
 
 def apply_crds(api: Api, crds, field_manager: str, check_mode: bool):
-    """Apply every CRD server-side; the names of those the apply changed (would change)."""
-    before = {
-        item["metadata"]["name"]: item["metadata"]
-        for item in api.call("get", CRD_PATH, header_params={"Accept": PARTIAL_METADATA_LIST}).get("items") or []
-    }
+    """Apply server-side each CRD that the apply would change (read and compared first, so an unchanged CRD
+    costs one read and no write); the names of those the apply changed (would change)."""
     changed = []
     for crd in crds:
         name = crd["metadata"]["name"]
+        live = api.get(f"{CRD_PATH}/{name}")
+        if apply_reason(live, crd, field_manager) is None:
+            continue
         params = dict(content_type="application/apply-patch+yaml", field_manager=field_manager, force_conflicts=True)
         if check_mode:
             params["dry_run"] = "All"
         after = api.call("patch", f"{CRD_PATH}/{name}", body=crd, **params).get("metadata") or {}
-        old = before.get(name)
+        old = (live or {}).get("metadata")
         if old is None:
             changed.append(name)
         elif check_mode:

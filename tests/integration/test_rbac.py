@@ -22,6 +22,7 @@ import datetime
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,12 @@ import pytest
 import yaml
 from verify_helpers import ZERO, cluster_stage_installed, gpu_trays, uninstall_cluster_stage, verification_objects
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "sim"))
+from simrack import audit  # noqa: E402
+
 pytestmark = pytest.mark.sim
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 RBAC = REPO_ROOT / "docs" / "rbac"
 SA_NAMESPACE = "gpu-fabric"
 RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
@@ -124,8 +128,9 @@ def cluster_installed_as_sa(sim_rack, tmp_path_factory):
     sim_rack.kubectl("apply", "-f", str(RBAC / "cluster-stage.yaml"))
     kubeconfig, _token = token_kubeconfig(sim_rack, "gpu-fabric-cluster", tmp_path_factory.mktemp("rbac") / "kc")
     first = playbook(sim_rack, kubeconfig, "cluster.yml")
+    started = datetime.datetime.now(datetime.timezone.utc)
     second = playbook(sim_rack, kubeconfig, "cluster.yml")
-    return first, second
+    return first, second, sim_rack.audited(audit.service_account_user(SA_NAMESPACE, "gpu-fabric-cluster"), started)
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +143,7 @@ def verify_sa(cluster_installed_as_sa, sim_rack, tmp_path_factory) -> tuple[Path
 
 
 def test_the_cluster_stage_installs_and_converges_with_only_the_shipped_rbac(sim_rack, cluster_installed_as_sa):
-    first, second = cluster_installed_as_sa
+    first, second, _requests = cluster_installed_as_sa
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-2000:]
     assert recap(first)["changed"] > 0
     assert cluster_stage_installed(sim_rack)
@@ -148,6 +153,29 @@ def test_the_cluster_stage_installs_and_converges_with_only_the_shipped_rbac(sim
     for release, namespace in (("gpu-operator", "gpu-operator"), ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")):
         names = sim_rack.kubectl("get", "secret", "-n", namespace, "-l", "owner=helm", "-o", "name").stdout.split()
         assert names == [f"secret/sh.helm.release.v1.{release}.v1"]
+
+
+def test_a_second_cluster_run_sends_the_api_server_no_write(cluster_installed_as_sa):
+    """Counted by the API server itself (its audit log, simrack.audit): on an unchanged cluster every
+    release, manifest and CRD is compared before anything is sent, so nothing is created, updated,
+    patched or deleted, not even a dry run."""
+    _first, second, requests = cluster_installed_as_sa
+    assert second.returncode == 0, second.stdout[-6000:] + second.stderr[-2000:]
+    assert requests, "the audit log holds none of the second run's requests: is the sim's audit log on?"
+    assert [row.what for row in audit.writes(requests)] == []
+    assert [row.what for row in requests if row.dry_run] == []
+
+
+def test_a_cliques_check_with_labels_off_sends_the_api_server_no_write(sim_rack, verify_sa, tmp_path):
+    kubeconfig, _token = verify_sa
+    started = datetime.datetime.now(datetime.timezone.utc)
+    run = playbook(sim_rack, kubeconfig, "verify.yml", "--tags", "cliques", "-e", verify_vars(tmp_path, "rbac-cliques"))
+
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    assert sorted(records(tmp_path)) == ["cliques"]
+    requests = sim_rack.audited(audit.service_account_user(SA_NAMESPACE, "gpu-fabric-verify"), started)
+    assert requests, "the audit log holds none of the run's requests: is the sim's audit log on?"
+    assert [row.what for row in audit.writes(requests)] == []
 
 
 def test_the_cluster_stage_account_cannot_reach_outside_its_namespaces(sim_rack, verify_sa):

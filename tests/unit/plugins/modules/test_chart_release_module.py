@@ -57,49 +57,84 @@ def test_a_namespace_is_given_the_labels_it_lacks_and_check_mode_writes_nothing(
     assert chart_release.ensure_namespace(api, "gpu-operator", PRIVILEGED, check_mode=False) == "unchanged"
 
 
-def crd(name):
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": name}}
-
-
-def test_the_crds_that_the_apply_changed_are_told_by_their_resource_version():
-    path = chart_release.CRD_PATH
-    listed = {
-        "items": [
-            {"metadata": {"name": "same.nvidia.com", "resourceVersion": "10"}},
-            {"metadata": {"name": "newer.nvidia.com", "resourceVersion": "11"}},
-        ]
+def crd(name, **spec):
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {"group": "nvidia.com", **spec},
     }
+
+
+def applied(desired, resourceVersion, manager="gpu-fabric", **metadata):
+    """``desired`` as the API server returns it once ``manager`` applied it."""
+    live = {**desired, "metadata": {**desired["metadata"], "resourceVersion": resourceVersion, **metadata}}
+    live["metadata"]["managedFields"] = [
+        {"manager": manager, "operation": "Apply", "fieldsV1": {"f:spec": {"f:group": {}}}}
+    ]
+    return live
+
+
+def test_only_the_crds_that_differ_are_applied_and_those_it_changed_are_told():
+    path = chart_release.CRD_PATH
+    same = crd("same.nvidia.com")
+    newer = crd("newer.nvidia.com", scope="Namespaced")
     api = RecordedApi(
         {
-            ("get", path): listed,
-            ("patch", f"{path}/same.nvidia.com"): {"metadata": {"name": "same.nvidia.com", "resourceVersion": "10"}},
+            ("get", f"{path}/same.nvidia.com"): applied(same, "10"),
+            ("get", f"{path}/newer.nvidia.com"): applied(crd("newer.nvidia.com", scope="Cluster"), "11"),
             ("patch", f"{path}/newer.nvidia.com"): {"metadata": {"name": "newer.nvidia.com", "resourceVersion": "12"}},
             ("patch", f"{path}/new.nvidia.com"): {"metadata": {"name": "new.nvidia.com", "resourceVersion": "13"}},
         }
     )
-    crds = [crd("same.nvidia.com"), crd("newer.nvidia.com"), crd("new.nvidia.com")]
+    crds = [same, newer, crd("new.nvidia.com")]
     assert chart_release.apply_crds(api, crds, "gpu-fabric", check_mode=False) == ["newer.nvidia.com", "new.nvidia.com"]
-    # one metadata-only list, then one server-side apply per CRD, forced, by the field manager
-    assert api.calls[0][2]["header_params"]["Accept"].startswith("application/json;as=PartialObjectMetadataList")
-    for _method, _path, params in api.calls[1:]:
-        assert params["content_type"] == "application/apply-patch+yaml"
-        assert (params["field_manager"], params["force_conflicts"], params.get("dry_run")) == ("gpu-fabric", True, None)
+    # a read of each, then one forced server-side apply by the field manager of each that differs
+    assert [(method, path.rsplit("/", 1)[1]) for method, path, _params in api.calls] == [
+        ("get", "same.nvidia.com"),
+        ("get", "newer.nvidia.com"),
+        ("patch", "newer.nvidia.com"),
+        ("get", "new.nvidia.com"),
+        ("patch", "new.nvidia.com"),
+    ]
+    for method, _path, params in api.calls:
+        if method == "patch":
+            assert params["content_type"] == "application/apply-patch+yaml"
+            assert (params["field_manager"], params["force_conflicts"], params.get("dry_run")) == (
+                "gpu-fabric",
+                True,
+                None,
+            )
+
+
+def test_a_crd_helm_created_is_applied_once_by_the_field_manager():
+    path = chart_release.CRD_PATH
+    same = crd("same.nvidia.com")
+    api = RecordedApi(
+        {
+            ("get", f"{path}/same.nvidia.com"): applied(same, "10", manager="helm"),
+            ("patch", f"{path}/same.nvidia.com"): {"metadata": {"name": "same.nvidia.com", "resourceVersion": "11"}},
+        }
+    )
+    assert chart_release.apply_crds(api, [same], "gpu-fabric", check_mode=False) == ["same.nvidia.com"]
 
 
 def test_check_mode_dry_runs_the_apply_and_compares_generation_and_labels():
     path = chart_release.CRD_PATH
-    old = {"name": "a.nvidia.com", "resourceVersion": "10", "generation": 1, "labels": {"x": "1"}}
+    old = {"resourceVersion": "10", "generation": 1, "labels": {"x": "1"}}
+    a = crd("a.nvidia.com", scope="Namespaced")
+    b = crd("b.nvidia.com", scope="Namespaced")
     api = RecordedApi(
         {
-            ("get", path): {"items": [{"metadata": old}, {"metadata": dict(old, name="b.nvidia.com")}]},
+            ("get", f"{path}/a.nvidia.com"): applied(crd("a.nvidia.com", scope="Cluster"), **old),
+            # applied by another manager: the dry run tells whether anything would change
+            ("get", f"{path}/b.nvidia.com"): applied(b, manager="helm", **old),
             # a dry run keeps the resourceVersion; a changed spec shows in the generation
-            ("patch", f"{path}/a.nvidia.com"): {"metadata": dict(old, generation=2)},
+            ("patch", f"{path}/a.nvidia.com"): {"metadata": dict(old, name="a.nvidia.com", generation=2)},
             ("patch", f"{path}/b.nvidia.com"): {"metadata": dict(old, name="b.nvidia.com")},
         }
     )
-    assert chart_release.apply_crds(api, [crd("a.nvidia.com"), crd("b.nvidia.com")], "fm", check_mode=True) == [
-        "a.nvidia.com"
-    ]
+    assert chart_release.apply_crds(api, [a, b], "fm", check_mode=True) == ["a.nvidia.com"]
     assert all(params["dry_run"] == "All" for method, _path, params in api.calls if method == "patch")
 
 
