@@ -39,6 +39,7 @@ BENCHMARKS = {
     "fleet_verify": ("fleet_verify.py", [], ["1x4", "--serial", "no"]),
     "containerd_check_mode": ("containerd_check_mode.py", [], ["50", "--processes", "1"]),
     "nvbandwidth_runtime": ("nvbandwidth_runtime.py", [], []),  # the model alone: well under 2 s
+    "api_load": ("api_load.py", ["1x18", "8x18"], ["1x4", "--checks", "cliques"]),
 }
 
 
