@@ -6,7 +6,10 @@ Each size gets a simulated fleet of its own (own state directory, own ports, so 
 tests is not disturbed): `sim/rack up`, `playbooks/cluster.yml`, then `playbooks/verify.yml` with
 gpu_fabric_verify_parallel_racks 8 (the default) and 1 (one rack after the other). Per check the time
 is taken from its records (first start to last finish over the racks), so the table shows what the
-parallel run saves where it is spent.
+parallel run saves where it is spent. A second table gives the CPU seconds of the parallel run by process:
+the collection's (ansible-playbook, its modules, Helm, kubectl: the benchmark's children) apart from the
+simulated control plane's and the stand-ins' (read from /proc by their pid files), so that the collection's
+CPU per tray is a figure of its own.
 
     python bench/fleet_verify.py                  # 1x18 3x18 8x18 (with .venv/bin on PATH)
     python bench/fleet_verify.py 2x4 --serial no  # the smoke size, parallel only
@@ -19,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -78,14 +82,61 @@ def check_spans(report_dir: Path) -> dict[str, float]:
     return spans
 
 
+# The simulated control plane and stand-ins, by their pid files; everything else the run costs is the
+# collection's (ansible-playbook, its modules, Helm and kubectl: this process's children).
+SIM_PROCESSES = {
+    "kube-apiserver": ("kube-apiserver",),
+    "etcd": ("etcd",),
+    "kube-controller-manager": ("kube-controller-manager",),
+    "kube-scheduler": ("kube-scheduler",),
+    "kwok": ("kwok",),
+    "stand-ins": (
+        "standin-compute-domain-controller",
+        "standin-dra-kubelet-plugin",
+        "standin-gpu-operator",
+        "standin-mpi-operator",
+        "standin-podlogs",
+        "addons-http",
+    ),
+}
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a running process (/proc/<pid>/stat), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(state: Path) -> dict[str, float]:
+    """CPU seconds so far: each group of SIM_PROCESSES, and ``collection`` (this process's reaped children)."""
+    totals = {}
+    for group, names in SIM_PROCESSES.items():
+        total = 0.0
+        for name in names:
+            try:
+                total += process_cpu_seconds(int((state / "pids" / f"{name}.pid").read_text().split()[0]))
+            except (OSError, ValueError, IndexError):
+                continue
+        totals[group] = total
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    totals["collection"] = children.ru_utime + children.ru_stime
+    return totals
+
+
 def verify(env: dict[str, str], parallel: int, state: Path) -> dict:
     report_dir = state / f"report-p{parallel}"
     extra = {"gpu_fabric_report_dir": str(report_dir), "gpu_fabric_verify_parallel_racks": parallel}
+    before = cpu_seconds(state)
     wall, _output = run(
         [str(PLAYBOOK), "-i", "inventories/sim", "playbooks/verify.yml", "-e", json.dumps(extra)],
         env,
         f"verify.yml (parallel {parallel})",
     )
+    after = cpu_seconds(state)
+    cpu = {group: round(after[group] - before[group], 1) for group in after}
     spans = {f"{k}_s": round(v, 1) for k, v in check_spans(report_dir).items()}
     report = json.loads((report_dir / "report.json").read_text())
     matrices = [
@@ -99,6 +150,7 @@ def verify(env: dict[str, str], parallel: int, state: Path) -> dict:
         "coverage": report["coverage"]["counts"],
         "matrices": matrices,
         "steps": step_times(report_dir),
+        "cpu_s": cpu,
     }
 
 
@@ -169,6 +221,36 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def cpu_table(results: list[dict]) -> str:
+    """CPU seconds of the parallel verify.yml by process group, and the collection's per tray."""
+    groups = ["collection", *SIM_PROCESSES]
+    head = [
+        "size",
+        "trays",
+        "wall (s)",
+        *[f"{g} CPU (s)" for g in groups],
+        "all CPU (s)",
+        "cores busy",
+        "collection CPU per tray (s)",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        p = r["parallel"]
+        cpu = p["cpu_s"]
+        total = sum(cpu.values())
+        cells = [
+            r["size"],
+            r["trays"],
+            p["wall_s"],
+            *[cpu.get(g, 0.0) for g in groups],
+            round(total, 1),
+            f"{total / p['wall_s']:.2f}" if p["wall_s"] else "-",
+            f"{cpu.get('collection', 0.0) / r['trays']:.3f}",
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sizes", nargs="*", default=["1x18", "3x18", "8x18"], help="RACKSxTRAYS")
@@ -179,6 +261,8 @@ def main() -> int:
     results = [measure(size, args.serial == "yes") for size in args.sizes]
     print()
     print(table(results))
+    print()
+    print(cpu_table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0
