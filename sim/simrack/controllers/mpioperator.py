@@ -408,10 +408,20 @@ class MPIOperatorController(Controller):
                 and is_running(pod)
                 and not (meta.get("annotations") or {}).get(WORKER_LOST_ANNOTATION)
             ):
-                # the log is written again (failed) before the kwok stages may finish the pod
+                # the log is written again (failed) before the kwok stages may finish the pod; only while the
+                # pod is as it was listed, running (the resourceVersion a precondition): an mpirun that already
+                # finished cannot lose a daemon any more
                 annotations = {WORKER_LOST_ANNOTATION: lost, EXIT_CODE_ANNOTATION: "1", LOG_WRITTEN: None}
-                patch = {"metadata": {"annotations": annotations}}
-                self.kube.merge_patch(PODS, meta["name"], patch, ns)
+                patch = {"metadata": {"annotations": annotations, "resourceVersion": meta.get("resourceVersion")}}
+                try:
+                    patched = self.kube.merge_patch(PODS, meta["name"], patch, ns)  # None: the pod is gone
+                except ApiError as err:
+                    if err.status != 409:
+                        raise
+                    patched = None
+                if patched is None:
+                    log.info("MPIJob %s/%s: launcher %s changed before its worker was lost", ns, name, meta["name"])
+                    continue
                 log.info("MPIJob %s/%s: worker %s lost under launcher %s", ns, name, lost, meta["name"])
 
     def conditions(

@@ -275,7 +275,10 @@ class PodLogsController(Controller):
         self.prune(pods)
 
     def newly_lost(self, pod: dict[str, Any]) -> bool:
-        """A launcher whose worker went away after its log was written: the log is written again, failed."""
+        """A launcher whose worker went away after its log was written, while it still ran: the log is
+        written again, failed. A launcher that had finished keeps the log of its finished run."""
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return False
         lost = bool((pod["metadata"].get("annotations") or {}).get(WORKER_LOST_ANNOTATION))
         if lost and pod["metadata"]["uid"] not in self.lost:
             self.lost.add(pod["metadata"]["uid"])
