@@ -30,7 +30,7 @@ from verify_helpers import apply_cluster_stage, cluster_stage_installed
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RACK = REPO_ROOT / "sim" / "rack"
 sys.path.insert(0, str(REPO_ROOT / "sim"))
-from simrack import audit  # noqa: E402
+from simrack import Ports, audit  # noqa: E402
 
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 
@@ -138,10 +138,38 @@ class SimRack:
 FLEET = {"GPU_FABRIC_SIM_RACKS": "2", "GPU_FABRIC_SIM_TRAYS": "18"}
 
 
+# With pytest-xdist (`make integration` runs two streams, `-n 2 --dist loadfile`), each worker after the
+# first has a rack of its own: its own state directory and control-plane ports (the first worker's rack
+# keeps the defaults, so it reuses the rack Molecule's cluster scenario left), and its own Helm repository
+# settings, so that `helm repo add` of one stream never points the other's at its rack.
+PORT_STRIDE = 100
+
+
+def worker_index(environ: dict[str, str]) -> int:
+    """0 without xdist and for its first worker (gw0); n for gw<n>."""
+    worker = environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
+def worker_rack_env(environ: dict[str, str]) -> dict[str, str]:
+    """The variables that give an xdist worker a simulated rack of its own (none for the first)."""
+    index = worker_index(environ)
+    if index == 0:
+        return {}
+    own = REPO_ROOT / ".tmp" / f"sim-gw{index}"
+    env = {"GPU_FABRIC_SIM_STATE": str(own)}
+    for name, variable in Ports.ENV.items():
+        env[variable] = str(getattr(Ports(), name) + PORT_STRIDE * index)
+    env["HELM_REPOSITORY_CONFIG"] = str(own / "helm" / "repositories.yaml")
+    env["HELM_REPOSITORY_CACHE"] = str(own / "helm" / "repository")
+    return env
+
+
 def _rack_env() -> dict[str, str]:
     env = dict(os.environ)
     for key, value in FLEET.items():
         env.setdefault(key, value)
+    env.update(worker_rack_env(env))
     env["ANSIBLE_CONFIG"] = str(REPO_ROOT / "ansible.cfg")
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     return env
