@@ -26,22 +26,19 @@ import argparse
 import collections
 import datetime
 import json
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 from fleet_verify import BENCH_PORTS
-from playbook_runs import run
+from playbook_runs import own_fleet, rack_down, rack_up, run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "sim"))
 from simrack import audit  # noqa: E402
 
-RACK = REPO_ROOT / "sim" / "rack"
 PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 RBAC = REPO_ROOT / "docs" / "rbac"
 NAMESPACE = "gpu-fabric"
@@ -127,18 +124,11 @@ def as_account(
 def measure(size: str, checks: tuple[str, ...] = CHECKS) -> dict[str, Any]:
     racks, trays_per_rack = (int(x) for x in size.lower().split("x"))
     trays = racks * trays_per_rack
-    state = Path(tempfile.mkdtemp(prefix=f"api-load-{size}-", dir=REPO_ROOT / ".tmp"))
-    env = dict(
-        os.environ, GPU_FABRIC_SIM_STATE=str(state), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"), **BENCH_PORTS
-    )
-    env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    state, env = own_fleet(f"api-load-{size}", BENCH_PORTS)
     log = state / "logs" / "audit.log"
     print(f"--- {size}: {trays} trays, state {state}", flush=True)
     try:
-        run([str(RACK), "up", "--racks", str(racks), "--trays-per-rack", str(trays_per_rack)], env, "sim/rack up")
-        for line in run([str(RACK), "env"], env, "sim/rack env")[1].splitlines():
-            key, value = line.removeprefix("export ").split("=", 1)
-            env[key] = value.replace("$PATH", env["PATH"]) if key == "PATH" else value
+        rack_up(env, racks, trays_per_rack)
         run([str(PLAYBOOK), "-i", "inventories/sim", "playbooks/cluster.yml"], env, "cluster.yml (admin)")
         cluster_kc = service_account_kubeconfig(
             env, "gpu-fabric-cluster", RBAC / "cluster-stage.yaml", state / "cluster-kc"
@@ -168,7 +158,7 @@ def measure(size: str, checks: tuple[str, ...] = CHECKS) -> dict[str, Any]:
                 f"verify.yml --tags {check}",
             )
     finally:
-        subprocess.run([str(RACK), "down"], env=env, capture_output=True, check=False)
+        rack_down(env)
     print(json.dumps(result), flush=True)
     return result
 
@@ -210,7 +200,6 @@ def main() -> int:
     unknown = sorted(set(checks) - set(CHECKS))
     if unknown:
         parser.error(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}")
-    (REPO_ROOT / ".tmp").mkdir(exist_ok=True)
     results = [measure(size, checks) for size in args.sizes]
     print()
     print(table(results))

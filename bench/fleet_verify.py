@@ -23,16 +23,13 @@ import json
 import os
 import re
 import resource
-import subprocess
 import sys
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
-from playbook_runs import run
+from playbook_runs import own_fleet, rack_down, rack_up, run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RACK = REPO_ROOT / "sim" / "rack"
 PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 CHECKS = ("cliques", "imex_channel", "nvbandwidth")
 # The simulated job's own run time: a Job's pod (the nvbandwidth launcher) runs this long before KWOK
@@ -156,19 +153,10 @@ def verify(env: dict[str, str], parallel: int, state: Path) -> dict:
 
 def measure(size: str, serial: bool) -> dict:
     racks, trays = (int(x) for x in size.lower().split("x"))
-    state = Path(tempfile.mkdtemp(prefix=f"fleet-bench-{size}-", dir=REPO_ROOT / ".tmp"))
-    env = dict(
-        os.environ, GPU_FABRIC_SIM_STATE=str(state), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"), **BENCH_PORTS
-    )
-    env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    state, env = own_fleet(f"fleet-bench-{size}", BENCH_PORTS)
     print(f"--- {size}: {racks * trays} trays, state {state}", flush=True)
     try:
-        up_s, _output = run(
-            [str(RACK), "up", "--racks", str(racks), "--trays-per-rack", str(trays)], env, "sim/rack up"
-        )
-        for line in run([str(RACK), "env"], env, "sim/rack env")[1].splitlines():
-            key, value = line.removeprefix("export ").split("=", 1)
-            env[key] = value.replace("$PATH", env["PATH"]) if key == "PATH" else value
+        up_s = rack_up(env, racks, trays)
         cluster_s, _output = run([str(PLAYBOOK), "-i", "inventories/sim", "playbooks/cluster.yml"], env, "cluster.yml")
         result = {
             "size": size,
@@ -181,7 +169,7 @@ def measure(size: str, serial: bool) -> dict:
         if serial and racks > 1:
             result["serial"] = verify(env, 1, state)
     finally:
-        subprocess.run([str(RACK), "down"], env=env, capture_output=True, check=False)
+        rack_down(env)
     print(json.dumps(result), flush=True)
     return result
 

@@ -5,13 +5,16 @@ and the slowest tasks of a run (ansible.posix's profile_tasks). Not a benchmark 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+RACK = REPO_ROOT / "sim" / "rack"
 # profile_tasks: "<role> : <task name> ------- 12.34s"
 PROFILE = re.compile(r"^(.+?) -{2,} (\d+\.\d+)s$", re.M)
 
@@ -41,3 +44,26 @@ def slowest_tasks(output: str, count: int) -> list[tuple[str, float]]:
 def slowest_table(title: str, tasks: list) -> list[str]:
     """A Markdown table of ``slowest_tasks``, under ``title``."""
     return ["", title, "", "| task | s |", "|---|---|", *(f"| {name} | {seconds} |" for name, seconds in tasks)]
+
+
+def own_fleet(prefix: str, ports: dict[str, str]) -> tuple[Path, dict[str, str]]:
+    """A state directory under .tmp and the environment of a simulated fleet of the benchmark's own, on
+    ``ports`` (GPU_FABRIC_SIM_*_PORT), apart from a rack of the tests on the defaults."""
+    (REPO_ROOT / ".tmp").mkdir(exist_ok=True)
+    state = Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=REPO_ROOT / ".tmp"))
+    env = dict(os.environ, GPU_FABRIC_SIM_STATE=str(state), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"), **ports)
+    env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return state, env
+
+
+def rack_up(env: dict[str, str], racks: int, trays: int) -> float:
+    """`sim/rack up` at that size, then what `sim/rack env` exports put into ``env``; the start's seconds."""
+    seconds, _output = run([str(RACK), "up", "--racks", str(racks), "--trays-per-rack", str(trays)], env, "sim/rack up")
+    for line in run([str(RACK), "env"], env, "sim/rack env")[1].splitlines():
+        key, value = line.removeprefix("export ").split("=", 1)
+        env[key] = value.replace("$PATH", env["PATH"]) if key == "PATH" else value
+    return seconds
+
+
+def rack_down(env: dict[str, str]) -> None:
+    subprocess.run([str(RACK), "down"], env=env, capture_output=True, check=False)

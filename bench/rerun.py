@@ -22,17 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from playbook_runs import enable_profile, run, slowest_table, slowest_tasks
+from playbook_runs import enable_profile, own_fleet, rack_down, rack_up, run, slowest_table, slowest_tasks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-RACK = REPO_ROOT / "sim" / "rack"
 PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 # Ports apart from a rack on the defaults (6443, ...) and from the other benchmarks'.
 BENCH_PORTS = {
@@ -48,19 +44,12 @@ RECAP = re.compile(r"^localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)
 
 def measure(size: str, runs: int, profile: int, playbook: str = "cluster.yml") -> dict:
     racks, trays = (int(x) for x in size.lower().split("x"))
-    state = Path(tempfile.mkdtemp(prefix=f"rerun-bench-{size}-", dir=REPO_ROOT / ".tmp"))
-    env = dict(
-        os.environ, GPU_FABRIC_SIM_STATE=str(state), ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"), **BENCH_PORTS
-    )
-    env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    state, env = own_fleet(f"rerun-bench-{size}", BENCH_PORTS)
     enable_profile(env, profile)
     print(f"--- {size}: {racks * trays} trays, state {state}", flush=True)
     result: dict = {"size": size, "playbook": playbook, "runs": []}
     try:
-        run([str(RACK), "up", "--racks", str(racks), "--trays-per-rack", str(trays)], env, "sim/rack up")
-        for line in run([str(RACK), "env"], env, "sim/rack env")[1].splitlines():
-            key, value = line.removeprefix("export ").split("=", 1)
-            env[key] = value.replace("$PATH", env["PATH"]) if key == "PATH" else value
+        rack_up(env, racks, trays)
         output = ""
         for index in range(runs):
             seconds, output = run([str(PLAYBOOK), "-i", "inventories/sim", f"playbooks/{playbook}"], env, playbook)
@@ -70,7 +59,7 @@ def measure(size: str, runs: int, profile: int, playbook: str = "cluster.yml") -
         if profile:
             result["slowest_tasks"] = slowest_tasks(output, profile)
     finally:
-        subprocess.run([str(RACK), "down"], env=env, capture_output=True, check=False)
+        rack_down(env)
     first = result["runs"][0]["wall_s"]
     for entry in result["runs"]:
         entry["x_first"] = round(entry["wall_s"] / first, 2)
