@@ -418,10 +418,14 @@ class _Session:
     def _wait_ready(self) -> Dict[str, Any]:
         req = self.request
         deadline = self.clock() + req.wait_timeout
+        # the controller creates the template once and keeps it while the domain exists: read until it is seen
+        template_seen = False
         while True:
             current = get_object(self.client, self.resource, req.name, req.namespace)
             readiness = evaluate_readiness(current, req.spec.num_nodes, req.wait_nodes)
-            if current is not None and not self._channel_template_exists():
+            if current is not None and not template_seen:
+                template_seen = self._channel_template_exists()
+            if current is not None and not template_seen:
                 readiness.ready = False
                 readiness.reasons.append(
                     f"ResourceClaimTemplate {req.namespace}/{req.spec.channel_template_name} not created by the "

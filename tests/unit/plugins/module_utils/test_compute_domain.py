@@ -244,3 +244,44 @@ UID = "6f1c2a4e-9b7d-4c3e-8a21-0d5f7e9b1c42"
 )
 def test_the_domains_daemon_set_is_found_under_each_drivers_naming(daemon_set, belongs):
     assert of_domain({"metadata": daemon_set}, "verify-rack0", UID) is belongs
+
+
+class ServerOfOneDomain:
+    """A ComputeDomain whose node joins at the ``ready_at``-th read, its channel template there from the start;
+    counts the reads of each kind."""
+
+    def __init__(self, ready_at: int):
+        self.ready_at = ready_at
+        self.reads = {"ComputeDomain": 0, "ResourceClaimTemplate": 0}
+
+    def resource(self, kind, api_version):
+        return type("Resource", (), {"kind": kind, "api_version": api_version})()
+
+    def get(self, resource, name, namespace):
+        self.reads[resource.kind] += 1
+        if resource.kind == "ResourceClaimTemplate":
+            return {"metadata": {"name": name, "namespace": namespace}}
+        ready = self.reads["ComputeDomain"] >= self.ready_at
+        nodes = [{"name": "t0", "status": "Ready", "cliqueID": "c.1", "ipAddress": "10.0.0.1"}] if ready else []
+        return {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": "nvb-channel"}}},
+            "status": {"status": "Ready" if ready else "NotReady", "nodes": nodes},
+        }
+
+
+def test_a_wait_reads_the_channel_template_until_it_is_seen_not_at_every_poll():
+    server = ServerOfOneDomain(ready_at=5)
+    request = Request(
+        name="nvb",
+        namespace="verify",
+        state="present",
+        spec=ComputeDomainSpec(num_nodes=0, channel_template_name="nvb-channel"),
+        wait_nodes=["t0"],
+        wait_sleep=0.0,
+    )
+
+    result = ensure(server, request, sleep=lambda _s: None)
+
+    assert [node["name"] for node in result["nodes"]] == ["t0"]
+    assert server.reads == {"ComputeDomain": 5, "ResourceClaimTemplate": 1}
