@@ -37,7 +37,7 @@ from playbook_runs import own_fleet, rack_down, rack_up, run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "sim"))
-from simrack import audit  # noqa: E402
+from simrack import StatePaths, audit  # noqa: E402
 
 PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 RBAC = REPO_ROOT / "docs" / "rbac"
@@ -125,7 +125,7 @@ def measure(size: str, checks: tuple[str, ...] = CHECKS) -> dict[str, Any]:
     racks, trays_per_rack = (int(x) for x in size.lower().split("x"))
     trays = racks * trays_per_rack
     state, env = own_fleet(f"api-load-{size}", BENCH_PORTS)
-    log = state / "logs" / "audit.log"
+    log = StatePaths(state).audit_log
     print(f"--- {size}: {trays} trays, state {state}", flush=True)
     try:
         rack_up(env, racks, trays_per_rack)

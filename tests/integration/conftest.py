@@ -30,7 +30,7 @@ from verify_helpers import apply_cluster_stage, cluster_stage_installed
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RACK = REPO_ROOT / "sim" / "rack"
 sys.path.insert(0, str(REPO_ROOT / "sim"))
-from simrack import Ports, audit  # noqa: E402
+from simrack import Ports, StatePaths, audit  # noqa: E402
 
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 
@@ -125,7 +125,7 @@ class SimRack:
 
     def audited(self, user: str, since: datetime.datetime) -> list[audit.Request]:
         """What ``user`` (a ServiceAccount) asked of the API server since ``since`` (simrack.audit)."""
-        return audit.requests(self.state / "logs" / "audit.log", user=user, since=since)
+        return audit.requests(StatePaths(self.state).audit_log, user=user, since=since)
 
     def faults(self) -> dict[str, dict[str, Any]]:
         try:
