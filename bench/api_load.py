@@ -31,17 +31,16 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
 from fleet_verify import BENCH_PORTS
-from playbook_runs import own_fleet, rack_down, rack_up, run
+from playbook_runs import cluster_stage, own_fleet, rack_down, rack_up, run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "sim"))
-from simrack import StatePaths, audit  # noqa: E402
+from simrack import StatePaths, accounts, audit  # noqa: E402
 
 PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
 RBAC = REPO_ROOT / "docs" / "rbac"
-NAMESPACE = "gpu-fabric"
+NAMESPACE = accounts.NAMESPACE
 CHECKS = ("cliques", "imex_channel", "nvbandwidth")
 READ_VERBS = ("get", "list", "watch")
 
@@ -67,47 +66,18 @@ def summarize(rows: Iterable[audit.Request], trays: int) -> dict[str, Any]:
     }
 
 
-def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(
-        ["kubectl", *args], capture_output=True, text=True, env=env, input=stdin, check=False, timeout=120
-    )
-    if result.returncode != 0:
-        sys.exit(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
-    return result.stdout
-
-
 def service_account_kubeconfig(env: dict[str, str], name: str, rbac_file: Path, path: Path) -> Path:
     """ServiceAccount gpu-fabric/<name> bound by the shipped file, and a kubeconfig holding only its token."""
-    kubectl(
-        env,
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
-    )
-    kubectl(
-        env,
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": NAMESPACE}}
-        ),
-    )
-    kubectl(env, "apply", "-f", str(rbac_file))
-    token = kubectl(env, "-n", NAMESPACE, "create", "token", name, "--duration=2h").strip()
-    admin = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "sim", "cluster": admin["clusters"][0]["cluster"]}],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": name, "context": {"cluster": "sim", "user": name}}],
-        "current-context": name,
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
+
+    def kubectl(*args: str, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            ["kubectl", *args], capture_output=True, text=True, env=env, input=stdin, check=False, timeout=120
+        )
+        if result.returncode != 0:
+            sys.exit(f"kubectl {' '.join(args)} failed:\n{result.stderr}")
+        return result.stdout
+
+    return accounts.service_account_kubeconfig(kubectl, Path(env["KUBECONFIG"]), name, path, rbac_file, "2h")[0]
 
 
 def as_account(
@@ -129,7 +99,7 @@ def measure(size: str, checks: tuple[str, ...] = CHECKS) -> dict[str, Any]:
     print(f"--- {size}: {trays} trays, state {state}", flush=True)
     try:
         rack_up(env, racks, trays_per_rack)
-        run([str(PLAYBOOK), "-i", "inventories/sim", "playbooks/cluster.yml"], env, "cluster.yml (admin)")
+        cluster_stage(env, "cluster.yml (admin)")
         cluster_kc = service_account_kubeconfig(
             env, "gpu-fabric-cluster", RBAC / "cluster-stage.yaml", state / "cluster-kc"
         )

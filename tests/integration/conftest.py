@@ -30,7 +30,7 @@ from verify_helpers import apply_cluster_stage, cluster_stage_installed
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RACK = REPO_ROOT / "sim" / "rack"
 sys.path.insert(0, str(REPO_ROOT / "sim"))
-from simrack import Ports, StatePaths, audit  # noqa: E402
+from simrack import Ports, StatePaths, accounts, audit  # noqa: E402
 
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 
@@ -122,6 +122,15 @@ class SimRack:
 
     def clear_faults(self) -> None:
         self.rack("fault", "--clear-all")
+
+    def service_account_kubeconfig(self, name: str, path: Path, rbac_file: Path | None = None) -> tuple[Path, str]:
+        """ServiceAccount gpu-fabric/<name> (bound by ``rbac_file`` when given) and a kubeconfig with only a
+        fresh token of it (simrack.accounts); its path and the token."""
+
+        def kubectl(*args: str, stdin: str | None = None) -> str:
+            return self.kubectl(*args, input=stdin).stdout
+
+        return accounts.service_account_kubeconfig(kubectl, self.kubeconfig, name, path, rbac_file)
 
     def audited(self, user: str, since: datetime.datetime) -> list[audit.Request]:
         """What ``user`` (a ServiceAccount) asked of the API server since ``since`` (simrack.audit)."""

@@ -32,47 +32,18 @@ from verify_helpers import ZERO, cluster_stage_installed, gpu_trays, uninstall_c
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "sim"))
-from simrack import audit  # noqa: E402
+from simrack import accounts, audit  # noqa: E402
 
 pytestmark = pytest.mark.sim
 
 RBAC = REPO_ROOT / "docs" / "rbac"
-SA_NAMESPACE = "gpu-fabric"
+SA_NAMESPACE = accounts.NAMESPACE
 RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 VERDICT_LABEL = "gpu-fabric.nvidia.com/verified"
 
 
-def service_account(sim_rack, name: str) -> None:
-    if sim_rack.kubectl("get", "namespace", SA_NAMESPACE, check=False).returncode != 0:
-        sim_rack.kubectl("create", "namespace", SA_NAMESPACE)
-    if sim_rack.kubectl("-n", SA_NAMESPACE, "get", "serviceaccount", name, check=False).returncode != 0:
-        sim_rack.kubectl("-n", SA_NAMESPACE, "create", "serviceaccount", name)
-
-
-def cluster_entry(sim_rack) -> dict[str, Any]:
-    admin = yaml.safe_load(sim_rack.kubeconfig.read_text())
-    return {"name": "sim", "cluster": admin["clusters"][0]["cluster"]}
-
-
 def write_kubeconfig(sim_rack, path: Path, user: dict[str, str]) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [cluster_entry(sim_rack)],
-        "users": [{"name": "stage", "user": user}],
-        "contexts": [{"name": "stage", "context": {"cluster": "sim", "user": "stage"}}],
-        "current-context": "stage",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
-
-
-def token_kubeconfig(sim_rack, name: str, path: Path) -> tuple[Path, str]:
-    """A kubeconfig with only a fresh token of ServiceAccount gpu-fabric/<name>, and the token."""
-    token = sim_rack.kubectl("-n", SA_NAMESPACE, "create", "token", name, "--duration=1h").stdout.strip()
-    assert token.count(".") == 2, token[:40]
-    return write_kubeconfig(sim_rack, path, {"token": token}), token
+    return accounts.kubeconfig(sim_rack.kubeconfig, path, user)
 
 
 def playbook(sim_rack, kubeconfig: Path, playbook_name: str, *args: str, timeout: int = 900):
@@ -124,9 +95,9 @@ def records(report_dir: Path) -> dict[str, dict[str, Any]]:
 def cluster_installed_as_sa(sim_rack, tmp_path_factory):
     """playbooks/cluster.yml from scratch, then again, under the cluster-stage ServiceAccount."""
     uninstall_cluster_stage(sim_rack)
-    service_account(sim_rack, "gpu-fabric-cluster")
-    sim_rack.kubectl("apply", "-f", str(RBAC / "cluster-stage.yaml"))
-    kubeconfig, _token = token_kubeconfig(sim_rack, "gpu-fabric-cluster", tmp_path_factory.mktemp("rbac") / "kc")
+    kubeconfig, _token = sim_rack.service_account_kubeconfig(
+        "gpu-fabric-cluster", tmp_path_factory.mktemp("rbac") / "kc", RBAC / "cluster-stage.yaml"
+    )
     first = playbook(sim_rack, kubeconfig, "cluster.yml")
     started = datetime.datetime.now(datetime.timezone.utc)
     second = playbook(sim_rack, kubeconfig, "cluster.yml")
@@ -137,9 +108,9 @@ def cluster_installed_as_sa(sim_rack, tmp_path_factory):
 def verify_sa(cluster_installed_as_sa, sim_rack, tmp_path_factory) -> tuple[Path, str]:
     """The verify-stage ServiceAccount with the shipped file applied (after the cluster stage: the file's
     diagnostics Role lives in the DRA driver's namespace), and a token kubeconfig of it."""
-    service_account(sim_rack, "gpu-fabric-verify")
-    sim_rack.kubectl("apply", "-f", str(RBAC / "verify-stage.yaml"))
-    return token_kubeconfig(sim_rack, "gpu-fabric-verify", tmp_path_factory.mktemp("rbac") / "verify-kc")
+    return sim_rack.service_account_kubeconfig(
+        "gpu-fabric-verify", tmp_path_factory.mktemp("rbac") / "verify-kc", RBAC / "verify-stage.yaml"
+    )
 
 
 def test_the_cluster_stage_installs_and_converges_with_only_the_shipped_rbac(sim_rack, cluster_installed_as_sa):
