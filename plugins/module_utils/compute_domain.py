@@ -15,12 +15,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dra import DRA_API_VERSIONS
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    ApiException,
     DynamicApiError,
     api_error_text,
     first_served_resource,
     get_object,
+    json_page,
     list_all,
     natural_key,
     pod_summary,
@@ -337,7 +340,7 @@ def ensure(
     """Bring the ComputeDomain to ``request.state``; return the module result (without ``msg``)."""
     try:
         return _ensure(client, request, sleep, clock)
-    except DynamicApiError as exc:
+    except (DynamicApiError, ApiException) as exc:
         req = request
         raise ComputeDomainError(
             f"the API server refused a call for ComputeDomain {req.namespace}/{req.name}: {api_error_text(exc)}",
@@ -417,27 +420,57 @@ class _Session:
 
     def _wait_ready(self) -> Dict[str, Any]:
         req = self.request
-        deadline = self.clock() + req.wait_timeout
         # the controller creates the template once and keeps it while the domain exists: read until it is seen
-        template_seen = False
-        while True:
-            current = get_object(self.client, self.resource, req.name, req.namespace)
+        template_seen = [False]
+        last: Dict[str, Any] = {}
+
+        def ready(objects: kube_watch.Objects) -> bool:
+            current = next(iter(objects.values()), None)
             readiness = evaluate_readiness(current, req.spec.num_nodes, req.wait_nodes)
-            if current is not None and not template_seen:
-                template_seen = self._channel_template_exists()
-            if current is not None and not template_seen:
+            if current is not None and not template_seen[0]:
+                template_seen[0] = self._channel_template_exists()
+            if current is not None and not template_seen[0]:
                 readiness.ready = False
                 readiness.reasons.append(
                     f"ResourceClaimTemplate {req.namespace}/{req.spec.channel_template_name} not created by the "
                     "controller yet"
                 )
-            if readiness.ready:
-                return current or {}
-            if self.clock() >= deadline:
-                diagnostics = self._diagnostics(current)
-                message = timeout_message(req.name, req.namespace, req.wait_timeout, readiness, diagnostics)
-                raise ComputeDomainError(message, self._result(current or {}, True, None))
-            self.sleep(req.wait_sleep)
+            last.update(current=current, readiness=readiness)
+            return readiness.ready
+
+        def window() -> float:
+            """The template is another object, whose creation the domain's watch does not see: until it is
+            seen, each window lasts ``wait_sleep``."""
+            return kube_watch.WINDOW if template_seen[0] else max(req.wait_sleep, 1.0)
+
+        if self._watch(ready, window).value:
+            return last["current"] or {}
+        current = last.get("current")
+        diagnostics = self._diagnostics(current)
+        message = timeout_message(req.name, req.namespace, req.wait_timeout, last["readiness"], diagnostics)
+        raise ComputeDomainError(message, self._result(current or {}, True, None))
+
+    def _watch(
+        self, judge: Callable[[kube_watch.Objects], Any], window: Callable[[], float] = lambda: kube_watch.WINDOW
+    ) -> kube_watch.Outcome:
+        """Wait on this domain until ``judge`` of it (the domain alone, or nothing when it is gone) answers
+        something truthy, or ``wait_timeout`` passes: one read and one watch per ``window``, not a read per poll."""
+        req = self.request
+        name = f"metadata.name={req.name}"
+
+        def list_objects() -> kube_watch.Listing:
+            page = json_page(
+                self.client.get(self.resource, namespace=req.namespace, field_selector=name, serialize=False)
+            )
+            return kube_watch.pages_with_version([page])
+
+        def watch(version: str, seconds: int) -> Any:
+            return kube_watch.watch_of(self.client)(
+                self.resource, namespace=req.namespace, name=req.name, resource_version=version or None, timeout=seconds
+            )
+
+        deadline = self.clock() + req.wait_timeout
+        return kube_watch.until(list_objects, watch, judge, deadline, self.clock, self.sleep, window)
 
     def _channel_template_exists(self) -> bool:
         rct = served_claim_template(self.client)
@@ -470,20 +503,17 @@ class _Session:
 
     def _wait_gone(self) -> None:
         req = self.request
-        deadline = self.clock() + req.wait_timeout
-        while True:
-            current = get_object(self.client, self.resource, req.name, req.namespace)
-            if current is None:
-                return
-            if self.clock() >= deadline:
-                finalizers = (current.get("metadata") or {}).get("finalizers") or []
-                raise ComputeDomainError(
-                    f"ComputeDomain {req.namespace}/{req.name} still exists {req.wait_timeout}s after deletion "
-                    f"(finalizers: {', '.join(finalizers) or 'none'}). The DRA controller removes its finalizer "
-                    f"after cleaning up; DRA driver: {'; '.join(self._diagnostics(current)) or 'no workloads found'}. "
-                    "Delete ComputeDomains before uninstalling the driver."
-                )
-            self.sleep(req.wait_sleep)
+        outcome = self._watch(lambda objects: not objects)
+        if outcome.value:
+            return
+        current = next(iter(outcome.objects.values()), {})
+        finalizers = (current.get("metadata") or {}).get("finalizers") or []
+        raise ComputeDomainError(
+            f"ComputeDomain {req.namespace}/{req.name} still exists {req.wait_timeout}s after deletion "
+            f"(finalizers: {', '.join(finalizers) or 'none'}). The DRA controller removes its finalizer "
+            f"after cleaning up; DRA driver: {'; '.join(self._diagnostics(current)) or 'no workloads found'}. "
+            "Delete ComputeDomains before uninstalling the driver."
+        )
 
     # -- shared --------------------------------------------------------------------------------
     def _diagnostics(self, domain: Optional[Dict[str, Any]] = None) -> List[str]:

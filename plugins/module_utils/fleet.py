@@ -23,12 +23,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import dra, mirror, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import dra, kube_watch, mirror, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    ApiException,
     DynamicApiError,
     NotFoundError,
     ResourceNotFoundError,
@@ -36,6 +37,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     api_failure_text,
     get_object,
     is_transient,
+    iter_page_dicts,
     iter_pages,
     json_page,
     pod_summary,
@@ -221,6 +223,49 @@ class Api:
             )
         )
 
+    def watch_until(
+        self,
+        kind: str,
+        api_version: str,
+        namespace: str,
+        judge: Callable[[kube_watch.Objects], Any],
+        deadline: float,
+        label_selector: str = "",
+        name: str = "",
+        window: Union[float, Callable[[], float]] = kube_watch.WINDOW,
+    ) -> kube_watch.Outcome:
+        """Wait on the objects of a kind in ``namespace`` (those of ``label_selector``, or the one ``name``)
+        until ``judge`` answers something truthy or ``deadline`` passes: one list and one watch per window
+        (``kube_watch.until``), each list retried as every call is."""
+        resource = self.resource(kind, api_version)
+        params: Dict[str, Any] = {"namespace": namespace}
+        if label_selector:
+            params["label_selector"] = label_selector
+        if name:
+            params["field_selector"] = f"metadata.name={name}"
+        what = f"{kind} {namespace}/{name}" if name else f"{kind} in {namespace}"
+
+        def list_objects() -> kube_watch.Listing:
+            return kube_watch.pages_with_version(
+                iter_page_dicts(
+                    lambda **page: self.call(
+                        f"list {what}", lambda: json_page(self.client.get(resource, serialize=False, **page))
+                    ),
+                    **params,
+                )
+            )
+
+        def watch(version: str, seconds: int) -> Any:
+            return kube_watch.watch_of(self.client)(
+                resource, resource_version=version or None, timeout=seconds, **params
+            )
+
+        try:
+            return kube_watch.until(list_objects, watch, judge, deadline, self.clock, self.sleep, window)
+        except (DynamicApiError, ApiException, Urllib3Error, ConnectionError, TimeoutError) as exc:
+            endpoint = str(getattr(getattr(self.client, "configuration", None), "host", "") or "")
+            raise ApiUnavailable(f"watch {what}: {error_text(exc, 0.0, endpoint)}") from exc
+
     def create(self, body: Dict[str, Any]) -> Dict[str, Any]:
         kind, meta = body["kind"], body["metadata"]
         resource = self.resource(kind, body["apiVersion"])
@@ -329,9 +374,9 @@ class RackRun:
     # What every check needs in a given namespace; each check adds its own (Check.rights).
     rights: Tuple[Right, ...] = (
         Right("get", "", "namespaces"),
-        *grant("list create delete", "", "pods"),
+        *grant("list watch create delete", "", "pods"),
         Right("get", "", "pods", "log"),
-        *grant("get list create delete", "resource.nvidia.com", "computedomains"),
+        *grant("get list watch create delete", "resource.nvidia.com", "computedomains"),
         Right("get", "resource.k8s.io", "resourceclaimtemplates"),
         Right("list", "resource.k8s.io", "resourceclaims"),
     )
@@ -453,6 +498,44 @@ class RackRun:
                 extra = f"; {describe()}" if describe else ""
                 raise CheckFailed(f"{what}: still not done after {reads} reads ({waited:.0f} s){extra}")
             self.sleep(min(self.settings.poll, max(self.deadline - self.clock(), 0.1)))
+
+    def watch_for(
+        self,
+        what: str,
+        kind: str,
+        api_version: str,
+        judge: Callable[[kube_watch.Objects], Any],
+        describe: Optional[Callable[[], str]] = None,
+        name: str = "",
+        window: Union[float, Callable[[], float]] = kube_watch.WINDOW,
+    ) -> Any:
+        """Wait until ``judge`` of the check's objects of ``kind`` (the one ``name``, or all that carry its
+        labels) answers something truthy: one list and one watch per window, however long the wait; past
+        the deadline the check fails, naming ``what``."""
+        return self.timed(
+            f"wait: {what}", lambda: self._watch_for(what, kind, api_version, judge, describe, name, window)
+        )
+
+    def _watch_for(
+        self,
+        what: str,
+        kind: str,
+        api_version: str,
+        judge: Callable[[kube_watch.Objects], Any],
+        describe: Optional[Callable[[], str]],
+        name: str,
+        window: Union[float, Callable[[], float]],
+    ) -> Any:
+        started = self.clock()
+        selector = "" if name else self.selector
+        outcome = self.api.watch_until(kind, api_version, self.namespace, judge, self.deadline, selector, name, window)
+        if outcome.value:
+            return outcome.value
+        extra = f"; {describe()}" if describe else ""
+        raise CheckFailed(
+            f"{what}: still not done after {self.clock() - started:.0f} s ({plural(outcome.events, 'change')} "
+            f"seen){extra}"
+        )
 
     def create_namespace(self) -> None:
         if self.given:
@@ -868,9 +951,9 @@ class ImexChannelCheck(Check):
                 )
             )
 
-        def unscheduled() -> List[str]:
-            pods = self._pods(run)
-            return [n for n in nodes if not ((pods.get(names[n]) or {}).get("spec") or {}).get("nodeName")]
+        def scheduled(objects: kube_watch.Objects) -> bool:
+            pods = by_name(objects)
+            return all(((pods.get(names[n]) or {}).get("spec") or {}).get("nodeName") for n in nodes)
 
         def describe_pods() -> str:
             pods = self._pods(run)
@@ -881,17 +964,17 @@ class ImexChannelCheck(Check):
             }
             return f"pending pods: {channel_findings(pending)}" if pending else "no pod is pending"
 
-        run.wait_for("the IMEX channel pods to be scheduled", lambda: not unscheduled(), describe_pods)
+        run.watch_for("the IMEX channel pods to be scheduled", "Pod", "v1", scheduled, describe_pods)
         run.wait_domain_nodes(nodes)
 
-        def started() -> bool:
-            pods = self._pods(run)
+        def started(objects: kube_watch.Objects) -> bool:
+            pods = by_name(objects)
             return all(
                 ((pods.get(names[n]) or {}).get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
                 for n in nodes
             )
 
-        run.wait_for("the IMEX channel pods to run", started, describe_pods)
+        run.watch_for("the IMEX channel pods to run", "Pod", "v1", started, describe_pods)
         seen: Dict[str, Tuple[bool, str]] = {}
         pods_out: List[Dict[str, Any]] = []
         pods = self._pods(run)
@@ -942,9 +1025,14 @@ class ImexChannelCheck(Check):
         def delete_pods() -> None:
             for node in run.plan.nodes:
                 run.api.delete("Pod", "v1", imex_pod_name(node), run.namespace)
-            run.wait_for("the IMEX channel pods to be deleted", lambda: not self._pods(run))
+            run.watch_for("the IMEX channel pods to be deleted", "Pod", "v1", lambda objects: not objects)
 
         return [("delete the IMEX channel pods", delete_pods)]
+
+
+def by_name(objects: kube_watch.Objects) -> Dict[str, Dict[str, Any]]:
+    """The watched objects of one namespace by name."""
+    return {key.split("/", 1)[-1]: obj for key, obj in objects.items()}
 
 
 def _skipped(plan: RackPlan) -> str:
@@ -959,12 +1047,16 @@ def _skipped(plan: RackPlan) -> str:
 
 # -- MPIJob checks (nvbandwidth, NCCL) ----------------------------------------------------------------
 
+# Seconds between reads of a namespace's events while an MPIJob runs on OpenShift, where SCC admission
+# refusing its pods changes nothing the job's watch sees.
+SCC_WINDOW = 15.0
+
 
 class MpiJobCheck(Check):
     """A benchmark in an MPIJob over every usable tray of the rack, judged from the launcher's log."""
 
     objects = (("MPIJob", MPIJOB_API_VERSION),)
-    rights = grant("get list create delete", "kubeflow.org", "mpijobs")
+    rights = grant("get list watch create delete", "kubeflow.org", "mpijobs")
     # Seconds an MPIJob may stay without any status condition: the MPI operator sets Created as soon as it
     # syncs the job, so none by then means no operator is running (or none watches the namespace).
     operator_grace = 60.0
@@ -1026,18 +1118,22 @@ class MpiJobCheck(Check):
         run.create_compute_domain()
         run.api.create(run.with_pull_secrets(self.manifest(run)))
 
-        placement: Dict[str, str] = {}  # worker pod -> tray, read while the workers run
+        placement: Dict[str, str] = {}  # worker pod -> tray, read while the workers start
+        workers = len(run.plan.nodes)
         created = run.clock()
+        synced = [False]  # the operator wrote a status: it runs and watches this namespace
 
-        def finished() -> Optional[Dict[str, str]]:
+        def finished(objects: kube_watch.Objects) -> Optional[Dict[str, str]]:
             if run.settings.openshift:
                 self.raise_scc_refusal(run, job)
-            for pod in run.api.list("Pod", "v1", run.namespace, self.pod_selector(run, "worker")):
-                node = (pod.get("spec") or {}).get("nodeName")
-                if node:
-                    placement[pod["metadata"]["name"]] = node
-            obj = run.api.get("MPIJob", MPIJOB_API_VERSION, job, run.namespace) or {}
+            if len(placement) < workers:  # the operator writes the job's status as its pods start
+                for pod in run.api.list("Pod", "v1", run.namespace, self.pod_selector(run, "worker")):
+                    node = (pod.get("spec") or {}).get("nodeName")
+                    if node:
+                        placement[pod["metadata"]["name"]] = node
+            obj = by_name(objects).get(job) or {}
             conditions = (obj.get("status") or {}).get("conditions") or []
+            synced[0] = synced[0] or bool(conditions)
             for condition in conditions:
                 if condition.get("type") in ("Succeeded", "Failed") and condition.get("status") == "True":
                     return condition
@@ -1049,7 +1145,17 @@ class MpiJobCheck(Check):
                 )
             return None
 
-        condition = run.wait_for(f"MPIJob {job} to finish", finished, lambda: self.describe(run))
+        def window() -> float:
+            """Until the operator writes a status, the watch ends when its grace does, for the judge to say so;
+            on OpenShift SCC admission refuses pods with no change to the job: the events are read each
+            ``SCC_WINDOW``."""
+            if not synced[0]:
+                return max(1.0, self.operator_grace - (run.clock() - created) + 1.0)
+            return SCC_WINDOW if run.settings.openshift else kube_watch.WINDOW
+
+        condition = run.watch_for(
+            f"MPIJob {job} to finish", "MPIJob", MPIJOB_API_VERSION, finished, lambda: self.describe(run), job, window
+        )
         launcher = self.launcher(run)
         log = run.read_log(launcher["metadata"]["name"]) if launcher else ""
         if condition["type"] == "Failed":
@@ -1123,9 +1229,12 @@ class MpiJobCheck(Check):
             if not run.api.served("MPIJob", MPIJOB_API_VERSION):
                 return
             run.api.delete("MPIJob", MPIJOB_API_VERSION, job, run.namespace, propagation="Foreground")
-            run.wait_for(
+            run.watch_for(
                 f"MPIJob {job} and its pods to be deleted",
-                lambda: run.api.get("MPIJob", MPIJOB_API_VERSION, job, run.namespace) is None,
+                "MPIJob",
+                MPIJOB_API_VERSION,
+                lambda objects: not objects,
+                name=job,
             )
 
         return [(f"delete MPIJob {job}", delete_job)]

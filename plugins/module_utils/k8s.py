@@ -27,6 +27,15 @@ except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes")
     NotFoundError = ResourceNotFoundError = DynamicApiError  # type: ignore[assignment,misc]
 
 try:
+    # what a watch raises for an error the API server sends inside its stream (410 Gone)
+    from kubernetes.client.exceptions import ApiException  # pylint: disable=unused-import  # re-exported
+except ImportError:
+
+    class ApiException(Exception):  # type: ignore[no-redef]
+        pass
+
+
+try:
     from urllib3.exceptions import HTTPError as Urllib3Error
     from urllib3.exceptions import MaxRetryError, NewConnectionError
     from urllib3.exceptions import SSLError as Urllib3SSLError
@@ -98,13 +107,21 @@ def iter_pages(
     list_page: Callable[..., Any], limit: int = DEFAULT_PAGE_SIZE, **params: Any
 ) -> Iterator[Dict[str, Any]]:
     """Yield every item of a list call, following ``metadata.continue`` page by page."""
+    for page in iter_page_dicts(list_page, limit, **params):
+        yield from page.get("items") or []
+
+
+def iter_page_dicts(
+    list_page: Callable[..., Any], limit: int = DEFAULT_PAGE_SIZE, **params: Any
+) -> Iterator[Dict[str, Any]]:
+    """Yield each page of a list call as a dict (its ``metadata`` holds the list's resourceVersion)."""
     token: Optional[str] = None
     while True:
         kwargs = dict(params, limit=limit)
         if token:
             kwargs["_continue"] = token
         page = to_dict(list_page(**kwargs))
-        yield from page.get("items") or []
+        yield page
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return

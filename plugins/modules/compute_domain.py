@@ -75,7 +75,12 @@ options:
     type: int
     default: 300
   wait_sleep:
-    description: Seconds between two reads of the ComputeDomain while waiting.
+    description:
+      - The module waits on the ComputeDomain with one read and one watch, judged at each change, not by
+        reading it again and again.
+      - Seconds between two reads of its channel ResourceClaimTemplate until the DRA controller created it
+        (another object, which the domain's watch does not see); the identity needs C(watch) on
+        computedomains.
     type: int
     default: 2
   wait_nodes:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rbac import RBAC, SA_NAMESPACE, playbook, recap, service_account, token_kubeconfig, verify_vars
+from test_rbac import RBAC, SA_NAMESPACE, playbook, recap, verify_vars
 from verify_helpers import gpu_trays
 
 pytestmark = pytest.mark.sim
@@ -91,7 +91,9 @@ def namespaced_sa(cluster_stage, tmp_path_factory) -> Path:
     sim_rack.kubectl(
         "delete", "validatingadmissionpolicybinding", "gpu-fabric-verify-own-namespaces", "--ignore-not-found"
     )
-    service_account(sim_rack, "gpu-fabric-verify")
+    kubeconfig, _token = sim_rack.service_account_kubeconfig(
+        "gpu-fabric-verify", tmp_path_factory.mktemp("rbac-ns") / "kc"
+    )
     text = (RBAC / "verify-stage-namespaced.yaml").read_text()
     assert PLACEHOLDER in text
     for namespace in (*PER_RACK.values(), SHARED, NO_ROLE):
@@ -104,7 +106,6 @@ def namespaced_sa(cluster_stage, tmp_path_factory) -> Path:
     assert can(sim_rack, "create", "pods", "-n", "default") == "no"
     assert can(sim_rack, "create", "pods", "-n", NO_ROLE) == "no"
     assert can(sim_rack, "create", "pods", "-n", SHARED) == "yes"
-    kubeconfig, _token = token_kubeconfig(sim_rack, "gpu-fabric-verify", tmp_path_factory.mktemp("rbac-ns") / "kc")
     return kubeconfig
 
 
@@ -180,8 +181,9 @@ def test_a_namespace_without_the_role_fails_with_one_line_before_anything_is_cre
     assert "Traceback" not in output
     summary = rack_records(tmp_path)[("imex_channel", "rack0")]["summary"]
     assert summary.startswith(
-        f"rack rack0: the check could not run: this identity lacks 10 rights in namespace {NO_ROLE}, given for rack "
-        "rack0: get namespaces, create pods, delete pods, get pods/log, get computedomains.resource.nvidia.com, "
+        f"rack rack0: the check could not run: this identity lacks 12 rights in namespace {NO_ROLE}, given for rack "
+        "rack0: get namespaces, watch pods, create pods, delete pods, get pods/log, "
+        "get computedomains.resource.nvidia.com, "
     ), summary
     assert summary.endswith(
         f"; apply the Role and RoleBinding of docs/rbac/verify-stage-namespaced.yaml in namespace {NO_ROLE}"

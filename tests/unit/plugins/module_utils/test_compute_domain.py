@@ -247,30 +247,44 @@ def test_the_domains_daemon_set_is_found_under_each_drivers_naming(daemon_set, b
 
 
 class ServerOfOneDomain:
-    """A ComputeDomain whose node joins at the ``ready_at``-th read, its channel template there from the start;
-    counts the reads of each kind."""
+    """A ComputeDomain whose node joins at its ``ready_at``-th change, its channel template there from the
+    start; counts the lists, the watches and the template's reads."""
 
     def __init__(self, ready_at: int):
         self.ready_at = ready_at
-        self.reads = {"ComputeDomain": 0, "ResourceClaimTemplate": 0}
+        self.calls = {"get": 0, "list": 0, "watch": 0, "ResourceClaimTemplate": 0}
 
     def resource(self, kind, api_version):
         return type("Resource", (), {"kind": kind, "api_version": api_version})()
 
-    def get(self, resource, name, namespace):
-        self.reads[resource.kind] += 1
-        if resource.kind == "ResourceClaimTemplate":
-            return {"metadata": {"name": name, "namespace": namespace}}
-        ready = self.reads["ComputeDomain"] >= self.ready_at
+    @staticmethod
+    def domain(name, namespace, ready):
         nodes = [{"name": "t0", "status": "Ready", "cliqueID": "c.1", "ipAddress": "10.0.0.1"}] if ready else []
         return {
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": "7"},
             "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": "nvb-channel"}}},
             "status": {"status": "Ready" if ready else "NotReady", "nodes": nodes},
         }
 
+    def get(self, resource, name=None, namespace=None, field_selector=None, serialize=True):
+        if resource.kind == "ResourceClaimTemplate":
+            self.calls["ResourceClaimTemplate"] += 1
+            return {"metadata": {"name": name, "namespace": namespace}}
+        if name:  # the read before anything is done: the domain exists, as asked
+            self.calls["get"] += 1
+            return self.domain(name, namespace, False)
+        assert field_selector == "metadata.name=nvb"
+        self.calls["list"] += 1
+        return {"items": [self.domain("nvb", namespace, False)], "metadata": {"resourceVersion": "7"}}
 
-def test_a_wait_reads_the_channel_template_until_it_is_seen_not_at_every_poll():
+    def watch(self, resource, namespace, name, resource_version, timeout):
+        assert (name, resource_version) == ("nvb", "7")
+        self.calls["watch"] += 1
+        for change in range(2, self.ready_at + 1):
+            yield {"type": "MODIFIED", "raw_object": self.domain(name, namespace, change >= self.ready_at)}
+
+
+def test_a_wait_costs_one_list_and_one_watch_and_reads_the_template_once():
     server = ServerOfOneDomain(ready_at=5)
     request = Request(
         name="nvb",
@@ -284,4 +298,4 @@ def test_a_wait_reads_the_channel_template_until_it_is_seen_not_at_every_poll():
     result = ensure(server, request, sleep=lambda _s: None)
 
     assert [node["name"] for node in result["nodes"]] == ["t0"]
-    assert server.reads == {"ComputeDomain": 5, "ResourceClaimTemplate": 1}
+    assert server.calls == {"get": 1, "list": 1, "watch": 1, "ResourceClaimTemplate": 1}

@@ -94,14 +94,21 @@ class MemoryClient:
                 raise not_found()
             return obj
         wanted = dict(term.split("=", 1) for term in (params.get("label_selector") or "").split(",") if term)
+        named = (params.get("field_selector") or "").partition("metadata.name=")[2]
         items = [
             obj
-            for (kind, ns, _name), obj in sorted(self.objects.items())
+            for (kind, ns, obj_name), obj in sorted(self.objects.items())
             if kind == resource.kind
             and ns == (namespace or ns)
+            and obj_name == (named or obj_name)
             and all((obj["metadata"].get("labels") or {}).get(k) == v for k, v in wanted.items())
         ]
-        return {"items": items, "metadata": {}}
+        return {"items": items, "metadata": {"resourceVersion": str(len(self.calls))}}
+
+    def watch(self, resource: Resource, namespace: Optional[str] = None, **params: Any):
+        """Nothing changes here but by the check's own calls: each watch ends with no event (its timeout)."""
+        self.calls.append(("watch", resource.kind, namespace, params.get("name"), params.get("label_selector")))
+        return iter(())
 
     def create(self, resource: Resource, body: Dict[str, Any], namespace: Optional[str] = None):
         self.calls.append(("create", resource.kind, namespace, body.get("metadata", {}).get("name"), None))
@@ -348,7 +355,7 @@ def test_missing_rights_end_the_check_with_one_line_before_anything_is_created()
 def test_a_namespace_without_any_right_says_so_and_hints_that_it_may_not_exist():
     message = fleet.missing_rights_message("nope", "rack0", list(fleet.RackRun.rights), len(fleet.RackRun.rights))
     assert message == (
-        "this identity holds none of the 11 rights the check needs in namespace nope, given for rack rack0; apply "
+        "this identity holds none of the 13 rights the check needs in namespace nope, given for rack rack0; apply "
         "the Role and RoleBinding of docs/rbac/verify-stage-namespaced.yaml in namespace nope (create the namespace "
         "first if it does not exist)"
     )
