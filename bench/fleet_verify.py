@@ -27,7 +27,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from playbook_runs import own_fleet, rack_down, rack_up, run
+from playbook_runs import cluster_stage, own_fleet, rack_down, rack_up, run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLAYBOOK = REPO_ROOT / ".venv" / "bin" / "ansible-playbook"
@@ -157,7 +157,7 @@ def measure(size: str, serial: bool) -> dict:
     print(f"--- {size}: {racks * trays} trays, state {state}", flush=True)
     try:
         up_s = rack_up(env, racks, trays)
-        cluster_s, _output = run([str(PLAYBOOK), "-i", "inventories/sim", "playbooks/cluster.yml"], env, "cluster.yml")
+        cluster_s = cluster_stage(env)
         result = {
             "size": size,
             "racks": racks,

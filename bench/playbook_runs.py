@@ -5,6 +5,7 @@ and the slowest tasks of a run (ansible.posix's profile_tasks). Not a benchmark 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -67,3 +68,15 @@ def rack_up(env: dict[str, str], racks: int, trays: int) -> float:
 
 def rack_down(env: dict[str, str]) -> None:
     subprocess.run([str(RACK), "down"], env=env, capture_output=True, check=False)
+
+
+# The sim inventory waits 180 s for each chart to be ready, enough for the tests' racks; on two cores a
+# fleet of 64 racks of 18 trays takes longer for the DRA driver's kubelet plugin to run on every tray.
+CLUSTER_WAITS = {f"{role}_wait_timeout": 1800 for role in ("gpu_operator", "dra_driver", "mpi_operator")}
+
+
+def cluster_stage(env: dict[str, str], what: str = "cluster.yml") -> float:
+    """``playbooks/cluster.yml`` on the benchmark's fleet (as admin), with room to wait on a large one; its seconds."""
+    playbook = str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook")
+    cmd = [playbook, "-i", "inventories/sim", "playbooks/cluster.yml", "-e", json.dumps(CLUSTER_WAITS)]
+    return run(cmd, env, what)[0]
