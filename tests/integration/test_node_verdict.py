@@ -10,16 +10,21 @@ happened.
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.sim
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "sim"))
+from simrack import accounts, audit  # noqa: E402
 
 LABEL = "gpu-fabric.nvidia.com/verified"
 ANNOTATION = "gpu-fabric.nvidia.com/verification"
@@ -67,9 +72,12 @@ def trays(sim_rack):
             clear(sim_rack, node)
 
 
-def node_verdict(sim_rack, args: dict[str, Any], *flags: str) -> dict[str, Any]:
-    """One ``ansible localhost -m gpu_fabric.mnnvl.node_verdict``; the module's result."""
+def node_verdict(sim_rack, args: dict[str, Any], *flags: str, kubeconfig: Path | None = None) -> dict[str, Any]:
+    """One ``ansible localhost -m gpu_fabric.mnnvl.node_verdict`` (as the admin, or with ``kubeconfig``); the
+    module's result."""
     env = dict(sim_rack.env)
+    if kubeconfig is not None:
+        env.update(K8S_AUTH_KUBECONFIG=str(kubeconfig), KUBECONFIG=str(kubeconfig))
     env.update(
         ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
@@ -202,3 +210,38 @@ def test_a_missing_node_is_a_warning(sim_rack, trays):
     assert result["warnings"] == ["node gb200-r99-t99 does not exist; its verdict (failed) was not written"]
     assert result["changed_nodes"] == [bad]
     assert state(sim_rack, bad)["label"] == "passed"
+
+
+def test_a_verdict_already_on_the_nodes_sends_the_api_server_no_write(sim_rack, trays, tmp_path):
+    """Run as the verify stage's account with the node verdict's shipped rights alone, so that the API server's
+    audit log holds its requests: the same verdicts again read the nodes and write nothing."""
+    bad, good, _skipped = trays
+    shipped = yaml.safe_load_all((REPO_ROOT / "docs" / "rbac" / "verify-stage.yaml").read_text())
+    sim_rack.apply([doc for doc in shipped if doc["metadata"]["name"] == "gpu-fabric-verify-node-verdict"])
+    kubeconfig, _token = sim_rack.service_account_kubeconfig("gpu-fabric-verify", tmp_path / "kc")
+    args = {
+        "time": FIRST_RUN,
+        "taint_failed": True,
+        "trays": {
+            bad: {"verdict": "failed", "rack": "rack1", "checks_failed": ["nvbandwidth"], "summary": FAILED_SUMMARY},
+            good: {"verdict": "passed", "rack": "rack1", "checks_failed": [], "summary": "rack1: 4 of 4 checks passed"},
+        },
+    }
+    user = audit.service_account_user(accounts.NAMESPACE, "gpu-fabric-verify")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    first = node_verdict(sim_rack, args, kubeconfig=kubeconfig)
+    assert first.get("failed") is not True, first.get("msg")
+    assert first["changed_nodes"] == sorted([bad, good])
+    # the log holds this account's writes: patches of each node whose verdict changed (the taint is its own)
+    assert {(r.verb, r.name) for r in audit.writes(sim_rack.audited(user, started))} == {
+        ("patch", bad),
+        ("patch", good),
+    }
+    started = datetime.datetime.now(datetime.timezone.utc)
+
+    again = node_verdict(sim_rack, args, kubeconfig=kubeconfig)
+
+    assert again.get("failed") is not True and again["changed"] is False, again
+    requests = sim_rack.audited(user, started)
+    assert [r for r in requests if r.resource == "nodes"], "the account's reads of the nodes were not logged"
+    assert audit.writes(requests) == []
