@@ -378,7 +378,7 @@ class RackRun:
         Right("get", "", "pods", "log"),
         *grant("get list watch create delete", "resource.nvidia.com", "computedomains"),
         Right("get", "resource.k8s.io", "resourceclaimtemplates"),
-        Right("list", "resource.k8s.io", "resourceclaims"),
+        *grant("list watch", "resource.k8s.io", "resourceclaims"),
     )
 
     def __init__(
@@ -744,7 +744,24 @@ class RackRun:
         still has to do for an empty namespace (it takes 5-30 s under load) is not waited for.
         """
         self.api.delete("Namespace", "v1", self.namespace)
+        self.wait_claims_gone()
         self.wait_for(f"namespace {self.namespace} to be empty", lambda: self.count_left() == (0, []))
+
+    def wait_claims_gone(self) -> None:
+        """The ResourceClaims of the check's pods, which the garbage collector deletes a moment after the pods
+        (longer on a busy cluster): watched until none is left, so that the count that follows is read once,
+        not again and again. Past the deadline the count says what is left."""
+        kind, api_version = dra_kinds(self.api, (("ResourceClaim", dra.DRA_API_VERSIONS[0]),))[0]
+        if not self.api.served(kind, api_version):
+            return
+
+        def none_left(objects: kube_watch.Objects) -> bool:
+            return not owned_by_pods(list(objects.values()), lambda pod: self.check.owns_pod(self, pod))
+
+        self.timed(
+            "wait: the ResourceClaims of the check's pods to go",
+            lambda: self.api.watch_until(kind, api_version, self.namespace, none_left, self.deadline),
+        )
 
     def own_objects(self, kind: str, api_version: str) -> List[Dict[str, Any]]:
         """The objects of ``kind`` in the namespace that this check made on this rack (see own_selector)."""
@@ -760,6 +777,7 @@ class RackRun:
                 continue  # the claims go with their pods
             for obj in self.own_objects(kind, api_version):
                 self.api.delete(kind, api_version, obj["metadata"]["name"], self.namespace, propagation="Foreground")
+        self.wait_claims_gone()
         self.wait_for(
             f"the objects of {self.check.name} on rack {self.plan.name} in namespace {self.namespace} to be deleted",
             lambda: self.count_left() == (0, []),

@@ -181,7 +181,7 @@ def test_a_namespace_without_the_role_fails_with_one_line_before_anything_is_cre
     assert "Traceback" not in output
     summary = rack_records(tmp_path)[("imex_channel", "rack0")]["summary"]
     assert summary.startswith(
-        f"rack rack0: the check could not run: this identity lacks 12 rights in namespace {NO_ROLE}, given for rack "
+        f"rack rack0: the check could not run: this identity lacks 13 rights in namespace {NO_ROLE}, given for rack "
         "rack0: get namespaces, watch pods, create pods, delete pods, get pods/log, "
         "get computedomains.resource.nvidia.com, "
     ), summary

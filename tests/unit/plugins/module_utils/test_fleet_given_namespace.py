@@ -355,7 +355,7 @@ def test_missing_rights_end_the_check_with_one_line_before_anything_is_created()
 def test_a_namespace_without_any_right_says_so_and_hints_that_it_may_not_exist():
     message = fleet.missing_rights_message("nope", "rack0", list(fleet.RackRun.rights), len(fleet.RackRun.rights))
     assert message == (
-        "this identity holds none of the 13 rights the check needs in namespace nope, given for rack rack0; apply "
+        "this identity holds none of the 14 rights the check needs in namespace nope, given for rack rack0; apply "
         "the Role and RoleBinding of docs/rbac/verify-stage-namespaced.yaml in namespace nope (create the namespace "
         "first if it does not exist)"
     )
