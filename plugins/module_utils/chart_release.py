@@ -25,7 +25,8 @@ try:
     import yaml
 except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes"): the client needs PyYAML
     yaml = None
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.helm_release import Revision, one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.helm_release import Revision
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 # A version Helm matches exactly (Helm's --version also takes ranges: ~1.2, ^1, >=1.0 <2.0, 1.x).
 _EXACT_VERSION = re.compile(r"^v?\d+(\.\d+){0,2}(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -110,7 +111,7 @@ def parse_chart_version(text: str) -> str:
     try:
         chart = yaml.safe_load(text or "")
     except yaml.YAMLError as exc:
-        raise ChartReleaseError(f"helm show chart printed no YAML ({one_line(str(exc))})") from exc
+        raise ChartReleaseError(f"helm show chart printed no YAML ({one_line(exc, 300)})") from exc
     if not isinstance(chart, dict) or not chart.get("version"):
         raise ChartReleaseError("helm show chart printed a Chart.yaml without a version")
     return str(chart["version"])
@@ -198,7 +199,7 @@ def crd_documents(text: str) -> List[Dict[str, Any]]:
     try:
         documents = list(yaml.safe_load_all(text or ""))
     except yaml.YAMLError as exc:
-        raise ChartReleaseError(f"helm show crds printed no YAML ({one_line(str(exc))})") from exc
+        raise ChartReleaseError(f"helm show crds printed no YAML ({one_line(exc, 300)})") from exc
     crds = []
     for document in documents:
         if not isinstance(document, dict) or document.get("kind") != CRD_KIND:

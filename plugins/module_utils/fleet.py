@@ -43,6 +43,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     pod_summary,
     to_dict,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     OUTCOME_ERROR,
     OUTCOME_FAILED,
@@ -50,7 +51,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     RackPlan,
     dns_label,
     incomplete_record,
-    one_line,
     plural,
     rack_namespace,
     record_for,

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 GOOD = ("deployed", "superseded")
 
@@ -177,7 +179,7 @@ def settle(
         if rc != 0:
             if history_missing(err):
                 return Settled(False, "none", f"release {release}: not installed")
-            raise SettleError(f"helm history {release} failed (rc {rc}): {one_line(err)}")
+            raise SettleError(f"helm history {release} failed (rc {rc}): {one_line(err, 300)}")
         try:
             revisions = parse_history(out)
         except HelmHistoryError as exc:
@@ -204,7 +206,7 @@ def settle(
             args = ["uninstall", name, "--wait", "--timeout", f"{stale_after:.0f}s"]
         rc, out, err = helm(*args)
         if rc != 0:
-            raise SettleError(f"{action.message}; helm {args[0]} failed (rc {rc}): {one_line(err)}")
+            raise SettleError(f"{action.message}; helm {args[0]} failed (rc {rc}): {one_line(err, 300)}")
         return Settled(True, action.kind, action.message, summary, [action.message])
 
 
@@ -214,7 +216,7 @@ def latest_revision(helm: Helm, name: str, release: str) -> Optional[Revision]:
     if rc != 0:
         if history_missing(err):
             return None
-        raise SettleError(f"helm history {release} failed (rc {rc}): {one_line(err)}")
+        raise SettleError(f"helm history {release} failed (rc {rc}): {one_line(err, 300)}")
     try:
         revisions = parse_history(out)
     except HelmHistoryError as exc:
@@ -247,11 +249,6 @@ def repo_add_args(name: str, url: str, username: str = "", password: bool = Fals
     if password:
         args.append("--password-stdin")
     return args
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """A command's stderr as one line of at most ``limit`` characters."""
-    return " ".join((text or "").split())[:limit]
 
 
 def connection_args(params: Mapping[str, Any]) -> List[str]:

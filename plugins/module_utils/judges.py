@@ -20,7 +20,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
     size_text,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan, one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
 
 def _positive(value: Any) -> Any:

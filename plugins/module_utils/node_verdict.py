@@ -36,6 +36,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     resource_api,
     to_dict,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 try:
     from kubernetes.dynamic.exceptions import ConflictError
@@ -168,15 +169,9 @@ def parse_trays(trays: Mapping[str, Any]) -> Tuple[List[TrayVerdict], List[str]]
 # ---------------------------------------------------------------------------------------------
 
 
-def one_line(text: str, limit: int) -> str:
-    """``text`` with every run of whitespace (newlines included) as one space, cut to ``limit`` characters."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
 def verdict_annotation(time: str, verdict: str, summary: str) -> str:
     """The annotation value: compact JSON, summary on one line and at most SUMMARY_LIMIT characters."""
-    record = {"time": time, "verdict": verdict, "summary": one_line(summary, SUMMARY_LIMIT)}
+    record = {"time": time, "verdict": verdict, "summary": one_line(summary, SUMMARY_LIMIT, "...")}
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -296,7 +291,7 @@ def error_line(exc: BaseException) -> str:
     """One line for a failed call: the status and the API server's message, never headers or a traceback."""
     if isinstance(exc, DynamicApiError):
         return api_error_text(exc, ERROR_TEXT_LIMIT)
-    return f"{type(exc).__name__}: {one_line(str(exc), ERROR_TEXT_LIMIT)}"
+    return f"{type(exc).__name__}: {one_line(exc, ERROR_TEXT_LIMIT, '...')}"
 
 
 class _NodeGone(Exception):

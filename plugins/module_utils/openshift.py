@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Set
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 OPENSHIFT_API_GROUPS = ("security.openshift.io", "config.openshift.io")
 

@@ -40,6 +40,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_templates 
     HTML_TEMPLATE,
     MARKDOWN_TEMPLATE,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 try:
     import jinja2
@@ -86,10 +87,6 @@ class ReportError(Exception):
 
 
 # ----------------------------------------------------------------------------------------- records
-
-
-def one_line(text: Any) -> str:
-    return " ".join(str(text).split())
 
 
 def _names(value: Any) -> list[str]:

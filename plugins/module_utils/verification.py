@@ -35,6 +35,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import ( 
     unlabelled_message,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 UNASSIGNED_RACK = "unassigned"
@@ -526,11 +527,6 @@ def superseded(old: Optional[Mapping[str, Any]], records: Sequence[Mapping[str, 
     if not started or finished is None:
         return True
     return finished < min(started)
-
-
-def one_line(text: Any) -> str:
-    """Whitespace (line breaks of folded messages included) collapsed to single spaces."""
-    return " ".join(str(text).split())
 
 
 def plural(count: int, noun: str) -> str:

@@ -227,6 +227,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.server_side_apply import apply_reason
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -368,12 +369,12 @@ def main() -> None:
             [p["binary_path"], *args], data=p["repo_password"] or None, binary_data=True, environ_update=env
         )
         if rc != 0:
-            module.fail_json(msg=f"helm repo add {p['repo_name']} failed (rc {rc}): {helm_release.one_line(err)}")
+            module.fail_json(msg=f"helm repo add {p['repo_name']} failed (rc {rc}): {one_line(err, 300)}")
 
     def helm_read(what: str, *args: str) -> str:
         rc, out, err = helm(*args)
         if rc != 0:
-            module.fail_json(msg=f"{what} for {release} failed (rc {rc}): {helm_release.one_line(err)}")
+            module.fail_json(msg=f"{what} for {release} failed (rc {rc}): {one_line(err, 300)}")
         return out
 
     chart_args = [p["chart_ref"], "--version", p["chart_version"]]
@@ -463,7 +464,7 @@ def main() -> None:
                 json.dump(wanted, handle)
             rc, _stdout, err = helm(*args)
             if rc != 0:
-                failure = f"helm upgrade --install of {release} failed (rc {rc}): {helm_release.one_line(err)}"
+                failure = f"helm upgrade --install of {release} failed (rc {rc}): {one_line(err, 300)}"
                 module.fail_json(msg=failure, **result)
             try:
                 result["release"] = release_info(helm_release.latest_revision(helm, name, release), name, namespace)
