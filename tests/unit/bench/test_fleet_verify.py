@@ -19,13 +19,14 @@ _SPEC.loader.exec_module(fleet_verify)
 
 
 def test_a_busy_process_is_counted_by_its_pid_file_and_a_gone_one_is_zero(tmp_path):
-    spin = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\ninput()"
+    # 0.4 s of CPU by the process's clock: /proc counts it in ticks of 10 ms, each truncated, so 0.3 s can read 0.29
+    spin = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\ninput()"
     busy = subprocess.Popen([sys.executable, "-c", spin], stdin=subprocess.PIPE)
     try:
         (tmp_path / "pids").mkdir()
         (tmp_path / "pids" / "kube-apiserver.pid").write_text(f"{busy.pid}\n")
         (tmp_path / "pids" / "etcd.pid").write_text("999999999\n")
-        seconds, deadline = 0.0, time.monotonic() + 60  # the spin takes 0.3 s of CPU, longer on a busy machine
+        seconds, deadline = 0.0, time.monotonic() + 60  # the spin takes 0.4 s of CPU, longer on a busy machine
         while seconds < 0.3 and time.monotonic() < deadline:
             time.sleep(0.05)
             seconds = fleet_verify.cpu_seconds(tmp_path)["kube-apiserver"]
