@@ -4,12 +4,16 @@
 
 ``python -m simrack.addons up --state DIR --kubeconfig FILE --bin DIR`` (run by ``sim/rack up``):
 
-1. packages ``sim/charts/*`` with the sim's Helm into ``<state>/www/charts`` and indexes them;
-   copies ``sim/manifests/mpi-operator.yaml`` to ``<state>/www/mpi-operator/v0.6.0/``;
+1. packages with the sim's Helm into ``<state>/www/charts``, and indexes, the charts of both release sets
+   (``RELEASE_SETS``): set 26.7 from the sources ``sim/charts/*`` (gpu-operator v26.7.0,
+   dra-driver-nvidia-gpu 0.4.1), set 25.10 derived from them (gpu-operator v25.10.0, nvidia-dra-driver-gpu
+   25.8.0); serves ``sim/manifests/mpi-operator.yaml`` as ``/mpi-operator/v0.8.0/`` and, its image
+   replaced, as ``/mpi-operator/v0.6.0/``;
 2. starts, unless already running, the HTTP server for ``<state>/www`` on 127.0.0.1 and the
    stand-in controllers, each a background process with ``<state>/pids/<name>.pid`` and
    ``<state>/logs/<name>.log`` (``addons-http``, ``standin-<controller>``);
-3. writes ``<state>/endpoints.json`` (``helm_repo_url``, ``mpi_operator_manifest_url``).
+3. writes ``<state>/endpoints.json`` (``helm_repo_url``, ``mpi_operator_manifest_url`` (v0.8.0),
+   ``mpi_operator_previous_manifest_url`` (v0.6.0)).
 
 ``status`` lists the processes; ``down`` stops them (``sim/rack down`` also does, by pid file).
 """
@@ -26,19 +30,27 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 SIM_DIR = Path(__file__).resolve().parent.parent
 CHARTS_DIR = SIM_DIR / "charts"
 MPI_MANIFEST = SIM_DIR / "manifests" / "mpi-operator.yaml"
-MPI_OPERATOR_VERSION = "v0.6.0"
-# Upgrade tests install the previous minor first (version A), then the charts' own version (B). Version A
-# is the same stand-in with its version strings replaced, an extra ConfigMap that B no longer ships (an
-# upgrade must remove it), and its CRDs stamped with A (an upgrade must re-apply B's CRDs, which Helm alone
-# never does).
-PREVIOUS_VERSIONS = {"gpu-operator": ("v25.10.0", "v25.3.4"), "nvidia-dra-driver-gpu": ("25.8.0", "25.3.2")}
-PREVIOUS_MPI_OPERATOR_VERSION = "v0.5.0"
+MPI_OPERATOR_VERSION = "v0.8.0"
+PREVIOUS_MPI_OPERATOR_VERSION = "v0.6.0"
+# The two named release sets the repository serves: 26.7 (the default, the sources) and 25.10 (the guide's
+# set, derived). Upgrade tests install set 25.10 first (version A), then 26.7 (B): every derived chart
+# carries an extra ConfigMap that B no longer ships (an upgrade must remove it), and every chart's CRDs are
+# stamped with its version (an upgrade must re-apply B's CRDs, which Helm alone never does).
+RELEASE_SETS = {
+    "26.7": {"gpu-operator": "v26.7.0", "dra-driver-nvidia-gpu": "0.4.1", "mpi-operator": MPI_OPERATOR_VERSION},
+    "25.10": {
+        "gpu-operator": "v25.10.0",
+        "nvidia-dra-driver-gpu": "25.8.0",
+        "mpi-operator": PREVIOUS_MPI_OPERATOR_VERSION,
+    },
+}
 CHART_VERSION_ANNOTATION = "gpu-fabric.sim/chart-version"
 PREVIOUS_ONLY_TEMPLATE = """\
 # Only in the previous version of the stand-in: an upgrade to the current one removes it.
@@ -99,29 +111,149 @@ def sources_digest() -> str:
     return digest.hexdigest()
 
 
-def stamp_crds(chart: Path, version: str) -> None:
-    """Annotate each CRD of a staged chart with the chart version it came from."""
+@dataclass(frozen=True)
+class Derivation:
+    """How an older chart differs from the source it is derived from: what the real older release lacks
+    or has otherwise. Each text replacement must match (a source that drifted fails the packaging)."""
+
+    source: str  # directory under sim/charts
+    name: str
+    version: str
+    texts: tuple[tuple[str, str, str], ...] = ()  # (file glob, old, new), in order
+    drop: tuple[str, ...] = ()  # files the older chart does not have
+    values: Callable[[dict[str, Any]], None] = lambda values: None
+    crds: Callable[[dict[str, Any]], None] = lambda crd: None
+
+
+def _gpu_operator_v25_10_values(values: dict[str, Any]) -> None:
+    for key in ("clusterPolicy", "gpuCluster", "draDriver"):
+        values.pop(key)
+    values["driver"].pop("nvidiaDriverCRD")
+    versions = {
+        "driver": "580.95.05",
+        "toolkit": "v1.18.0",
+        "devicePlugin": "v0.18.0",
+        "dcgm": "4.4.1-2-ubuntu22.04",
+        "dcgmExporter": "4.4.1-4.6.0-distroless",
+        "gfd": "v0.18.0",
+        "migManager": "v0.13.0",
+    }
+    for component, version in versions.items():
+        values[component]["version"] = version
+    monitor = values["dcgmExporter"]["serviceMonitor"]
+    monitor["enabled"] = False
+    monitor.pop("scrapeTimeout")
+    values["ccManager"] = {"enabled": False}
+
+
+def _nvidia_dra_driver_25_8_crd(crd: dict[str, Any]) -> None:
+    """25.8.0's ComputeDomain requires numNodes and has no default for it (0.4 made it optional)."""
+    if crd["metadata"]["name"] != "computedomains.resource.nvidia.com":
+        return
+    for version in crd["spec"]["versions"]:
+        spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        spec["required"] = ["numNodes", *spec["required"]]
+        spec["properties"]["numNodes"].pop("default")
+
+
+DERIVED = (
+    Derivation(
+        source="gpu-operator",
+        name="gpu-operator",
+        version="v25.10.0",
+        texts=(
+            ("**/*.yaml", "v26.7.0", "v25.10.0"),
+            ("templates/clusterpolicy.yaml", "{{- if .Values.clusterPolicy.deployCR }}\n", ""),
+            ("templates/clusterpolicy.yaml", "\n{{- end }}\n", "\n"),
+            ("templates/rbac.yaml", ', "gpuclusters", "gpuclusters/status"', ""),
+        ),
+        drop=(
+            "crds/nvidia.com_gpuclusters.yaml",
+            "crds/resource.nvidia.com_computedomains.yaml",
+            "crds/resource.nvidia.com_computedomaincliques.yaml",
+            "templates/gpucluster.yaml",
+            "templates/validations.yaml",
+        ),
+        values=_gpu_operator_v25_10_values,
+    ),
+    Derivation(
+        source="dra-driver-nvidia-gpu",
+        name="nvidia-dra-driver-gpu",
+        version="25.8.0",
+        texts=(
+            ("**/*.yaml", '"0.4.1"', '"25.8.0"'),
+            (
+                "values.yaml",
+                "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu",
+                "nvcr.io/nvidia/k8s-dra-driver-gpu",
+            ),
+            (
+                "templates/rbac.yaml",
+                '  - apiGroups: ["resource.nvidia.com"]\n    resources: ["computedomaincliques", '
+                '"computedomaincliques/status"]\n    verbs: ["get", "list", "watch", "create", "update", "patch", '
+                '"delete"]\n',
+                "",
+            ),
+            ("**/*", "dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"),
+        ),
+        drop=("crds/resource.nvidia.com_computedomaincliques.yaml",),
+        crds=_nvidia_dra_driver_25_8_crd,
+    ),
+)
+
+
+def stamp_crds(chart: Path, version: str, edit: Callable[[dict[str, Any]], None] = lambda crd: None) -> None:
+    """Annotate each CRD of a staged chart with the chart version it came from (after ``edit``)."""
     import yaml  # the sim's Python has PyYAML (the kubernetes client needs it)
 
     for path in sorted((chart / "crds").glob("*.yaml")):
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         for doc in docs:
+            edit(doc)
             doc.setdefault("metadata", {}).setdefault("annotations", {})[CHART_VERSION_ANNOTATION] = version
         path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
 
 
-def stage_chart(source: Path, staging: Path, replace: Optional[tuple[str, str]] = None) -> Path:
-    """A copy of the chart to package: the version strings replaced (version A) and its CRDs stamped."""
-    staged = staging / (source.name + (f"-{replace[1]}" if replace else ""))
+def chart_version(chart: Path) -> str:
+    import yaml
+
+    return str(yaml.safe_load((chart / "Chart.yaml").read_text())["version"])
+
+
+def stage_chart(source: Path, staging: Path) -> Path:
+    """A copy of a source chart to package, its CRDs stamped with its version."""
+    staged = staging / source.name
     shutil.copytree(source, staged)
-    if replace:
-        current, previous = replace
-        for path in staged.rglob("*"):
-            if path.is_file() and path.suffix in (".yaml", ".tpl"):
-                path.write_text(path.read_text().replace(current, previous))
-        (staged / "templates" / "previous-only.yaml").write_text(PREVIOUS_ONLY_TEMPLATE)
-    version = replace[1] if replace else PREVIOUS_VERSIONS.get(source.name, ("", ""))[0]
-    stamp_crds(staged, version or "current")
+    stamp_crds(staged, chart_version(staged))
+    return staged
+
+
+def derive_chart(derivation: Derivation, staging: Path, charts_dir: Path = CHARTS_DIR) -> Path:
+    """The older chart of ``derivation``, staged from its source: files dropped, texts replaced, values and
+    CRDs edited, the ``previous-only`` ConfigMap added, its CRDs stamped with its version."""
+    import yaml
+
+    staged = staging / f"{derivation.name}-{derivation.version}"
+    shutil.copytree(charts_dir / derivation.source, staged)
+    for rel in derivation.drop:
+        (staged / rel).unlink()
+    for pattern, old, new in derivation.texts:
+        files = [p for p in sorted(staged.glob(pattern)) if p.is_file()]
+        hits = [p for p in files if old in p.read_text()]
+        if not hits:
+            raise SystemExit(f"deriving {derivation.name} {derivation.version}: {old!r} not found in {pattern}")
+        for path in hits:
+            path.write_text(path.read_text().replace(old, new))
+    values_file = staged / "values.yaml"
+    values = yaml.safe_load(values_file.read_text())
+    derivation.values(values)
+    header = f"# {derivation.name} {derivation.version}, derived by sim/simrack/addons.py from {derivation.source}\n"
+    values_file.write_text(header + yaml.safe_dump(values, sort_keys=False))
+    (staged / "templates" / "previous-only.yaml").write_text(PREVIOUS_ONLY_TEMPLATE)
+    if chart_version(staged) != derivation.version:
+        found = chart_version(staged)
+        raise SystemExit(f"deriving {derivation.name}: Chart.yaml says {found}, not {derivation.version}")
+    stamp_crds(staged, derivation.version, derivation.crds)
     return staged
 
 
@@ -152,14 +284,11 @@ def build_repository(state: Path, bin_dir: Path) -> Path:
     staging = www / "charts.staging"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    for chart in sorted(p for p in CHARTS_DIR.iterdir() if (p / "Chart.yaml").exists()):
-        staged = [stage_chart(chart, staging)]
-        if chart.name in PREVIOUS_VERSIONS:
-            staged.append(stage_chart(chart, staging, PREVIOUS_VERSIONS[chart.name]))
-        for path in staged:
-            subprocess.run(
-                [helm, "package", str(path), "-d", str(fresh)], check=True, env=env, stdout=subprocess.DEVNULL
-            )
+    sources = sorted(p for p in CHARTS_DIR.iterdir() if (p / "Chart.yaml").exists())
+    staged = [stage_chart(chart, staging) for chart in sources]
+    staged += [derive_chart(derivation, staging) for derivation in DERIVED]
+    for path in staged:
+        subprocess.run([helm, "package", str(path), "-d", str(fresh)], check=True, env=env, stdout=subprocess.DEVNULL)
     shutil.rmtree(staging, ignore_errors=True)
     # Relative chart URLs: Helm resolves them against the repository URL, whatever the port.
     subprocess.run([helm, "repo", "index", str(fresh)], check=True, env=env)
@@ -179,7 +308,11 @@ def build_repository(state: Path, bin_dir: Path) -> Path:
     previous_dir = www / "mpi-operator" / PREVIOUS_MPI_OPERATOR_VERSION
     previous_dir.mkdir(parents=True, exist_ok=True)
     current_tag, previous_tag = MPI_OPERATOR_VERSION.lstrip("v"), PREVIOUS_MPI_OPERATOR_VERSION.lstrip("v")
-    text = MPI_MANIFEST.read_text().replace(f"mpi-operator:{current_tag}", f"mpi-operator:{previous_tag}")
+    text = (
+        MPI_MANIFEST.read_text()
+        .replace(f"mpi-operator:{current_tag}", f"mpi-operator:{previous_tag}")
+        .replace(f"MPI operator {MPI_OPERATOR_VERSION}", f"MPI operator {PREVIOUS_MPI_OPERATOR_VERSION}")
+    )
     (previous_dir / "mpi-operator.yaml.tmp").write_text(text)
     (previous_dir / "mpi-operator.yaml.tmp").replace(previous_dir / "mpi-operator.yaml")
     stamp.write_text(digest)
@@ -213,8 +346,8 @@ def read_endpoints(state: Path) -> dict:
 
 def up(state: Path, kubeconfig: str, bin_dir: Path) -> None:
     say(
-        "Helm repository: charts gpu-operator v25.10.0 and v25.3.4, nvidia-dra-driver-gpu 25.8.0 and 25.3.2 "
-        "(packaged when changed)"
+        "Helm repository: release set 26.7 (gpu-operator v26.7.0, dra-driver-nvidia-gpu 0.4.1, MPI operator v0.8.0) "
+        "and 25.10 (gpu-operator v25.10.0, nvidia-dra-driver-gpu 25.8.0, MPI operator v0.6.0), packaged when changed"
     )
     www = build_repository(state, bin_dir)
     port = ensure_http(state, www)

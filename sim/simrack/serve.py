@@ -3,7 +3,7 @@
 """Static HTTP server on 127.0.0.1 for the Helm repository and the MPI operator manifest.
 
 ``python -m simrack.serve --root <state>/www --port N``: ``/charts/index.yaml`` and the packaged
-charts, ``/mpi-operator/v0.6.0/mpi-operator.yaml``. Port 0 picks a free port; the chosen port is
+charts, ``/mpi-operator/<version>/mpi-operator.yaml``. Port 0 picks a free port; the chosen port is
 written to ``--port-file`` once the socket is bound.
 """
 

@@ -271,7 +271,7 @@ def _template(chart: str, *args: str) -> subprocess.CompletedProcess:
 
 def test_dra_chart_renders_the_device_classes_with_the_real_selectors():
     out = _template(
-        "nvidia-dra-driver-gpu",
+        "dra-driver-nvidia-gpu",
         "-n",
         DRA_NS,
         "--kube-version",
@@ -297,7 +297,10 @@ def test_dra_chart_renders_the_device_classes_with_the_real_selectors():
     env = {e["name"]: e.get("value") for e in plugin["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["NVIDIA_DRIVER_ROOT"] == "/run/nvidia/driver"
     controller = next(d for d in docs if d["kind"] == "Deployment")
-    assert controller["spec"]["template"]["metadata"]["labels"]["nvidia-dra-driver-gpu-component"] == "controller"
+    assert controller["spec"]["template"]["metadata"]["labels"]["dra-driver-nvidia-gpu-component"] == "controller"
+    assert controller["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    )
 
 
 @pytest.mark.parametrize(
@@ -310,7 +313,7 @@ def test_dra_chart_renders_the_device_classes_with_the_real_selectors():
 )
 def test_dra_chart_refuses_what_the_real_chart_refuses(args: list[str], message: str):
     out = _template(
-        "nvidia-dra-driver-gpu", "--kube-version", "1.34.4", *(args if "-n" in args else [*args, "-n", DRA_NS])
+        "dra-driver-nvidia-gpu", "--kube-version", "1.34.4", *(args if "-n" in args else [*args, "-n", DRA_NS])
     )
     assert out.returncode != 0
     assert message in out.stderr
@@ -475,6 +478,11 @@ def test_cluster_policy_service_monitor_without_its_crd_is_never_ready():
     spec = dict(POLICY_SPEC, dcgmExporter={"enabled": True, "serviceMonitor": {"enabled": True}})
     assert gpuoperator.states_not_ready(spec, OPERANDS, service_monitor_crd=False) == ["state-dcgm-exporter"]
     assert gpuoperator.states_not_ready(spec, OPERANDS, service_monitor_crd=True) == []
+    # v26.3 still waits for the CRD; v26.7.0 skips the ServiceMonitor and calls the state ready
+    v26_3 = gpuoperator.operator_version("nvcr.io/nvidia/gpu-operator:v26.3.3")
+    v26_7 = gpuoperator.operator_version("nvcr.io/nvidia/gpu-operator:v26.7.0")
+    assert gpuoperator.states_not_ready(spec, OPERANDS, False, v26_3) == ["state-dcgm-exporter"]
+    assert gpuoperator.states_not_ready(spec, OPERANDS, False, v26_7) == []
     status = gpuoperator.policy_status(["state-dcgm-exporter"], {}, "gpu-operator")
     assert status["state"] == "notReady"
     assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
@@ -779,15 +787,18 @@ def run_channel_pod(rack, namespace: str, name: str = "imex-channel-injection", 
 def test_served_repository_holds_both_charts_with_the_real_versions(sim_rack):
     with urllib.request.urlopen(sim_rack.endpoints["helm_repo_url"] + "/index.yaml", timeout=10) as resp:
         index = yaml.safe_load(resp.read())
-    # the defaults, and the releases test_upgrade.py upgrades from
-    assert sorted(e["version"] for e in index["entries"]["gpu-operator"]) == ["v25.10.0", "v25.3.4"]
-    dra = {e["version"]: e for e in index["entries"]["nvidia-dra-driver-gpu"]}
-    assert sorted(dra) == ["25.3.2", "25.8.0"]
-    assert dra["25.8.0"]["kubeVersion"] == ">=1.32.0-0"
-    with urllib.request.urlopen(sim_rack.endpoints["mpi_operator_manifest_url"], timeout=10) as resp:
-        kinds = [d["kind"] for d in yaml.safe_load_all(resp.read()) if d]
-    assert kinds[:2] == ["Namespace", "CustomResourceDefinition"]
-    assert kinds[-1] == "Deployment"
+    # release set 26.7 (the default) and 25.10 (the guide's, and what test_upgrade.py upgrades from)
+    assert sorted(e["version"] for e in index["entries"]["gpu-operator"]) == ["v25.10.0", "v26.7.0"]
+    assert [e["version"] for e in index["entries"]["dra-driver-nvidia-gpu"]] == ["0.4.1"]
+    assert [e["version"] for e in index["entries"]["nvidia-dra-driver-gpu"]] == ["25.8.0"]
+    for name in ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"):
+        assert index["entries"][name][0]["kubeVersion"] == ">=1.32.0-0"
+    for key, tag in (("mpi_operator_manifest_url", "0.8.0"), ("mpi_operator_previous_manifest_url", "0.6.0")):
+        with urllib.request.urlopen(sim_rack.endpoints[key], timeout=10) as resp:
+            docs = [d for d in yaml.safe_load_all(resp.read()) if d]
+        assert [d["kind"] for d in docs][:2] == ["Namespace", "CustomResourceDefinition"]
+        assert docs[-1]["kind"] == "Deployment"
+        assert docs[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == f"mpioperator/mpi-operator:{tag}"
 
 
 @pytest.mark.sim

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from simrack.controllers.kube import Kube, Resource
 
@@ -101,6 +101,18 @@ class Controller:
 
 def labels_of(obj: dict[str, Any]) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def runs(pod: dict[str, Any], command: str) -> Optional[dict[str, Any]]:
+    """The pod's container whose command starts with ``command`` (a driver binary), if any.
+
+    The DRA driver's pods are found by what they run: their names and label keys follow the chart's
+    name (and nameOverride), which the real driver's function does not depend on.
+    """
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        if (container.get("command") or [None])[0] == command:
+            return container
+    return None
 
 
 def is_running(pod: dict[str, Any]) -> bool:

@@ -1,7 +1,13 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Stand-in for the ComputeDomain controller (and the node side of the kubelet plugin) of
-nvidia-dra-driver-gpu 25.8.0, as seen from the API.
+the DRA driver for NVIDIA GPUs, as seen from the API: nvidia-dra-driver-gpu 25.8.0 and its successor
+dra-driver-nvidia-gpu 0.4.1, told apart by the running controller's image tag.
+
+The driver's controller pod is found by what it runs (its ``compute-domain-controller`` container), not
+by its name or label key: those follow the chart's name (``nvidia-dra-driver-gpu-component``, or
+``dra-driver-nvidia-gpu-component`` for 0.4 without ``nameOverride``) and the real driver works whatever
+they are.
 
 Per ComputeDomain, while the driver's controller pod runs:
 
@@ -25,7 +31,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from simrack.controllers.base import SIM_LABEL, Controller, is_ready, is_running, labels_of
+from simrack.controllers.base import SIM_LABEL, Controller, is_ready, is_running, labels_of, runs
 from simrack.controllers.kube import (
     COMPUTEDOMAINS,
     DAEMONSETS,
@@ -41,7 +47,7 @@ FINALIZER = "resource.nvidia.com/computeDomain"
 CD_LABEL = "resource.nvidia.com/computeDomain"
 TARGET_LABEL = "resource.nvidia.com/computeDomainTarget"
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
-CONTROLLER_SELECTOR = "nvidia-dra-driver-gpu-component=controller"
+CONTROLLER_COMMAND = "compute-domain-controller"
 DRIVER = "compute-domain.nvidia.com"
 MANAGER = "compute-domain-controller"
 
@@ -87,26 +93,33 @@ def workload_claim_template(cd: dict[str, Any]) -> dict[str, Any]:
 
 
 DEFAULT_DRIVER = "v25.8.0"
+UID_NAMED_DAEMONS = "v25.12.0"  # the first release that names a domain's daemon objects after its UID
 
 
 def driver_version(image: str) -> tuple[int, ...]:
-    """The release of the DRA driver from its image tag (``...k8s-dra-driver-gpu:v25.12.0``); 25.8.0 if unknown."""
+    """The DRA driver's release from its image tag, ordered by release date; 25.8.0 if unknown.
+
+    NVIDIA's releases are calendar versions (``k8s-dra-driver-gpu:v25.8.0``, ``v25.12.0``); the project moved
+    to kubernetes-sigs and restarted at ``dra-driver-nvidia-gpu:v0.4.1``, released after all of them. The
+    answer leads with the line: (0, 25, 12, 0) for v25.12.0, (1, 0, 4, 1) for v0.4.1.
+    """
     tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else DEFAULT_DRIVER
     parts = tag.lstrip("v").split("-", 1)[0].split(".")
     try:
-        return tuple(int(x) for x in parts)
+        numbers = tuple(int(x) for x in parts)
     except ValueError:
-        return (25, 8, 0)
+        numbers = (25, 8, 0)
+    return (1 if numbers[0] == 0 else 0, *numbers)
 
 
 def daemon_names(cd: dict[str, Any], image: str = "") -> tuple[str, str]:
     """(DaemonSet name, daemon ResourceClaimTemplate name), as the controller of that release names them.
 
     Up to 25.8 it uses generateName (``<name>-<random>``, ``<name>-daemon-claim-template-<random>``); from
-    25.12 both are named after the ComputeDomain's UID (``computedomain-daemon-<uid>``).
+    25.12 (so in 0.4.1 too) both are named after the ComputeDomain's UID (``computedomain-daemon-<uid>``).
     """
     uid = cd["metadata"]["uid"]
-    if driver_version(image) >= (25, 12):
+    if driver_version(image) >= driver_version(f":{UID_NAMED_DAEMONS}"):
         return f"computedomain-daemon-{uid}", f"computedomain-daemon-{uid}"
     suffix = uid[:5]
     name = cd["metadata"]["name"]
@@ -265,10 +278,10 @@ class ComputeDomainController(Controller):
     image = ""  # the running driver controller's image: its tag is the release whose naming is followed
 
     def driver_namespace(self) -> Optional[str]:
-        for pod in self.kube.list(PODS, label_selector=CONTROLLER_SELECTOR):
-            if is_running(pod):
-                containers = (pod.get("spec") or {}).get("containers") or [{}]
-                self.image = str(containers[0].get("image") or "")
+        for pod in self.kube.list(PODS):
+            container = runs(pod, CONTROLLER_COMMAND)
+            if container is not None and is_running(pod):
+                self.image = str(container.get("image") or "")
                 return pod["metadata"]["namespace"]
         return None
 

@@ -1,7 +1,7 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Stand-in for the GPU Operator v25.10.0 ClusterPolicy controller: the operands, the GPU nodes' deploy
-labels and the ClusterPolicy's ``status``.
+"""Stand-in for the GPU Operator ClusterPolicy controller (v25.10.0 and v26.7.0, told apart by the operator
+Deployment's image tag): the operands, the GPU nodes' deploy labels and the ClusterPolicy's ``status``.
 
 The chart (the real one, or the stand-in under sim/charts, which renders what the real one renders: the
 ClusterPolicy, the operator Deployment, RBAC) deploys no operand; this controller does what the real one
@@ -27,14 +27,17 @@ does with the ClusterPolicy (``controllers/state_manager.go``, ``object_controls
 * each state walks its operand: a DaemonSet is ready when it schedules no pod, else when
   ``numberUnavailable`` is 0; a DaemonSet that the state should have and that does not exist yet is not
   ready; ``state-dcgm-exporter`` is ``notReady`` while ``spec.dcgmExporter.serviceMonitor.enabled`` is true
-  and the ServiceMonitor CRD is absent (the real operator logs "Install Prometheus and necessary CRDs for
-  gathering GPU metrics!" and never becomes ready);
+  and the ServiceMonitor CRD is absent up to v26.3 (the real operator logs "Install Prometheus and necessary
+  CRDs for gathering GPU metrics!" and never becomes ready); from v26.7.0, whose chart enables the
+  ServiceMonitor by default, the state becomes ready without the CRD and no ServiceMonitor is created
+  ("ServiceMonitor CRD not found, skipping DCGM Exporter ServiceMonitor creation");
 * ``status.state`` is ``ready`` only when every state is; else ``notReady`` with the conditions
   ``Ready=False (reason Error)`` and ``Error=True (reason OperandNotReady, message "ClusterPolicy is
   not ready, states not ready: [state-...]")``; ready sets ``Ready=True (Reconciled)``, ``Error=False``.
 
 Left out: the sandbox and vGPU states (off unless ``sandboxWorkloads.enabled``), precompiled and OpenShift
-driver variants, the NVIDIADriver CR, the operator-metrics Service.
+driver variants, the NVIDIADriver CR, the operator-metrics Service, v26.7.0's CC manager state and its
+GPUCluster CR (the DRA stack: nothing reconciles it).
 """
 
 from __future__ import annotations
@@ -62,6 +65,17 @@ log = logging.getLogger("simrack")
 
 OPERATOR_SELECTOR = "app.kubernetes.io/component=gpu-operator"
 SERVICE_MONITOR_CRD = "servicemonitors.monitoring.coreos.com"
+DEFAULT_OPERATOR = "v25.10.0"
+OPTIONAL_SERVICE_MONITOR_CRD = (26, 7)  # from this release the DCGM exporter state is ready without the CRD
+
+
+def operator_version(image: str) -> tuple[int, ...]:
+    """The operator's release from its image tag (``nvcr.io/nvidia/gpu-operator:v26.7.0``); v25.10.0 if unknown."""
+    tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else DEFAULT_OPERATOR
+    try:
+        return tuple(int(x) for x in tag.lstrip("v").split("-", 1)[0].split("."))
+    except ValueError:
+        return (25, 10, 0)
 
 
 @dataclass(frozen=True)
@@ -315,9 +329,12 @@ def daemonset_ready(ds: Optional[dict[str, Any]]) -> bool:
 
 
 def states_not_ready(
-    spec: dict[str, Any], daemonsets: dict[str, dict[str, Any]], service_monitor_crd: bool
+    spec: dict[str, Any],
+    daemonsets: dict[str, dict[str, Any]],
+    service_monitor_crd: bool,
+    version: tuple[int, ...] = (25, 10, 0),
 ) -> list[str]:
-    """The names of the enabled states whose operand is not ready, in the operator's order."""
+    """The names of the enabled states whose operand is not ready, in the operator's order (``version``'s rules)."""
     out = []
     for operand in OPERANDS:
         state, ds_name = operand.state, operand.daemonset
@@ -325,7 +342,8 @@ def states_not_ready(
             continue
         ready = daemonset_ready(daemonsets.get(ds_name))
         monitor = _enabled(spec.get("dcgmExporter") or {}, "serviceMonitor")
-        if state == "state-dcgm-exporter" and monitor and not service_monitor_crd:
+        missing_crd = monitor and not service_monitor_crd and version < OPTIONAL_SERVICE_MONITOR_CRD
+        if state == "state-dcgm-exporter" and missing_crd:
             ready = False
         if not ready:
             out.append(state)
@@ -406,9 +424,13 @@ class GPUOperatorController(Controller):
     watched = (CLUSTERPOLICIES, DAEMONSETS, DEPLOYMENTS)
     resync = 3.0
 
+    version: tuple[int, ...] = (25, 10, 0)  # the running operator's release: its rules are followed
+
     def operator_namespace(self) -> Optional[str]:
         for dep in self.kube.list(DEPLOYMENTS, label_selector=OPERATOR_SELECTOR):
             if (dep.get("status") or {}).get("readyReplicas", 0) >= 1:
+                containers = ((dep.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or [{}]
+                self.version = operator_version(str(containers[0].get("image") or ""))
                 return dep["metadata"]["namespace"]
         return None
 
@@ -427,7 +449,7 @@ class GPUOperatorController(Controller):
         if gpu_nodes:  # without a GPU node the operator creates no operand and calls every state ready
             self.apply_operands(singleton, spec, namespace, crd)
             daemonsets = {d["metadata"]["name"]: d for d in self.kube.list(DAEMONSETS, namespace)}
-            not_ready = states_not_ready(spec, daemonsets, crd)
+            not_ready = states_not_ready(spec, daemonsets, crd, self.version)
         status = policy_status(not_ready, singleton.get("status") or {}, namespace, has_gpu_nodes=gpu_nodes > 0)
         self.write(singleton, status)
         for policy in others:

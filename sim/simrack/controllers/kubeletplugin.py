@@ -1,12 +1,16 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Stand-in for the compute-domain kubelet plugin of nvidia-dra-driver-gpu 25.8.0, as seen from the API.
+"""Stand-in for the compute-domain kubelet plugin of the DRA driver for NVIDIA GPUs (nvidia-dra-driver-gpu
+25.8.0, dra-driver-nvidia-gpu 0.4.1), as seen from the API.
 
 The real plugin runs in the DaemonSet pod on each GPU node and publishes one ResourceSlice per
 node for driver ``compute-domain.nvidia.com``: pool = node name, devices ``channel-0``
 (type=channel, id=0) and ``daemon-0`` (type=daemon, id=0). Here the slices follow the
 kubelet-plugin pods: a node gets its slice while a plugin pod is Running on it, and loses it
-when the pod goes (chart uninstalled).
+when the pod goes (chart uninstalled). A plugin pod is one with a ``compute-domain-kubelet-plugin``
+container, whatever its name and labels: they follow the chart's name (``nvidia-dra-driver-gpu-component``
+or, 0.4 without ``nameOverride``, ``dra-driver-nvidia-gpu-component``); without that container
+(``resources.computeDomains.enabled=false``) there is no compute-domain plugin, so no slice.
 
 Fault ``missing-deviceclass``: the ``compute-domain-default-channel.nvidia.com`` DeviceClass is
 deleted and kept away; it comes back, exactly as Helm rendered it, when the fault is cleared.
@@ -18,13 +22,13 @@ import json
 import logging
 from typing import Any
 
-from simrack.controllers.base import SIM_LABEL, Controller, is_running
+from simrack.controllers.base import SIM_LABEL, Controller, is_running, runs
 from simrack.controllers.kube import DEVICECLASSES, NODES, PODS, RESOURCESLICES, owner_reference
 
 log = logging.getLogger("simrack")
 
 DRIVER = "compute-domain.nvidia.com"
-PLUGIN_SELECTOR = "nvidia-dra-driver-gpu-component=kubelet-plugin"
+PLUGIN_COMMAND = "compute-domain-kubelet-plugin"
 CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
 MANAGER = "dra-kubelet-plugin"
 
@@ -63,8 +67,8 @@ class KubeletPluginController(Controller):
     def reconcile(self) -> None:
         plugin_nodes = {
             pod["spec"]["nodeName"]
-            for pod in self.kube.list(PODS, label_selector=PLUGIN_SELECTOR)
-            if is_running(pod) and pod.get("spec", {}).get("nodeName")
+            for pod in self.kube.list(PODS)
+            if is_running(pod) and pod.get("spec", {}).get("nodeName") and runs(pod, PLUGIN_COMMAND)
         }
         existing = {
             s["spec"]["nodeName"]: s

@@ -7,6 +7,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/* A component's image fields in the ClusterPolicy, as the real chart writes them. */}}
+{{/* The chart-managed GPUCluster's name (the real pre-delete hook deletes it by this name). */}}
+{{- define "gpu-operator.gpucluster-name" -}}
+gpu-cluster
+{{- end }}
+
 {{- define "gpu-operator.image" -}}
 repository: {{ .repository }}
 image: {{ .image }}
