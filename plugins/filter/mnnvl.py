@@ -3,8 +3,8 @@
 
 """Filters ``nvbandwidth_parse``, ``clique_groups``, ``openshift_detected``, ``rack_waves``, ``rack_peers``,
 ``rack_clique_conflicts``, ``imex_driver_mismatch``, ``kernel_args_missing``, ``grub_cmdline_dropin``,
-``dra_api_version``, ``dra_api_problem``, ``chart_values`` and ``driver_owner_conflict`` (documentation: the
-YAML files beside this one)."""
+``dra_api_version``, ``dra_api_problem``, ``chart_values``, ``driver_owner_conflict``, ``release_set``,
+``gpu_operator_problem`` and ``dra_driver_problem`` (documentation: the YAML files beside this one)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Tuple
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_values as _chart_values
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import release_sets as _release_sets
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     CLIQUE_LABEL,
     UNLABELLED_KEY,
@@ -196,6 +197,7 @@ def chart_values(
     service_monitor: Any = "auto",
     schedulable_control_plane: Any = None,
     controller_fallback_affinity: Any = None,
+    chart_name: str = "",
 ) -> Dict[str, Any]:
     """The user's values of a chart -> the values it is installed with (the collection's, mirror's, user's)."""
     try:
@@ -208,6 +210,7 @@ def chart_values(
             service_monitor,
             list(schedulable_control_plane or []),
             controller_fallback_affinity,
+            str(chart_name or ""),
         )
     except _chart_values.ValuesError as exc:
         raise AnsibleFilterError(f"chart_values: {exc}") from exc
@@ -219,6 +222,33 @@ def driver_owner_conflict(user_values: Any, chart: str, owner: str) -> str:
         return _chart_values.driver_owner_conflict(str(chart), str(owner), user_values)
     except _chart_values.ValuesError as exc:
         raise AnsibleFilterError(f"driver_owner_conflict: {exc}") from exc
+
+
+def release_set(name: Any) -> Dict[str, Any]:
+    """A release set's name (empty: the default set) -> its versions, chart names and sources."""
+    try:
+        return _release_sets.release_set(None if name is None else str(name)).as_vars()
+    except _release_sets.ReleaseSetError as exc:
+        raise AnsibleFilterError(f"release_set: {exc}") from exc
+
+
+def gpu_operator_problem(user_values: Any) -> str:
+    """The GPU Operator's user values -> the combination refused before the install, in one line, or ""."""
+    return _release_sets.gpu_operator_problem(user_values)
+
+
+def dra_driver_problem(
+    chart_name: Any,
+    values: Any = None,
+    release_name: Any = "",
+    namespace: Any = "",
+    device_classes: Any = None,
+    gpu_clusters: Any = None,
+) -> str:
+    """The DRA driver chart's name -> the combinations refused before the install, in one line, or ""."""
+    return _release_sets.dra_driver_problem(
+        str(chart_name), values, str(release_name), str(namespace), device_classes or (), gpu_clusters or ()
+    )
 
 
 class FilterModule:
@@ -237,4 +267,7 @@ class FilterModule:
             "dra_api_problem": dra_api_problem,
             "chart_values": chart_values,
             "driver_owner_conflict": driver_owner_conflict,
+            "release_set": release_set,
+            "gpu_operator_problem": gpu_operator_problem,
+            "dra_driver_problem": dra_driver_problem,
         }

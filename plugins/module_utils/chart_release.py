@@ -225,15 +225,20 @@ def upgrade_args(
     wait_timeout: int,
     chart_repo_url: str = "",
     take_ownership: bool = False,
+    skip_crds: bool = False,
 ) -> List[str]:
     """``helm upgrade --install`` of the release with exactly the values of ``values_file``
-    (``--reset-values``: nothing of an earlier revision's values is carried over)."""
+    (``--reset-values``: nothing of an earlier revision's values is carried over); ``--skip-crds`` when the
+    CRDs were applied before (Helm would otherwise create the chart's ``crds/`` on a first install, those
+    another release owns among them)."""
     args = ["upgrade", name, chart_ref, "--install", "--version", chart_version, "--reset-values"]
     args += ["--values", values_file, "--wait", "--timeout", f"{wait_timeout}s"]
     if chart_repo_url:
         args += ["--repo", chart_repo_url]
     if take_ownership:
         args.append("--take-ownership")
+    if skip_crds:
+        args.append("--skip-crds")
     return args
 
 

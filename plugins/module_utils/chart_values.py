@@ -15,6 +15,7 @@ from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.existing_install import merge
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import dra_name_override
 
 GPU_OPERATOR = "gpu-operator"
 DRA_DRIVER = "nvidia-dra-driver-gpu"
@@ -100,6 +101,7 @@ def chart_values(
     service_monitor: Any = "auto",
     schedulable_control_plane: Sequence[str] = (),
     controller_fallback_affinity: Any = None,
+    chart_name: str = "",
 ) -> Dict[str, Any]:
     """The values a chart is installed with: the collection's, then the mirror's, then the user's.
 
@@ -108,7 +110,9 @@ def chart_values(
     ``gpu_operator_install_info``). ``nvidia-dra-driver-gpu``: ``nvidiaDriverRoot`` from the owner, the
     driver's GPU allocation off (the GPU Operator's device plugin hands out GPUs), the kubelet plugin's
     tolerations, and, where no control-plane node is schedulable, the controller's affinity replaced by
-    ``controller_fallback_affinity`` (the chart requires a control-plane node; ``None`` drops the rule).
+    ``controller_fallback_affinity`` (the chart requires a control-plane node; ``None`` drops the rule), and
+    under the renamed chart ``dra-driver-nvidia-gpu`` (``chart_name``) the old name as ``nameOverride``, so the
+    objects keep their names.
     A contradicting user value is for :func:`driver_owner_conflict` to refuse first.
     """
     owner = _owner(owner)
@@ -128,6 +132,8 @@ def chart_values(
             "resources": {"gpus": {"enabled": False}},
             "kubeletPlugin": {"tolerations": list(tolerations or [])},
         }
+        if dra_name_override(chart_name):
+            ours["nameOverride"] = dra_name_override(chart_name)
         placement: Dict[str, Any] = {}
         if not schedulable_control_plane:
             placement = {"controller": {"affinity": dict(controller_fallback_affinity or {}) or None}}

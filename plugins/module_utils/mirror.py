@@ -56,11 +56,29 @@ GPU_OPERATOR_COMPONENTS: Tuple[Tuple[str, str, str], ...] = (
     ("sandboxDevicePlugin", "nvcr.io/nvidia", "kubevirt-gpu-device-plugin"),
     ("ccManager", "nvcr.io/nvidia/cloud-native", "k8s-cc-manager"),
 )
-# Components whose pull secrets the chart reads at that level (nested managers share their parent's).
-_GPU_OPERATOR_SECRET_LEVELS = tuple(c[0] for c in GPU_OPERATOR_COMPONENTS if "." not in c[0])
+# Chart v26.7.0 changed some: no operator.initContainer nor kataManager; vfioManager runs the driver manager;
+# kataSandboxDevicePlugin and draDriver (the GPUCluster's DRA driver) are new.
+GPU_OPERATOR_26_7_COMPONENTS: Tuple[Tuple[str, str, str], ...] = (
+    *(c for c in GPU_OPERATOR_COMPONENTS if c[0] not in ("operator.initContainer", "vfioManager", "kataManager")),
+    ("vfioManager", "nvcr.io/nvidia/cloud-native", "k8s-driver-manager"),
+    ("kataSandboxDevicePlugin", "nvcr.io/nvidia/cloud-native", "nvidia-sandbox-device-plugin"),
+    ("draDriver", "nvcr.io/nvidia", "dra-driver-nvidia-gpu"),
+)
+
+
+def gpu_operator_components(chart_version: str = "") -> Tuple[Tuple[str, str, str], ...]:
+    """The image components of the GPU Operator chart at ``chart_version`` (empty: v25.10.0's)."""
+    try:
+        year, minor = (int(part) for part in chart_version.strip().lstrip("vV").split(".")[:2])
+    except ValueError:
+        return GPU_OPERATOR_COMPONENTS
+    return GPU_OPERATOR_26_7_COMPONENTS if (year, minor) >= (26, 7) else GPU_OPERATOR_COMPONENTS
+
+
 # The NFD subchart (node-feature-discovery v0.18.2): image.repository, imagePullSecrets as [{name: ...}].
 NFD_IMAGE = "registry.k8s.io/nfd/node-feature-discovery"
-# Chart nvidia/nvidia-dra-driver-gpu 25.8.0: one image (image.repository), imagePullSecrets as [{name: ...}].
+# Chart nvidia/nvidia-dra-driver-gpu 25.8.0: one image (image.repository), imagePullSecrets as [{name: ...}];
+# chart dra-driver-nvidia-gpu 0.4 takes the same keys, its image at registry.k8s.io (release_sets.py).
 DRA_DRIVER_IMAGE = "nvcr.io/nvidia/k8s-dra-driver-gpu"
 
 _POD_SPEC_PATHS = (("spec", "template", "spec"), ("spec", "jobTemplate", "spec", "template", "spec"))
@@ -123,20 +141,26 @@ def _split_repository(moved: str) -> Tuple[str, str]:
 
 
 def gpu_operator_values(
-    prefix: str, overrides: Optional[Mapping[str, str]] = None, pull_secrets: Sequence[str] = ()
+    prefix: str,
+    overrides: Optional[Mapping[str, str]] = None,
+    pull_secrets: Sequence[str] = (),
+    chart_version: str = "",
 ) -> Dict[str, Any]:
-    """Values of the GPU Operator chart that pull every image from the mirror, with the pull secrets."""
+    """Values of the GPU Operator chart (at ``chart_version``) that pull every image from the mirror, with the
+    pull secrets."""
     values: Dict[str, Any] = {}
     if not prefix and not overrides and not pull_secrets:
         return values
-    for path, repository, image in GPU_OPERATOR_COMPONENTS:
+    components = gpu_operator_components(chart_version)
+    for path, repository, image in components:
         public = f"{repository}/{image}"
         moved = mirror_repository(public, prefix, overrides)
         if moved != public:
             new_repository, new_image = _split_repository(moved)
             _set(values, path, "repository", new_repository)
             _set(values, path, "image", new_image)
-    for path in _GPU_OPERATOR_SECRET_LEVELS if pull_secrets else ():
+    # pull secrets are read at each top level (nested managers share their parent's)
+    for path in [c[0] for c in components if "." not in c[0]] if pull_secrets else ():
         _set(values, path, "imagePullSecrets", list(pull_secrets))
     nfd = mirror_repository(NFD_IMAGE, prefix, overrides)
     if nfd != NFD_IMAGE:
@@ -147,12 +171,17 @@ def gpu_operator_values(
 
 
 def dra_driver_values(
-    prefix: str, overrides: Optional[Mapping[str, str]] = None, pull_secrets: Sequence[str] = ()
+    prefix: str,
+    overrides: Optional[Mapping[str, str]] = None,
+    pull_secrets: Sequence[str] = (),
+    image: str = DRA_DRIVER_IMAGE,
 ) -> Dict[str, Any]:
-    """Values of the DRA driver chart that pull its image from the mirror, with the pull secrets."""
+    """Values of the DRA driver chart that pull its image (``image``, the chart's ``image.repository``: it moved
+    to registry.k8s.io with chart ``dra-driver-nvidia-gpu``) from the mirror, with the pull secrets."""
     values: Dict[str, Any] = {}
-    moved = mirror_repository(DRA_DRIVER_IMAGE, prefix, overrides)
-    if moved != DRA_DRIVER_IMAGE:
+    image = image or DRA_DRIVER_IMAGE
+    moved = mirror_repository(image, prefix, overrides)
+    if moved != image:
         values["image"] = {"repository": moved}
     if pull_secrets:
         values["imagePullSecrets"] = [{"name": s} for s in pull_secrets]
@@ -269,6 +298,8 @@ SETTINGS_SPEC: Dict[str, Dict[str, Any]] = dict(
     images=dict(type="dict", default={}),
     urls=dict(type="dict", default={}),
     charts=dict(type="dict", default={}),
+    dra_driver_image=dict(type="str", default=DRA_DRIVER_IMAGE),
+    gpu_operator_chart_version=dict(type="str", default=""),
     manifest=dict(type="str", default=""),
 )
 
@@ -286,8 +317,12 @@ def settings(params: Mapping[str, Any]) -> Dict[str, Any]:
             raise ValueError(f"the manifest is not YAML: {str(exc).splitlines()[0]}") from exc
     return dict(
         changed=False,
-        gpu_operator_values=gpu_operator_values(prefix, overrides, secrets),
-        dra_driver_values=dra_driver_values(prefix, overrides, secrets),
+        gpu_operator_values=gpu_operator_values(
+            prefix, overrides, secrets, params.get("gpu_operator_chart_version") or ""
+        ),
+        dra_driver_values=dra_driver_values(
+            prefix, overrides, secrets, params.get("dra_driver_image") or DRA_DRIVER_IMAGE
+        ),
         images={k: mirror_image(str(v or ""), prefix, overrides) for k, v in params["images"].items()},
         urls={k: mirror_url(str(v or ""), params["download_mirror"]) for k, v in params["urls"].items()},
         charts={

@@ -111,6 +111,17 @@ options:
     description: Apply the chart version's CRDs server-side.
     type: bool
     default: true
+  foreign_crds:
+    description:
+      - Names of CRDs that another release owns (GPU Operator v26.7's chart carries the ComputeDomain CRDs that
+        the DRA driver's release owns). The chart's copies are neither applied nor installed - Helm runs with
+        C(--skip-crds), the chart's other CRDs having been applied first.
+      - Refused, before anything changes, when the chart carries one of them and O(upgrade_crds) is off (Helm
+        would install them from this chart).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.4.0
   field_manager:
     description: Field manager of the CRDs' server-side apply.
     type: str
@@ -189,7 +200,7 @@ crds:
   description: The chart's CRDs applied, and those of them the apply changed (would change, in check mode).
   returned: when O(upgrade_crds)
   type: dict
-  sample: {"applied": ["clusterpolicies.nvidia.com"], "changed": []}
+  sample: {"applied": ["clusterpolicies.nvidia.com"], "changed": [], "left_to_their_owner": []}
 values_now:
   description: The values of the installed release (empty when there is none); a value under a key that reads as a
     credential (password, secret, token, API or private key) is shown as C(********), here, in RV(values_wanted) and
@@ -225,6 +236,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     auth_argument_spec,
     json_page,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import foreign_crds_problem
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.server_side_apply import apply_reason
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
@@ -252,6 +264,7 @@ def build_module() -> AnsibleK8SModule:
         values=dict(type="dict", default={}),
         secret_values=dict(type="dict", default={}, no_log=True),
         upgrade_crds=dict(type="bool", default=True),
+        foreign_crds=dict(type="list", elements="str", default=[]),
         field_manager=dict(type="str", default="gpu-fabric"),
         take_ownership=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
@@ -402,10 +415,21 @@ def main() -> None:
         if result["namespace"] != "unchanged":
             result["changed"] = True
             lines.append(f"namespace {namespace} {result['namespace']}")
-        if p["upgrade_crds"]:
+        if p["upgrade_crds"] or p["foreign_crds"]:
             crds = cr.crd_documents(helm_read("helm show crds", "show", "crds", *chart_args))
+            carried = [crd["metadata"]["name"] for crd in crds]
+            problem = foreign_crds_problem(release, carried, p["foreign_crds"], p["upgrade_crds"])
+            if problem:
+                module.fail_json(msg=problem)
+            # the CRDs another release owns are left to it: this chart's copies are neither applied nor installed
+            crds = [crd for crd in crds if crd["metadata"]["name"] not in p["foreign_crds"]]
+        if p["upgrade_crds"]:
             changed = apply_crds(api, crds, p["field_manager"], module.check_mode)
-            result["crds"] = {"applied": [crd["metadata"]["name"] for crd in crds], "changed": changed}
+            result["crds"] = {
+                "applied": [crd["metadata"]["name"] for crd in crds],
+                "changed": changed,
+                "left_to_their_owner": sorted(set(carried) & set(p["foreign_crds"])),
+            }
             if changed:
                 result["changed"] = True
                 lines.append(f"CRDs {'would change' if module.check_mode else 'changed'}: {', '.join(changed)}")
@@ -457,6 +481,7 @@ def main() -> None:
             p["wait_timeout"],
             chart_repo_url=p["chart_repo_url"],
             take_ownership=p["take_ownership"],
+            skip_crds=bool(p["foreign_crds"]) and p["upgrade_crds"],
         )
         result["command"] = [p["binary_path"], *args, "--namespace", namespace]
         if not module.check_mode:

@@ -53,6 +53,22 @@ options:
       authenticated: <bool>}); returned as RV(charts).
     type: dict
     default: {}
+  gpu_operator_chart_version:
+    description: >-
+      The GPU Operator chart version whose image components RV(gpu_operator_values) moves (v26.7.0 has no
+      C(operator.initContainer) nor C(kataManager) and adds C(kataSandboxDevicePlugin) and C(draDriver));
+      empty - v25.10.0's.
+    type: str
+    default: ""
+    version_added: 0.4.0
+  dra_driver_image:
+    description: >-
+      The image the DRA driver chart pulls (its C(image.repository)) - V(nvcr.io/nvidia/k8s-dra-driver-gpu) for chart
+      C(nvidia-dra-driver-gpu) 25.8.0, V(registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu) for
+      C(dra-driver-nvidia-gpu) 0.4.
+    type: str
+    default: nvcr.io/nvidia/k8s-dra-driver-gpu
+    version_added: 0.4.0
   manifest:
     description: An install manifest (multi-document YAML) whose pod templates are mirrored into RV(manifest_objects).
     type: str

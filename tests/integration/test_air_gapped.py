@@ -16,9 +16,11 @@ import subprocess
 import pytest
 import yaml
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import mirror
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import release_set
 from test_cluster_stage import ansible_playbook, results_named
 
 PREFIX = "registry.example.com/mirror"
+DRA_IMAGE = release_set("26.7").dra_driver_image
 SITE = {"gpu_fabric_registry": PREFIX, "gpu_fabric_image_pull_secrets": ["mirror-pull"]}
 
 pytestmark = pytest.mark.sim
@@ -35,7 +37,9 @@ def images(documents) -> list[str]:
 @pytest.mark.parametrize(
     ("chart", "version", "values"),
     [
-        ("gpu-operator", "v25.10.0", mirror.gpu_operator_values(PREFIX, {}, ["mirror-pull"])),
+        ("gpu-operator", "v26.7.0", mirror.gpu_operator_values(PREFIX, {}, ["mirror-pull"], "v26.7.0")),
+        ("gpu-operator", "v25.10.0", mirror.gpu_operator_values(PREFIX, {}, ["mirror-pull"], "v25.10.0")),
+        ("dra-driver-nvidia-gpu", "0.4.1", mirror.dra_driver_values(PREFIX, {}, ["mirror-pull"], DRA_IMAGE)),
         ("nvidia-dra-driver-gpu", "25.8.0", mirror.dra_driver_values(PREFIX, {}, ["mirror-pull"])),
     ],
 )
@@ -71,7 +75,7 @@ def test_the_charts_rendered_with_the_mirror_values_pull_only_from_the_mirror(
     ).stdout
     documents = [d for d in yaml.safe_load_all(rendered) if d]
     pulled = images(documents)
-    assert pulled and all(image.startswith(f"{PREFIX}/nvidia/") for image in pulled), pulled
+    assert pulled and all(image.startswith(f"{PREFIX}/") for image in pulled), pulled
     assert mirror.public_hosts(rendered) == []
     assert mirror.implicit_docker_hub_images(documents) == []
 
@@ -85,10 +89,10 @@ def test_cluster_yml_in_check_mode_would_apply_only_mirrored_images(sim_rack):
     [dra] = results_named(result, "gpu_fabric.mnnvl.dra_driver : Point the chart and its image at the site's mirror")
     assert operator["gpu_operator_values"]["operator"]["repository"] == f"{PREFIX}/nvidia"
     assert operator["gpu_operator_values"]["operator"]["imagePullSecrets"] == ["mirror-pull"]
-    assert dra["dra_driver_values"]["image"] == {"repository": f"{PREFIX}/nvidia/k8s-dra-driver-gpu"}
+    assert dra["dra_driver_values"]["image"] == {"repository": f"{PREFIX}/dra-driver-nvidia/dra-driver-nvidia-gpu"}
     [mpi] = results_named(
         result, "gpu_fabric.mnnvl.mpi_operator : Point the operator's image at the site's mirror, with the pull secrets"
     )
     objects = mpi["manifest_objects"]
-    assert images(objects) == [f"{PREFIX}/mpioperator/mpi-operator:0.6.0"]
+    assert images(objects) == [f"{PREFIX}/mpioperator/mpi-operator:0.8.0"]
     assert mirror.public_hosts(json.dumps([operator["gpu_operator_values"], dra["dra_driver_values"], objects])) == []

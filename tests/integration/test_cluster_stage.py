@@ -90,9 +90,9 @@ def test_cluster_playbook_installs_the_stack(sim_rack, converged):
     operator = helm_release(sim_rack, "gpu-operator", "gpu-operator")
     dra = helm_release(sim_rack, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")
     assert operator["status"] == "deployed"
-    assert operator["chart"] == "gpu-operator-v25.10.0"
+    assert operator["chart"] == "gpu-operator-v26.7.0"
     assert dra["status"] == "deployed"
-    assert dra["chart"] == "nvidia-dra-driver-gpu-25.8.0"
+    assert dra["chart"] == "dra-driver-nvidia-gpu-0.4.1"
     # values derived from gpu_fabric_driver_owner=operator, as the seed guide sets them
     operator_values = helm_values(sim_rack, "gpu-operator", "gpu-operator")
     assert operator_values["driver"] == {"enabled": True}
@@ -174,7 +174,7 @@ def test_host_driver_owner_derives_both_charts_values_in_check_mode(sim_rack, co
     }
     assert sorted(shown) == ["gpu-operator/gpu-operator", "nvidia-dra-driver-gpu/nvidia-dra-driver-gpu"]
     operator, dra = shown["gpu-operator/gpu-operator"], shown["nvidia-dra-driver-gpu/nvidia-dra-driver-gpu"]
-    assert operator["msg"]["chart"].startswith("gpu-operator v25.10.0")
+    assert operator["msg"]["chart"].startswith("gpu-operator v26.7.0")
     assert operator["msg"]["values_wanted"]["driver"] == {"enabled": False}
     assert operator["msg"]["values_now"]["driver"] == {"enabled": True}
     assert dra["msg"]["values_now"]["nvidiaDriverRoot"] == "/run/nvidia/driver"
@@ -530,7 +530,8 @@ def test_gpu_operator_rechecks_the_hosts_containerd_imports(sim_rack, converged,
     if lost:
         assert result.returncode == 2, result.stdout[-4000:]
         assert (
-            "containerd imports lost after the GPU Operator v25.10.0 rollout (toolkit 1.18.0 rewrites them): "
+            "containerd imports lost after the GPU Operator v26.7.0 rollout (its container toolkit rewrote them, as "
+            "1.18.0 of v25.10.0 does): "
             'tray-local: imports = ["/etc/containerd/conf.d/99-nvidia.toml"] lacks /etc/containerd/conf.d/*.toml.'
         ) in text
     else:

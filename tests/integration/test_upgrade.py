@@ -1,11 +1,15 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""An in-place upgrade on the simulated rack: cluster.yml at the previous minor (A), then at the current (B).
+"""The move between release sets on the simulated rack: cluster.yml with the guide's set 25.10 (A), then with
+the default set 26.7 (B), in place.
 
-The sim serves each stand-in chart at both versions (A: the same chart with A's version strings, a ConfigMap
-that B no longer ships, its CRDs stamped with A) and the MPI operator manifest at v0.5.0 and v0.6.0. The
-test starts from an uninstalled cluster and leaves version B installed, as the other tests expect.
+A is GPU Operator v25.10.0, chart nvidia-dra-driver-gpu 25.8.0 and MPI operator v0.6.0; B is v26.7.0, the
+renamed chart dra-driver-nvidia-gpu 0.4.1 (nameOverride keeps every object's name, so the same release is
+upgraded, as upstream's upgrade guide does it) and v0.8.0. The sim builds A's charts from B's stand-ins (A's
+version strings, a ConfigMap that B no longer ships, CRDs stamped with their chart version). Check mode shows
+the move first and changes nothing. The test starts from an uninstalled cluster and leaves B installed, as the
+other tests expect.
 """
 
 from __future__ import annotations
@@ -22,15 +26,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = str(REPO_ROOT / "playbooks" / "cluster.yml")
 UNINSTALL = str(REPO_ROOT / "playbooks" / "uninstall.yml")
 STAMP = "gpu-fabric.sim/chart-version"
-VERSION_A = {"gpu_operator_chart_version": "v25.3.4", "dra_driver_chart_version": "25.3.2"}
-VERSION_B = {"gpu_operator_chart_version": "v25.10.0", "dra_driver_chart_version": "25.8.0"}
+SET_A = {"gpu_fabric_release_set": "25.10"}
+SET_B = {"gpu_fabric_release_set": "26.7"}
 
 pytestmark = pytest.mark.sim
 
 
-def run(sim_rack, playbook: str, extra: dict[str, str]) -> subprocess.CompletedProcess:
+def run(sim_rack, playbook: str, extra: dict[str, str], check: bool = False) -> subprocess.CompletedProcess:
     args = [a for key, value in extra.items() for a in ("-e", f"{key}={value}")]
-    result = ansible_playbook(sim_rack, playbook, *args)
+    result = ansible_playbook(sim_rack, playbook, *args, *(["--check", "--diff"] if check else []))
     assert result.returncode == 0, result.stdout[result.stdout.find("fatal:") :][:6000]
     return result
 
@@ -65,38 +69,60 @@ def state(sim_rack) -> dict[str, Any]:
     }
 
 
-def test_changing_the_versions_and_rerunning_cluster_yml_upgrades_in_place(sim_rack, tmp_path):
-    previous_manifest = sim_rack.env["GPU_FABRIC_SIM_MPI_MANIFEST_URL"].replace("/v0.6.0/", "/v0.5.0/")
+def test_moving_from_the_guides_set_to_the_current_one_upgrades_in_place_and_check_mode_shows_it(sim_rack, tmp_path):
+    previous_manifest = sim_rack.env["GPU_FABRIC_SIM_MPI_MANIFEST_URL"].replace("/v0.8.0/", "/v0.6.0/")
     run(sim_rack, UNINSTALL, {"gpu_fabric_uninstall_force": "true", "gpu_fabric_uninstall_crds": "true"})
 
-    run(sim_rack, CLUSTER, {**VERSION_A, "mpi_operator_manifest_url": previous_manifest})
+    run(sim_rack, CLUSTER, {**SET_A, "mpi_operator_manifest_url": previous_manifest})
     before = state(sim_rack)
-    assert before["charts"] == ["gpu-operator-v25.3.4", "nvidia-dra-driver-gpu-25.3.2"]
+    assert before["charts"] == ["gpu-operator-v25.10.0", "nvidia-dra-driver-gpu-25.8.0"]
     assert before["crd_versions"] == {
-        "clusterpolicies.nvidia.com": "v25.3.4",
-        "computedomains.resource.nvidia.com": "25.3.2",
+        "clusterpolicies.nvidia.com": "v25.10.0",
+        "computedomains.resource.nvidia.com": "25.8.0",
     }
     assert before["previous_only"] == [
         "gpu-operator/gpu-operator-previous-only",
         "nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-previous-only",
     ]
-    assert before["operator"].endswith(":v25.3.4")
-    assert before["dra"] and all(image.endswith(":v25.3.2") for image in before["dra"])
-    assert before["mpi"].endswith(":0.5.0")
+    assert before["operator"].endswith(":v25.10.0")
+    assert before["dra"] and all(image.endswith("/k8s-dra-driver-gpu:v25.8.0") for image in before["dra"])
+    assert before["mpi"].endswith(":0.6.0")
 
-    run(sim_rack, CLUSTER, VERSION_B)
+    planned = run(sim_rack, CLUSTER, SET_B, check=True)
+    assert (
+        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu: would upgrade dra-driver-nvidia-gpu 0.4.1 (chart "
+        "nvidia-dra-driver-gpu, not dra-driver-nvidia-gpu; chart version 25.8.0 -> 0.4.1" in planned.stdout
+    )
+    assert "release gpu-operator/gpu-operator: would upgrade gpu-operator v26.7.0" in planned.stdout
+    assert state(sim_rack) == before
+
+    run(sim_rack, CLUSTER, SET_B)
     after = state(sim_rack)
-    assert after["charts"] == ["gpu-operator-v25.10.0", "nvidia-dra-driver-gpu-25.8.0"]
+    assert after["charts"] == ["gpu-operator-v26.7.0", "dra-driver-nvidia-gpu-0.4.1"]
+    # the DRA driver's release owns the ComputeDomain CRDs: GPU Operator v26.7.0's older copies are not applied
     assert after["crd_versions"] == {
-        "clusterpolicies.nvidia.com": "v25.10.0",
-        "computedomains.resource.nvidia.com": "25.8.0",
+        "clusterpolicies.nvidia.com": "v26.7.0",
+        "computedomains.resource.nvidia.com": "0.4.1",
     }
     assert after["previous_only"] == []
-    assert after["operator"].endswith(":v25.10.0")
-    assert after["dra"] and all(image.endswith(":v25.8.0") for image in after["dra"])
-    assert after["mpi"].endswith(":0.6.0")
+    assert after["operator"].endswith(":v26.7.0")
+    assert after["dra"] and all(
+        image.startswith("registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1") for image in after["dra"]
+    )
+    assert after["mpi"].endswith(":0.8.0")
     assert [helm_release(sim_rack, n, n)["revision"] for n in ("gpu-operator", "nvidia-dra-driver-gpu")] == ["2", "2"]
+    # the same objects, upgraded: nameOverride kept their names, so no second controller or kubelet plugin
+    deployments = [
+        d["metadata"]["name"] for d in sim_rack.get_json("deployments", "-n", "nvidia-dra-driver-gpu")["items"]
+    ]
+    assert deployments == ["nvidia-dra-driver-gpu-controller"]
 
     verified = run_verify(sim_rack, tmp_path / "report", "--tags", "cliques,imex_channel")
     assert verified.process.returncode == 0, verified.output[-6000:]
     assert verified.report()["verdict"] == "passed"
+
+    # back to the old chart is refused before anything changes: the DRA driver supports no downgrade
+    refused = ansible_playbook(sim_rack, CLUSTER, "-e", "gpu_fabric_release_set=25.10", "--tags", "dra_driver")
+    assert refused.returncode != 0
+    assert "going back to nvidia-dra-driver-gpu is a downgrade the DRA driver does not support" in refused.stdout
+    assert state(sim_rack)["charts"] == after["charts"]

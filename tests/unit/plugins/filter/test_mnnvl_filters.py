@@ -16,7 +16,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     clique_groups,
     dra_api_problem,
     dra_api_version,
+    dra_driver_problem,
     driver_owner_conflict,
+    gpu_operator_problem,
     grub_cmdline_dropin,
     imex_driver_mismatch,
     kernel_args_missing,
@@ -25,6 +27,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     rack_clique_conflicts,
     rack_peers,
     rack_waves,
+    release_set,
 )
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -48,6 +51,9 @@ def test_filters_are_exported():
         "dra_api_problem": dra_api_problem,
         "chart_values": chart_values,
         "driver_owner_conflict": driver_owner_conflict,
+        "release_set": release_set,
+        "gpu_operator_problem": gpu_operator_problem,
+        "dra_driver_problem": dra_driver_problem,
     }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import mirror
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import release_set
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     imex_pod_manifest,
     mpijob_manifest,
@@ -97,27 +98,33 @@ def test_dra_driver_values_move_its_image_and_list_secrets_as_objects():
     assert mirror.dra_driver_values("") == {}
 
 
-@pytest.mark.parametrize("chart", ["gpu-operator", "nvidia-dra-driver-gpu"])
-def test_the_stand_in_charts_values_with_the_mirror_name_no_public_registry(chart):
+@pytest.mark.parametrize("chart,public", [("gpu-operator", "nvcr.io"), ("dra-driver-nvidia-gpu", "registry.k8s.io")])
+def test_the_stand_in_charts_values_with_the_mirror_name_no_public_registry(chart, public):
     # The simulated rack's stand-ins keep the real charts' image keys.
     defaults = yaml.safe_load((REPO / "sim" / "charts" / chart / "values.yaml").read_text())
-    assert mirror.public_hosts(json.dumps(defaults)) == ["nvcr.io"]
-    ours = mirror.gpu_operator_values(PREFIX) if chart == "gpu-operator" else mirror.dra_driver_values(PREFIX)
+    assert mirror.public_hosts(json.dumps(defaults)) == [public]
+    image = release_set().dra_driver_image
+    version = release_set().gpu_operator_chart_version
+    ours = (
+        mirror.gpu_operator_values(PREFIX, chart_version=version)
+        if chart == "gpu-operator"
+        else mirror.dra_driver_values(PREFIX, image=image)
+    )
     assert mirror.public_hosts(json.dumps(merged(defaults, ours))) == []
 
 
 def test_the_mpi_operator_manifest_is_mirrored_object_by_object_with_the_pull_secret():
     documents = list(yaml.safe_load_all((REPO / "sim" / "manifests" / "mpi-operator.yaml").read_text()))
-    assert mirror.implicit_docker_hub_images(d for d in documents if d) == ["mpioperator/mpi-operator:0.6.0"]
+    assert mirror.implicit_docker_hub_images(d for d in documents if d) == ["mpioperator/mpi-operator:0.8.0"]
     objects = mirror.mirror_manifest(documents, PREFIX, {}, ["pull"])
     assert len(objects) == len([d for d in documents if d])
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     spec = deployment["spec"]["template"]["spec"]
-    assert spec["containers"][0]["image"] == f"{PREFIX}/mpioperator/mpi-operator:0.6.0"
+    assert spec["containers"][0]["image"] == f"{PREFIX}/mpioperator/mpi-operator:0.8.0"
     assert spec["imagePullSecrets"] == [{"name": "pull"}]
     assert mirror.implicit_docker_hub_images(objects) == []
     assert mirror.public_hosts(yaml.safe_dump_all(objects)) == []
-    assert documents[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "mpioperator/mpi-operator:0.6.0"
+    assert documents[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "mpioperator/mpi-operator:0.8.0"
 
 
 def test_verification_pods_built_with_the_mirrored_images_name_no_public_registry():
@@ -130,10 +137,10 @@ def test_verification_pods_built_with_the_mirrored_images_name_no_public_registr
 
 
 def test_downloads_move_under_the_file_mirror_keeping_host_and_path():
-    url = ROLE_DEFAULTS["mpi_operator"]["mpi_operator_manifest_url"]
+    url = release_set().mpi_operator_manifest_url
     moved = mirror.mirror_url(url, "https://files.example.com/mirror/")
     assert moved == (
-        "https://files.example.com/mirror/raw.githubusercontent.com/kubeflow/mpi-operator/v0.6.0/deploy/v2beta1/"
+        "https://files.example.com/mirror/raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/"
         "mpi-operator.yaml"
     )
     assert mirror.public_hosts(moved) == []

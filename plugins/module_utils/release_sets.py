@@ -1,0 +1,230 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The releases the cluster stage installs together, as named sets, and the combinations it refuses.
+
+A set names one version of each component, proven together on the simulated rack (docs/compatibility.md):
+
+- ``26.7`` (the default): GPU Operator v26.7.0, the NVIDIA DRA driver 0.4.1 from its new home (chart
+  ``dra-driver-nvidia-gpu``, an OCI chart at registry.k8s.io, kubernetes-sigs/dra-driver-nvidia-gpu),
+  MPI operator v0.8.0. GPU Operator 26.7 is the release NVIDIA supports today.
+- ``25.10``: the guide's set. GPU Operator v25.10.0 (out of NVIDIA's support), chart
+  ``nvidia-dra-driver-gpu`` 25.8.0 from NGC, MPI operator v0.6.0.
+
+``gpu_fabric_release_set`` picks one; each role's version variable still wins when set. The roles read a set
+through the ``release_set`` filter, so this file is the one home of these versions.
+
+The refusals, each one line naming what to change, run before anything is installed:
+
+- the GPU Operator's GPUCluster mode (``gpuCluster.deployCR``, or a GPUCluster on the cluster): the operator
+  would deploy a DRA driver of its own beside the release this collection installs;
+- a chart that carries CRDs another release owns, without the collection applying them (the ComputeDomain
+  CRDs ship in both GPU Operator 26.7 and the DRA driver charts: the DRA driver's release owns them);
+- a DRA driver release beside the collection's (named the old way next to the new, or in another namespace),
+  a move back from ``dra-driver-nvidia-gpu`` to ``nvidia-dra-driver-gpu`` (upstream supports no downgrade), and
+  a ``nameOverride`` that would rename every object of the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
+
+OLD_DRA_CHART = "nvidia-dra-driver-gpu"
+NEW_DRA_CHART = "dra-driver-nvidia-gpu"
+DRA_CHARTS = (OLD_DRA_CHART, NEW_DRA_CHART)
+# Under the renamed chart the objects keep the old chart's names (Deployment nvidia-dra-driver-gpu-controller,
+# label key nvidia-dra-driver-gpu-component) with this nameOverride, as upstream's upgrade guide sets it:
+# without it an upgrade in place would make a second controller and kubelet plugin beside the first.
+DRA_NAME_OVERRIDE = "nvidia-dra-driver-gpu"
+# Owned by the DRA driver's release; GPU Operator 26.7's chart carries copies in its crds/.
+COMPUTE_DOMAIN_CRDS = ("computedomains.resource.nvidia.com", "computedomaincliques.resource.nvidia.com")
+MPI_MANIFEST_URL = "https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
+HELM_ANNOTATIONS = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
+
+
+class ReleaseSetError(ValueError):
+    """A set that does not exist (message: one line naming the sets)."""
+
+
+@dataclass(frozen=True)
+class ReleaseSet:
+    """One version of each component, installed and proven together."""
+
+    name: str
+    gpu_operator_chart_version: str
+    dra_driver_chart_name: str
+    dra_driver_chart_version: str
+    dra_driver_chart_repo_url: str
+    # The image the DRA driver chart pulls (its image.repository); air-gapped sites mirror it.
+    dra_driver_image: str
+    mpi_operator_version: str
+
+    @property
+    def mpi_operator_manifest_url(self) -> str:
+        return MPI_MANIFEST_URL.format(version=self.mpi_operator_version)
+
+    def as_vars(self) -> Dict[str, Any]:
+        """The set as the roles read it (the ``release_set`` filter)."""
+        return {
+            **asdict(self),
+            "mpi_operator_manifest_url": self.mpi_operator_manifest_url,
+            "compute_domain_crds": list(COMPUTE_DOMAIN_CRDS),
+        }
+
+
+SETS: Dict[str, ReleaseSet] = {
+    "26.7": ReleaseSet(
+        name="26.7",
+        gpu_operator_chart_version="v26.7.0",
+        dra_driver_chart_name=NEW_DRA_CHART,
+        dra_driver_chart_version="0.4.1",
+        dra_driver_chart_repo_url="oci://registry.k8s.io/dra-driver-nvidia/charts",
+        dra_driver_image="registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu",
+        mpi_operator_version="v0.8.0",
+    ),
+    "25.10": ReleaseSet(
+        name="25.10",
+        gpu_operator_chart_version="v25.10.0",
+        dra_driver_chart_name=OLD_DRA_CHART,
+        dra_driver_chart_version="25.8.0",
+        dra_driver_chart_repo_url="https://helm.ngc.nvidia.com/nvidia",
+        dra_driver_image="nvcr.io/nvidia/k8s-dra-driver-gpu",
+        mpi_operator_version="v0.6.0",
+    ),
+}
+DEFAULT = "26.7"
+
+
+def release_set(name: Optional[str] = None) -> ReleaseSet:
+    """The set called ``name``; the default set for an empty name."""
+    key = str(name or DEFAULT).strip()
+    if key not in SETS:
+        raise ReleaseSetError(
+            f"gpu_fabric_release_set is {key!r}; use one of {', '.join(SETS)} (docs/compatibility.md)"
+        )
+    return SETS[key]
+
+
+def dra_name_override(chart_name: str) -> str:
+    """The ``nameOverride`` the collection gives the DRA driver chart: the old name under the renamed chart."""
+    return DRA_NAME_OVERRIDE if chart_name == NEW_DRA_CHART else ""
+
+
+def _dig(values: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(values, Mapping):
+            return None
+        values = values.get(key)
+    return values
+
+
+def _true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "1"))
+
+
+def gpu_cluster_problem(gpu_operator_values: Any) -> str:
+    """One line when the GPU Operator's values turn on GPUCluster mode, or ""."""
+    if not _true(_dig(gpu_operator_values, "gpuCluster", "deployCR")):
+        return ""
+    return (
+        "gpu_operator_values sets gpuCluster.deployCR: the GPU Operator would deploy a DRA driver of its own "
+        "(GPUCluster, a technology preview with no migration) beside the release the dra_driver role installs: "
+        "remove gpuCluster from gpu_operator_values"
+    )
+
+
+def gpu_clusters_problem(gpu_clusters: Iterable[Mapping[str, Any]]) -> str:
+    """One line when GPUCluster objects exist (the GPU Operator deploys the DRA driver from them), or ""."""
+    names = sorted(str(_dig(g, "metadata", "name") or "?") for g in gpu_clusters or ())
+    if not names:
+        return ""
+    return (
+        f"GPUCluster {', '.join(names)} exists: the GPU Operator deploys the DRA driver from it, and a second "
+        "driver release would fight it over the same devices; delete the GPUCluster (kubectl delete gpucluster "
+        f"{names[0]}) or leave the DRA driver to it and skip the dra_driver role (--skip-tags dra_driver)"
+    )
+
+
+def name_override_problem(chart_name: str, user_values: Any) -> str:
+    """One line when the user's ``nameOverride`` would rename the DRA driver's objects, or ""."""
+    wanted = dra_name_override(chart_name)
+    given = _dig(user_values, "nameOverride")
+    if not wanted or given in (None, "", wanted):
+        return ""
+    return (
+        f"dra_driver_values sets nameOverride {given!r}: the {NEW_DRA_CHART} chart must keep "
+        f"nameOverride {wanted!r}, or every object of the driver is renamed and the collection's waits and "
+        "checks find none of them; remove nameOverride from dra_driver_values"
+    )
+
+
+def chart_of(labels: Mapping[str, Any], chart_names: Sequence[str] = DRA_CHARTS) -> str:
+    """The chart name of a ``helm.sh/chart`` label (``<name>-<version>``) among ``chart_names``, or ""."""
+    label = str((labels or {}).get("helm.sh/chart") or "")
+    return next((name for name in chart_names if label.startswith(f"{name}-")), "")
+
+
+def dra_release_problem(
+    device_classes: Iterable[Mapping[str, Any]], release_name: str, namespace: str, chart_name: str
+) -> str:
+    """One line when another Helm release runs the DRA driver, or when the move is back to the old chart.
+
+    Read from the DeviceClasses the driver's chart makes (cluster-wide objects whose Helm annotations name the
+    release that owns them), so no rights on Secrets in other namespaces are needed.
+    """
+    for device_class in device_classes or ():
+        meta = device_class.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        owner, owner_namespace = (annotations.get(key) for key in HELM_ANNOTATIONS)
+        found = chart_of(meta.get("labels") or {})
+        if not owner or not found:
+            continue
+        label = (meta.get("labels") or {}).get("helm.sh/chart")
+        if (owner, owner_namespace) != (release_name, namespace):
+            return (
+                f"release {owner_namespace}/{owner} (chart {label}) already runs the NVIDIA DRA driver (it owns "
+                f"DeviceClass {meta.get('name')}); a second release {namespace}/{release_name} would fight it: "
+                f"set dra_driver_release_name: {owner} and dra_driver_namespace: {owner_namespace} to upgrade it "
+                "in place (docs/upgrade.md), or uninstall it first"
+            )
+        if found == NEW_DRA_CHART and chart_name == OLD_DRA_CHART:
+            return (
+                f"release {namespace}/{release_name} runs chart {label}; going back to {OLD_DRA_CHART} is a "
+                "downgrade the DRA driver does not support (its kubelet plugin checkpoint and ComputeDomain schema "
+                f"changed in 0.4.0): keep dra_driver_chart_name {NEW_DRA_CHART} (release set 26.7)"
+            )
+    return ""
+
+
+def foreign_crds_problem(release: str, carried: Sequence[str], foreign: Sequence[str], upgrade_crds: bool) -> str:
+    """One line when a chart carries CRDs another release owns and Helm would install them, or ""."""
+    theirs = sorted(set(carried) & set(foreign))
+    if not theirs or upgrade_crds:
+        return ""
+    return (
+        f"release {release}: the chart carries {', '.join(theirs)}, which another release owns; with "
+        "upgrade_crds off Helm would install them from this chart too: turn upgrade_crds on (the collection "
+        "then applies this chart's other CRDs and leaves those to their owner)"
+    )
+
+
+def gpu_operator_problem(gpu_operator_values: Any) -> str:
+    """The gpu_operator role's refusal before it installs anything: one line, or ""."""
+    return gpu_cluster_problem(gpu_operator_values)
+
+
+def dra_driver_problem(
+    chart_name: str,
+    dra_driver_values: Any,
+    release_name: str,
+    namespace: str,
+    device_classes: Iterable[Mapping[str, Any]] = (),
+    gpu_clusters: Iterable[Mapping[str, Any]] = (),
+) -> str:
+    """The dra_driver role's refusals before it installs anything, joined in one line, or ""."""
+    found = (
+        gpu_clusters_problem(gpu_clusters),
+        dra_release_problem(device_classes, release_name, namespace, chart_name),
+        name_override_problem(chart_name, dra_driver_values),
+    )
+    return "; ".join(problem for problem in found if problem)

@@ -1,0 +1,184 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The release sets and the combinations refused before anything is installed, each in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import FilterModule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import release_sets as rs
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.chart_release import upgrade_args
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.chart_values import chart_values
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.mirror import dra_driver_values
+
+FILTERS = FilterModule().filters()
+ROLES = Path(__file__).resolve().parents[4] / "roles"
+
+
+def device_class(name="compute-domain-daemon.nvidia.com", release="nvidia-dra-driver-gpu", namespace=None, chart=None):
+    return {
+        "metadata": {
+            "name": name,
+            "annotations": {
+                "meta.helm.sh/release-name": release,
+                "meta.helm.sh/release-namespace": namespace or release,
+            },
+            "labels": {"helm.sh/chart": chart or "nvidia-dra-driver-gpu-25.8.0"},
+        }
+    }
+
+
+def test_the_default_set_is_the_one_nvidia_supports_today_and_the_guide_set_stays_named():
+    assert rs.release_set() == rs.release_set("") == rs.release_set("26.7") == rs.SETS[rs.DEFAULT]
+    current = FILTERS["release_set"]("")
+    assert (current["gpu_operator_chart_version"], current["dra_driver_chart_name"]) == ("v26.7.0", rs.NEW_DRA_CHART)
+    assert current["dra_driver_chart_repo_url"] == "oci://registry.k8s.io/dra-driver-nvidia/charts"
+    assert current["mpi_operator_manifest_url"].endswith("/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml")
+    guide = FILTERS["release_set"]("25.10")
+    assert (guide["gpu_operator_chart_version"], guide["dra_driver_chart_name"], guide["dra_driver_chart_version"]) == (
+        "v25.10.0",
+        rs.OLD_DRA_CHART,
+        "25.8.0",
+    )
+    assert guide["mpi_operator_manifest_url"].endswith("/v0.6.0/deploy/v2beta1/mpi-operator.yaml")
+    assert current["compute_domain_crds"] == list(rs.COMPUTE_DOMAIN_CRDS)
+
+
+def test_an_unknown_set_is_refused_naming_the_sets():
+    with pytest.raises(
+        AnsibleFilterError, match=r"release_set: gpu_fabric_release_set is '26\.3'; use one of 26\.7, 25\.10"
+    ):
+        FILTERS["release_set"]("26.3")
+
+
+@pytest.mark.parametrize("role", ["gpu_operator", "dra_driver", "mpi_operator"])
+def test_each_role_documents_the_default_sets_versions(role):
+    """The argument specs state the default set's values; the defaults read the set (one home for versions)."""
+    spec = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"][
+        "options"
+    ]
+    current = rs.release_set().as_vars()
+    documented = {
+        "gpu_operator": {"gpu_operator_chart_version": current["gpu_operator_chart_version"]},
+        "dra_driver": {
+            "dra_driver_chart_name": current["dra_driver_chart_name"],
+            "dra_driver_chart_version": current["dra_driver_chart_version"],
+            "dra_driver_chart_repo_url": current["dra_driver_chart_repo_url"],
+            "dra_driver_image": current["dra_driver_image"],
+        },
+        "mpi_operator": {"mpi_operator_manifest_url": current["mpi_operator_manifest_url"]},
+    }[role]
+    assert {key: spec[key]["default"] for key in documented} == documented
+    assert spec["gpu_fabric_release_set"]["choices"] == list(rs.SETS)
+    assert spec["gpu_fabric_release_set"]["default"] == rs.DEFAULT
+    defaults = (ROLES / role / "defaults" / "main.yml").read_text()
+    lines = [line for line in defaults.splitlines() if line.split(":")[0] in documented]
+    assert len(lines) == len(documented) and all("gpu_fabric.mnnvl.release_set" in line for line in lines)
+
+
+def test_gpu_cluster_mode_is_refused_in_one_line():
+    assert FILTERS["gpu_operator_problem"]({"gpuCluster": {"deployCR": False}}) == ""
+    assert FILTERS["gpu_operator_problem"]({}) == ""
+    for on in (True, "true", "True"):
+        problem = FILTERS["gpu_operator_problem"]({"gpuCluster": {"deployCR": on}})
+        assert problem.startswith("gpu_operator_values sets gpuCluster.deployCR: the GPU Operator would deploy")
+        assert problem.endswith("remove gpuCluster from gpu_operator_values") and "\n" not in problem
+
+
+def test_a_gpu_cluster_on_the_cluster_is_refused_naming_it():
+    problem = FILTERS["dra_driver_problem"](
+        rs.NEW_DRA_CHART, {}, "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", [], [{"metadata": {"name": "cluster"}}]
+    )
+    assert problem.startswith("GPUCluster cluster exists: the GPU Operator deploys the DRA driver from it")
+    assert "kubectl delete gpucluster cluster" in problem and "--skip-tags dra_driver" in problem
+
+
+def test_a_release_named_the_old_way_next_to_the_new_way_is_refused_with_the_in_place_way_out():
+    old = device_class(release="nvidia-dra-driver-gpu")
+    assert rs.dra_release_problem([old], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.NEW_DRA_CHART) == ""
+    problem = rs.dra_release_problem([old], "dra-driver-nvidia-gpu", "dra-driver-nvidia-gpu", rs.NEW_DRA_CHART)
+    assert problem == (
+        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu (chart nvidia-dra-driver-gpu-25.8.0) already runs the "
+        "NVIDIA DRA driver (it owns DeviceClass compute-domain-daemon.nvidia.com); a second release "
+        "dra-driver-nvidia-gpu/dra-driver-nvidia-gpu would fight it: set dra_driver_release_name: "
+        "nvidia-dra-driver-gpu and dra_driver_namespace: nvidia-dra-driver-gpu to upgrade it in place "
+        "(docs/upgrade.md), or uninstall it first"
+    )
+    # the same name in another namespace is another release too
+    elsewhere = device_class(
+        release="nvidia-dra-driver-gpu", namespace="kube-system", chart="dra-driver-nvidia-gpu-0.4.1"
+    )
+    assert "release kube-system/nvidia-dra-driver-gpu" in rs.dra_release_problem(
+        [elsewhere], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.NEW_DRA_CHART
+    )
+
+
+def test_device_classes_of_other_drivers_or_made_without_helm_are_not_a_dra_release():
+    other = device_class(name="gpu.example.com", release="other", chart="other-driver-1.0.0")
+    bare = {"metadata": {"name": "compute-domain-daemon.nvidia.com"}}
+    assert (
+        rs.dra_release_problem([other, bare], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.OLD_DRA_CHART) == ""
+    )
+
+
+def test_going_back_from_the_renamed_chart_is_refused_as_a_downgrade():
+    new = device_class(chart="dra-driver-nvidia-gpu-0.4.1")
+    problem = rs.dra_release_problem([new], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.OLD_DRA_CHART)
+    assert problem.startswith(
+        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu runs chart dra-driver-nvidia-gpu-0.4.1; going back to "
+        "nvidia-dra-driver-gpu is a downgrade the DRA driver does not support"
+    )
+    assert rs.dra_release_problem([new], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.NEW_DRA_CHART) == ""
+
+
+def test_the_renamed_chart_keeps_the_old_names_and_refuses_another_name_override():
+    assert chart_values("nvidia-dra-driver-gpu", "operator", chart_name=rs.NEW_DRA_CHART)["nameOverride"] == (
+        "nvidia-dra-driver-gpu"
+    )
+    assert "nameOverride" not in chart_values("nvidia-dra-driver-gpu", "operator", chart_name=rs.OLD_DRA_CHART)
+    assert rs.name_override_problem(rs.NEW_DRA_CHART, {"nameOverride": "nvidia-dra-driver-gpu"}) == ""
+    assert rs.name_override_problem(rs.OLD_DRA_CHART, {"nameOverride": "anything"}) == ""
+    problem = FILTERS["dra_driver_problem"](rs.NEW_DRA_CHART, {"nameOverride": "dra"}, "r", "n")
+    assert problem.startswith("dra_driver_values sets nameOverride 'dra': the dra-driver-nvidia-gpu chart must keep")
+
+
+def test_every_dra_refusal_is_named_in_the_one_line():
+    problem = rs.dra_driver_problem(
+        rs.NEW_DRA_CHART,
+        {"nameOverride": "x"},
+        "mine",
+        "mine",
+        [device_class()],
+        [{"metadata": {"name": "cluster"}}],
+    )
+    assert problem.count("; ") >= 2 and problem.startswith("GPUCluster cluster exists")
+    assert "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu" in problem and "nameOverride 'x'" in problem
+
+
+def test_crds_another_release_owns_are_refused_only_when_helm_would_install_them():
+    carried = ["clusterpolicies.nvidia.com", "computedomains.resource.nvidia.com"]
+    assert rs.foreign_crds_problem("gpu-operator/gpu-operator", carried, rs.COMPUTE_DOMAIN_CRDS, True) == ""
+    assert rs.foreign_crds_problem("gpu-operator/gpu-operator", carried[:1], rs.COMPUTE_DOMAIN_CRDS, False) == ""
+    assert rs.foreign_crds_problem("gpu-operator/gpu-operator", carried, rs.COMPUTE_DOMAIN_CRDS, False) == (
+        "release gpu-operator/gpu-operator: the chart carries computedomains.resource.nvidia.com, which another "
+        "release owns; with upgrade_crds off Helm would install them from this chart too: turn upgrade_crds on (the "
+        "collection then applies this chart's other CRDs and leaves those to their owner)"
+    )
+    args = upgrade_args("gpu-operator", "gpu-operator", "v26.7.0", "/tmp/v.json", 600, skip_crds=True)
+    assert args[-1] == "--skip-crds" and "--skip-crds" not in upgrade_args("r", "c", "1", "/v", 1)
+
+
+def test_the_dra_image_follows_the_chart_to_the_mirror():
+    image = rs.release_set("26.7").dra_driver_image
+    assert dra_driver_values("mirror.example.com/m", image=image) == {
+        "image": {"repository": "mirror.example.com/m/dra-driver-nvidia/dra-driver-nvidia-gpu"}
+    }
+    assert dra_driver_values("", image=image) == {}
+    assert (
+        dra_driver_values("mirror.example.com/m")["image"]["repository"]
+        == "mirror.example.com/m/nvidia/k8s-dra-driver-gpu"
+    )
