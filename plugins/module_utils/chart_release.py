@@ -194,10 +194,27 @@ def changed_keys(now: Mapping[str, Any], wanted: Mapping[str, Any], prefix: str 
 _MISSING = object()
 
 
+def separated(text: str) -> str:
+    """``helm show crds`` with a ``---`` before each top-level ``apiVersion:`` that follows another in the same
+    document. Helm prints the chart's CRD files one after another and relies on each file starting with ``---``;
+    without it, YAML would read two files as one mapping and keep only the last CRD."""
+    lines, seen = [], False
+    for line in (text or "").splitlines():
+        if line.rstrip() == "---" or line.startswith("--- "):
+            seen = False
+        elif line.startswith("apiVersion:"):
+            if seen:
+                lines.append("---")
+            seen = True
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def crd_documents(text: str) -> List[Dict[str, Any]]:
-    """The CustomResourceDefinitions of ``helm show crds`` (YAML documents; empty ones and others left out)."""
+    """The CustomResourceDefinitions of ``helm show crds`` (YAML documents; empty ones and others left out), a
+    CRD file without a leading ``---`` read as a document of its own (:func:`separated`)."""
     try:
-        documents = list(yaml.safe_load_all(text or ""))
+        documents = list(yaml.safe_load_all(separated(text)))
     except yaml.YAMLError as exc:
         raise ChartReleaseError(f"helm show crds printed no YAML ({one_line(exc, 300)})") from exc
     crds = []

@@ -19,9 +19,10 @@ The refusals, each one line naming what to change, run before anything is instal
   would deploy a DRA driver of its own beside the release this collection installs;
 - a chart that carries CRDs another release owns, without the collection applying them (the ComputeDomain
   CRDs ship in both GPU Operator 26.7 and the DRA driver charts: the DRA driver's release owns them);
-- a DRA driver release beside the collection's (named the old way next to the new, or in another namespace),
-  a move back from ``dra-driver-nvidia-gpu`` to ``nvidia-dra-driver-gpu`` (upstream supports no downgrade), and
-  a ``nameOverride`` that would rename every object of the driver.
+- a DRA driver release beside the collection's (named the old way next to the new, or in another namespace)
+  and a ``nameOverride`` that would rename every object of the driver;
+- a move of a release back from ``dra-driver-nvidia-gpu`` to ``nvidia-dra-driver-gpu`` (upstream supports no
+  downgrade), decided by ``chart_release`` from the release's history (``forward_only_charts``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ DRA_NAME_OVERRIDE = "nvidia-dra-driver-gpu"
 COMPUTE_DOMAIN_CRDS = ("computedomains.resource.nvidia.com", "computedomaincliques.resource.nvidia.com")
 MPI_MANIFEST_URL = "https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
 HELM_ANNOTATIONS = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
+# The DeviceClasses either DRA driver chart makes (which of them depends on its values).
+DRA_DEVICE_CLASSES = (
+    "compute-domain-daemon.nvidia.com",
+    "compute-domain-default-channel.nvidia.com",
+    "gpu.nvidia.com",
+    "mig.nvidia.com",
+    "vfio.gpu.nvidia.com",
+)
 
 
 class ReleaseSetError(ValueError):
@@ -69,6 +78,7 @@ class ReleaseSet:
             **asdict(self),
             "mpi_operator_manifest_url": self.mpi_operator_manifest_url,
             "compute_domain_crds": list(COMPUTE_DOMAIN_CRDS),
+            "dra_driver_forward_only_charts": [NEW_DRA_CHART],
         }
 
 
@@ -158,42 +168,40 @@ def name_override_problem(chart_name: str, user_values: Any) -> str:
     )
 
 
-def chart_of(labels: Mapping[str, Any], chart_names: Sequence[str] = DRA_CHARTS) -> str:
-    """The chart name of a ``helm.sh/chart`` label (``<name>-<version>``) among ``chart_names``, or ""."""
-    label = str((labels or {}).get("helm.sh/chart") or "")
-    return next((name for name in chart_names if label.startswith(f"{name}-")), "")
+def dra_release_problem(device_classes: Iterable[Mapping[str, Any]], release_name: str, namespace: str) -> str:
+    """One line when a Helm release other than ``namespace/release_name`` runs the DRA driver, or "".
 
-
-def dra_release_problem(
-    device_classes: Iterable[Mapping[str, Any]], release_name: str, namespace: str, chart_name: str
-) -> str:
-    """One line when another Helm release runs the DRA driver, or when the move is back to the old chart.
-
-    Read from the DeviceClasses the driver's chart makes (cluster-wide objects whose Helm annotations name the
-    release that owns them), so no rights on Secrets in other namespaces are needed.
+    Read from the DeviceClasses the driver's chart makes: Helm annotates every object it creates with the
+    release that owns it, and these are cluster-wide, so no rights on Secrets in other namespaces are needed.
     """
     for device_class in device_classes or ():
         meta = device_class.get("metadata") or {}
+        if meta.get("name") not in DRA_DEVICE_CLASSES:
+            continue
         annotations = meta.get("annotations") or {}
         owner, owner_namespace = (annotations.get(key) for key in HELM_ANNOTATIONS)
-        found = chart_of(meta.get("labels") or {})
-        if not owner or not found:
-            continue
-        label = (meta.get("labels") or {}).get("helm.sh/chart")
-        if (owner, owner_namespace) != (release_name, namespace):
+        if owner and (owner, owner_namespace) != (release_name, namespace):
             return (
-                f"release {owner_namespace}/{owner} (chart {label}) already runs the NVIDIA DRA driver (it owns "
-                f"DeviceClass {meta.get('name')}); a second release {namespace}/{release_name} would fight it: "
-                f"set dra_driver_release_name: {owner} and dra_driver_namespace: {owner_namespace} to upgrade it "
-                "in place (docs/upgrade.md), or uninstall it first"
-            )
-        if found == NEW_DRA_CHART and chart_name == OLD_DRA_CHART:
-            return (
-                f"release {namespace}/{release_name} runs chart {label}; going back to {OLD_DRA_CHART} is a "
-                "downgrade the DRA driver does not support (its kubelet plugin checkpoint and ComputeDomain schema "
-                f"changed in 0.4.0): keep dra_driver_chart_name {NEW_DRA_CHART} (release set 26.7)"
+                f"release {owner_namespace}/{owner} already runs the NVIDIA DRA driver (it owns DeviceClass "
+                f"{meta.get('name')}); a second release {namespace}/{release_name} would fight it: set "
+                f"dra_driver_release_name: {owner} and dra_driver_namespace: {owner_namespace} to upgrade it in "
+                "place (docs/upgrade.md), or uninstall it first"
             )
     return ""
+
+
+def downgrade_problem(release: str, installed_chart: str, chart_name: str, forward_only: Sequence[str]) -> str:
+    """One line when the release would move from a chart of ``forward_only`` to another chart, or "".
+
+    The DRA driver supports no way back from ``dra-driver-nvidia-gpu`` 0.4 to ``nvidia-dra-driver-gpu``: its
+    kubelet plugin's checkpoint and the ComputeDomain schema changed.
+    """
+    if not installed_chart or installed_chart == chart_name or installed_chart not in forward_only:
+        return ""
+    return (
+        f"release {release} runs chart {installed_chart}; moving it to chart {chart_name} is a downgrade the "
+        f"chart does not support: keep {installed_chart} (for the DRA driver, release set 26.7)"
+    )
 
 
 def foreign_crds_problem(release: str, carried: Sequence[str], foreign: Sequence[str], upgrade_crds: bool) -> str:
@@ -224,7 +232,7 @@ def dra_driver_problem(
     """The dra_driver role's refusals before it installs anything, joined in one line, or ""."""
     found = (
         gpu_clusters_problem(gpu_clusters),
-        dra_release_problem(device_classes, release_name, namespace, chart_name),
+        dra_release_problem(device_classes, release_name, namespace),
         name_override_problem(chart_name, dra_driver_values),
     )
     return "; ".join(problem for problem in found if problem)

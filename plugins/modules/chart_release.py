@@ -122,6 +122,15 @@ options:
     elements: str
     default: []
     version_added: 0.4.0
+  forward_only_charts:
+    description:
+      - Charts a release never moves back from - a release whose latest revision is of one of them is not changed
+        to another chart, and the module fails before anything changes (the DRA driver supports no downgrade from
+        C(dra-driver-nvidia-gpu) to C(nvidia-dra-driver-gpu)).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.4.0
   field_manager:
     description: Field manager of the CRDs' server-side apply.
     type: str
@@ -236,7 +245,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     auth_argument_spec,
     json_page,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import foreign_crds_problem
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import (
+    downgrade_problem,
+    foreign_crds_problem,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.server_side_apply import apply_reason
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
@@ -265,6 +277,7 @@ def build_module() -> AnsibleK8SModule:
         secret_values=dict(type="dict", default={}, no_log=True),
         upgrade_crds=dict(type="bool", default=True),
         foreign_crds=dict(type="list", elements="str", default=[]),
+        forward_only_charts=dict(type="list", elements="str", default=[]),
         field_manager=dict(type="str", default="gpu-fabric"),
         take_ownership=dict(type="bool", default=False),
         wait_timeout=dict(type="int", default=600),
@@ -398,6 +411,19 @@ def main() -> None:
     result = dict(changed=False, values_wanted=cr.redact(wanted, hidden=secret))
     lines = []
 
+    crds, carried = [], []
+    if p["upgrade_crds"] or p["foreign_crds"]:
+        try:
+            crds = cr.crd_documents(helm_read("helm show crds", "show", "crds", *chart_args))
+        except cr.ChartReleaseError as exc:
+            module.fail_json(msg=f"release {release}: {exc}")
+        carried = [crd["metadata"]["name"] for crd in crds]
+        problem = foreign_crds_problem(release, carried, p["foreign_crds"], p["upgrade_crds"])
+        if problem:
+            module.fail_json(msg=problem)
+        # the CRDs another release owns are left to it: this chart's copies are neither applied nor installed
+        crds = [crd for crd in crds if crd["metadata"]["name"] not in p["foreign_crds"]]
+
     try:
         settled = helm_release.settle(helm, name, release, stale_after, p["poll_delay"], module.check_mode)
     except helm_release.SettleError as exc:
@@ -415,14 +441,6 @@ def main() -> None:
         if result["namespace"] != "unchanged":
             result["changed"] = True
             lines.append(f"namespace {namespace} {result['namespace']}")
-        if p["upgrade_crds"] or p["foreign_crds"]:
-            crds = cr.crd_documents(helm_read("helm show crds", "show", "crds", *chart_args))
-            carried = [crd["metadata"]["name"] for crd in crds]
-            problem = foreign_crds_problem(release, carried, p["foreign_crds"], p["upgrade_crds"])
-            if problem:
-                module.fail_json(msg=problem)
-            # the CRDs another release owns are left to it: this chart's copies are neither applied nor installed
-            crds = [crd for crd in crds if crd["metadata"]["name"] not in p["foreign_crds"]]
         if p["upgrade_crds"]:
             changed = apply_crds(api, crds, p["field_manager"], module.check_mode)
             result["crds"] = {
@@ -455,6 +473,10 @@ def main() -> None:
         version = p["chart_version"]
         if installed is not None and not cr.is_exact_version(version):
             version = cr.parse_chart_version(helm_read("helm show chart", "show", "chart", *chart_args))
+        if installed is not None:
+            problem = downgrade_problem(release, installed.chart_name, p["chart_name"], p["forward_only_charts"])
+            if problem:
+                module.fail_json(msg=problem)
         plan = cr.plan(installed, p["chart_name"], version, wanted)
     except cr.ChartReleaseError as exc:
         module.fail_json(msg=f"release {release}: {exc}")

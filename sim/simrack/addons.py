@@ -211,7 +211,8 @@ def stamp_crds(chart: Path, version: str, edit: Callable[[dict[str, Any]], None]
         for doc in docs:
             edit(doc)
             doc.setdefault("metadata", {}).setdefault("annotations", {})[CHART_VERSION_ANNOTATION] = version
-        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        # each file starts with "---", as the real charts' CRD files do (helm show crds prints them back to back)
+        path.write_text(yaml.safe_dump_all(docs, sort_keys=False, explicit_start=True))
 
 
 def chart_version(chart: Path) -> str:

@@ -14,12 +14,13 @@ other tests expect.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_cluster_stage import ansible_playbook, helm_release
+from test_cluster_stage import ansible_playbook, helm_release, results_named
 from verify_helpers import run_verify
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -88,12 +89,35 @@ def test_moving_from_the_guides_set_to_the_current_one_upgrades_in_place_and_che
     assert before["dra"] and all(image.endswith("/k8s-dra-driver-gpu:v25.8.0") for image in before["dra"])
     assert before["mpi"].endswith(":0.6.0")
 
-    planned = run(sim_rack, CLUSTER, SET_B, check=True)
-    assert (
-        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu: would upgrade dra-driver-nvidia-gpu 0.4.1 (chart "
-        "nvidia-dra-driver-gpu, not dra-driver-nvidia-gpu; chart version 25.8.0 -> 0.4.1" in planned.stdout
+    planned = ansible_playbook(sim_rack, CLUSTER, "-e", "gpu_fabric_release_set=26.7", "--check", json_output=True)
+    assert planned.returncode == 0, planned.stdout[-6000:]
+    shown = {
+        r["msg"]["release"]: r["msg"]
+        for r in results_named(
+            planned, "gpu_fabric.mnnvl.chart_release : Show the release that check mode would install or upgrade"
+        )
+        if not r.get("skipped")
+    }
+    dra = shown["nvidia-dra-driver-gpu/nvidia-dra-driver-gpu"]
+    assert dra["chart"].startswith("dra-driver-nvidia-gpu 0.4.1 from ")
+    assert dra["why"] == [
+        "chart nvidia-dra-driver-gpu, not dra-driver-nvidia-gpu",
+        "chart version 25.8.0 -> 0.4.1",
+        "values differ (nameOverride)",
+    ]
+    assert dra["values_wanted"]["nameOverride"] == "nvidia-dra-driver-gpu"
+    assert "chart version v25.10.0 -> v26.7.0" in shown["gpu-operator/gpu-operator"]["why"]
+    # GPU Operator v26.7.0's chart carries the ComputeDomain CRDs: left to the DRA driver's release, and Helm
+    # is told not to install its copies
+    [operator] = results_named(
+        planned, "gpu_fabric.mnnvl.chart_release : Install or upgrade the release gpu-operator/gpu-operator"
     )
-    assert "release gpu-operator/gpu-operator: would upgrade gpu-operator v26.7.0" in planned.stdout
+    assert operator["crds"]["left_to_their_owner"] == [
+        "computedomaincliques.resource.nvidia.com",
+        "computedomains.resource.nvidia.com",
+    ]
+    assert "computedomains.resource.nvidia.com" not in operator["crds"]["applied"]
+    assert "--skip-crds" in operator["command"]
     assert state(sim_rack) == before
 
     run(sim_rack, CLUSTER, SET_B)
@@ -124,5 +148,39 @@ def test_moving_from_the_guides_set_to_the_current_one_upgrades_in_place_and_che
     # back to the old chart is refused before anything changes: the DRA driver supports no downgrade
     refused = ansible_playbook(sim_rack, CLUSTER, "-e", "gpu_fabric_release_set=25.10", "--tags", "dra_driver")
     assert refused.returncode != 0
-    assert "going back to nvidia-dra-driver-gpu is a downgrade the DRA driver does not support" in refused.stdout
+    assert (
+        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu runs chart dra-driver-nvidia-gpu; moving it to chart "
+        "nvidia-dra-driver-gpu is a downgrade the chart does not support" in " ".join(refused.stdout.split())
+    )
     assert state(sim_rack)["charts"] == after["charts"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "refusal"),
+    [
+        (
+            # upstream's install guide names the release the new way: beside the collection's, refused
+            {"dra_driver_release_name": "dra-driver-nvidia-gpu", "dra_driver_namespace": "dra-driver-nvidia-gpu"},
+            "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu already runs the NVIDIA DRA driver (it owns "
+            "DeviceClass compute-domain-",
+        ),
+        (
+            {"gpu_operator_values": {"gpuCluster": {"deployCR": True}}},
+            "gpu_operator_values sets gpuCluster.deployCR: the GPU Operator would deploy a DRA driver of its own",
+        ),
+        (
+            {"gpu_operator_upgrade_crds": False},
+            "release gpu-operator/gpu-operator: the chart carries computedomaincliques.resource.nvidia.com, "
+            "computedomains.resource.nvidia.com, which another release owns",
+        ),
+    ],
+    ids=["second-dra-release", "gpucluster-mode", "crds-of-another-release"],
+)
+def test_a_combination_that_breaks_the_cluster_is_refused_before_anything_changes(sim_rack, extra, refusal):
+    before = state(sim_rack)
+    refused = ansible_playbook(sim_rack, CLUSTER, "-e", json.dumps(extra), "--tags", "gpu_operator,dra_driver")
+    assert refused.returncode != 0
+    assert refusal in " ".join(refused.stdout.split()), refused.stdout[-4000:]
+    assert state(sim_rack) == before
+    namespaces = [n["metadata"]["name"] for n in sim_rack.get_json("namespaces")["items"]]
+    assert "dra-driver-nvidia-gpu" not in namespaces

@@ -158,6 +158,21 @@ def test_the_charts_crds_are_its_customresourcedefinition_documents():
     assert cr.crd_documents("") == []
 
 
+def test_crd_files_without_a_leading_separator_are_read_one_by_one():
+    """Helm prints the chart's CRD files back to back (helm 3.19 ``show crds``): a file that does not start with
+    ``---`` runs into the one before it, and YAML would keep only the last CRD of the merged mapping."""
+    files = [
+        f"# {name}\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: {name}\n"
+        for name in ("clusterpolicies.nvidia.com", "gpuclusters.nvidia.com", "computedomains.resource.nvidia.com")
+    ]
+    expected = ["clusterpolicies.nvidia.com", "gpuclusters.nvidia.com", "computedomains.resource.nvidia.com"]
+    assert [c["metadata"]["name"] for c in cr.crd_documents("\n".join(files))] == expected
+    assert [c["metadata"]["name"] for c in cr.crd_documents("---\n" + "\n---\n".join(files))] == expected
+    # a nested apiVersion (a conversion webhook's, an indented key) is not a new document
+    nested = files[0] + "spec:\n  conversion:\n    webhook:\n      apiVersion: v1\n"
+    assert len(cr.crd_documents(nested)) == 1
+
+
 def test_crds_that_are_not_yaml_or_have_no_name_are_refused():
     with pytest.raises(cr.ChartReleaseError, match="no YAML"):
         cr.crd_documents("kind: [unclosed")

@@ -19,15 +19,16 @@ FILTERS = FilterModule().filters()
 ROLES = Path(__file__).resolve().parents[4] / "roles"
 
 
-def device_class(name="compute-domain-daemon.nvidia.com", release="nvidia-dra-driver-gpu", namespace=None, chart=None):
+def device_class(name="compute-domain-daemon.nvidia.com", release="nvidia-dra-driver-gpu", namespace=None):
+    """A DeviceClass as Helm made it: no chart label (the real charts set none), the release's annotations."""
     return {
         "metadata": {
             "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
             "annotations": {
                 "meta.helm.sh/release-name": release,
                 "meta.helm.sh/release-namespace": namespace or release,
             },
-            "labels": {"helm.sh/chart": chart or "nvidia-dra-driver-gpu-25.8.0"},
         }
     }
 
@@ -75,9 +76,8 @@ def test_each_role_documents_the_default_sets_versions(role):
     assert {key: spec[key]["default"] for key in documented} == documented
     assert spec["gpu_fabric_release_set"]["choices"] == list(rs.SETS)
     assert spec["gpu_fabric_release_set"]["default"] == rs.DEFAULT
-    defaults = (ROLES / role / "defaults" / "main.yml").read_text()
-    lines = [line for line in defaults.splitlines() if line.split(":")[0] in documented]
-    assert len(lines) == len(documented) and all("gpu_fabric.mnnvl.release_set" in line for line in lines)
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+    assert all("gpu_fabric.mnnvl.release_set" in defaults[key] for key in documented)
 
 
 def test_gpu_cluster_mode_is_refused_in_one_line():
@@ -99,40 +99,43 @@ def test_a_gpu_cluster_on_the_cluster_is_refused_naming_it():
 
 def test_a_release_named_the_old_way_next_to_the_new_way_is_refused_with_the_in_place_way_out():
     old = device_class(release="nvidia-dra-driver-gpu")
-    assert rs.dra_release_problem([old], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.NEW_DRA_CHART) == ""
-    problem = rs.dra_release_problem([old], "dra-driver-nvidia-gpu", "dra-driver-nvidia-gpu", rs.NEW_DRA_CHART)
+    assert rs.dra_release_problem([old], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu") == ""
+    problem = rs.dra_release_problem([old], "dra-driver-nvidia-gpu", "dra-driver-nvidia-gpu")
     assert problem == (
-        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu (chart nvidia-dra-driver-gpu-25.8.0) already runs the "
-        "NVIDIA DRA driver (it owns DeviceClass compute-domain-daemon.nvidia.com); a second release "
-        "dra-driver-nvidia-gpu/dra-driver-nvidia-gpu would fight it: set dra_driver_release_name: "
-        "nvidia-dra-driver-gpu and dra_driver_namespace: nvidia-dra-driver-gpu to upgrade it in place "
-        "(docs/upgrade.md), or uninstall it first"
+        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu already runs the NVIDIA DRA driver (it owns DeviceClass "
+        "compute-domain-daemon.nvidia.com); a second release dra-driver-nvidia-gpu/dra-driver-nvidia-gpu would "
+        "fight it: set dra_driver_release_name: nvidia-dra-driver-gpu and dra_driver_namespace: "
+        "nvidia-dra-driver-gpu to upgrade it in place (docs/upgrade.md), or uninstall it first"
     )
-    # the same name in another namespace is another release too
-    elsewhere = device_class(
-        release="nvidia-dra-driver-gpu", namespace="kube-system", chart="dra-driver-nvidia-gpu-0.4.1"
+    # upstream's install guide names the release the new way: found the same way, with its namespace
+    new = device_class(name="gpu.nvidia.com", release="dra-driver-nvidia-gpu")
+    assert "release dra-driver-nvidia-gpu/dra-driver-nvidia-gpu already runs" in rs.dra_release_problem(
+        [new], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu"
     )
+    elsewhere = device_class(release="nvidia-dra-driver-gpu", namespace="kube-system")
     assert "release kube-system/nvidia-dra-driver-gpu" in rs.dra_release_problem(
-        [elsewhere], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.NEW_DRA_CHART
+        [elsewhere], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu"
     )
 
 
 def test_device_classes_of_other_drivers_or_made_without_helm_are_not_a_dra_release():
-    other = device_class(name="gpu.example.com", release="other", chart="other-driver-1.0.0")
+    other = device_class(name="gpu.example.com", release="other")
     bare = {"metadata": {"name": "compute-domain-daemon.nvidia.com"}}
-    assert (
-        rs.dra_release_problem([other, bare], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.OLD_DRA_CHART) == ""
-    )
+    assert rs.dra_release_problem([other, bare], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu") == ""
 
 
 def test_going_back_from_the_renamed_chart_is_refused_as_a_downgrade():
-    new = device_class(chart="dra-driver-nvidia-gpu-0.4.1")
-    problem = rs.dra_release_problem([new], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.OLD_DRA_CHART)
-    assert problem.startswith(
-        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu runs chart dra-driver-nvidia-gpu-0.4.1; going back to "
-        "nvidia-dra-driver-gpu is a downgrade the DRA driver does not support"
+    forward_only = FILTERS["release_set"]("25.10")["dra_driver_forward_only_charts"]
+    release = "nvidia-dra-driver-gpu/nvidia-dra-driver-gpu"
+    assert rs.downgrade_problem(release, rs.NEW_DRA_CHART, rs.OLD_DRA_CHART, forward_only) == (
+        "release nvidia-dra-driver-gpu/nvidia-dra-driver-gpu runs chart dra-driver-nvidia-gpu; moving it to chart "
+        "nvidia-dra-driver-gpu is a downgrade the chart does not support: keep dra-driver-nvidia-gpu (for the DRA "
+        "driver, release set 26.7)"
     )
-    assert rs.dra_release_problem([new], "nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", rs.NEW_DRA_CHART) == ""
+    # forward is fine, staying is fine, nothing installed is fine
+    assert rs.downgrade_problem(release, rs.OLD_DRA_CHART, rs.NEW_DRA_CHART, forward_only) == ""
+    assert rs.downgrade_problem(release, rs.NEW_DRA_CHART, rs.NEW_DRA_CHART, forward_only) == ""
+    assert rs.downgrade_problem(release, "", rs.OLD_DRA_CHART, forward_only) == ""
 
 
 def test_the_renamed_chart_keeps_the_old_names_and_refuses_another_name_override():
