@@ -179,6 +179,7 @@ def test_host_driver_owner_derives_both_charts_values_in_check_mode(sim_rack, co
     assert operator["msg"]["values_now"]["driver"] == {"enabled": True}
     assert dra["msg"]["values_now"]["nvidiaDriverRoot"] == "/run/nvidia/driver"
     assert dra["msg"]["values_wanted"] == {
+        "nameOverride": "nvidia-dra-driver-gpu",
         "nvidiaDriverRoot": "/",
         "resources": {"gpus": {"enabled": False}},
         "kubeletPlugin": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
@@ -485,7 +486,8 @@ def test_compute_domain_timeout_names_the_missing_node_and_driver_state(sim_rack
     )
     assert "status.nodes: none joined." in message
     assert "Deployment nvidia-dra-driver-gpu/nvidia-dra-driver-gpu-controller 1/1 ready" in message
-    assert re.search(rf"DaemonSet nvidia-dra-driver-gpu/{cd_name}-\S+ 0/0 ready", message), message
+    # DRA driver 0.4.1 (as from 25.12) names the daemons' DaemonSet after the domain's UID
+    assert re.search(r"DaemonSet nvidia-dra-driver-gpu/computedomain-daemon-[0-9a-f-]+ 0/0 ready", message), message
     assert count_objects(sim_rack, namespace, cd_name)["computedomains"] == 0
 
 
@@ -581,13 +583,20 @@ WAIT_ROLLOUT = (
 
 
 def test_gpu_operator_waits_for_the_cluster_policy_and_names_its_states(sim_rack, restore_gpu_operator):
-    # The former default (ServiceMonitor always on) on a cluster without the Prometheus Operator: every pod
-    # runs and every GPU is there, but the operator keeps the ClusterPolicy notReady.
+    # The former default (ServiceMonitor always on) on a cluster without the Prometheus Operator, with GPU
+    # Operator v25.10 (the guide's set; v26.7 reports ready without the ServiceMonitor CRD): every pod runs and
+    # every GPU is there, but the operator keeps the ClusterPolicy notReady. v25.10 rolls out first, ready.
+    guide = ansible_playbook(
+        sim_rack, str(CLUSTER_PLAYBOOK), "--tags", "gpu_operator", "-e", "gpu_fabric_release_set=25.10"
+    )
+    assert guide.returncode == 0, guide.stdout[-4000:]
     result = ansible_playbook(
         sim_rack,
         str(CLUSTER_PLAYBOOK),
         "--tags",
         "gpu_operator",
+        "-e",
+        "gpu_fabric_release_set=25.10",
         "-e",
         json.dumps({"gpu_operator_values": {"dcgmExporter": {"serviceMonitor": {"enabled": True}}}}),
         "-e",

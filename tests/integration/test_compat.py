@@ -16,10 +16,17 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import release_set as release_set_named
+from test_cluster_stage import helm_release
 from verify_helpers import REPO_ROOT, ZERO, apply_cluster_stage, gpu_trays, run_verify, verification_objects
 
 sys.path.insert(0, str(REPO_ROOT / "sim"))
 from simrack import build_versions
+
+
+def release_set_vars(name: str) -> dict:
+    return release_set_named(name).as_vars()
+
 
 if TYPE_CHECKING:
     from conftest import SimRack
@@ -41,7 +48,10 @@ def expected_dra_version(k8s_version: str) -> str:
     )
 
 
-def test_cluster_then_verify_pass_on_the_release_the_rack_runs(sim_rack: SimRack, tmp_path):
+# The guide's set first, then the default one: 26.7 after 25.10 is the supported move in place (the other way
+# round is a downgrade the DRA driver refuses), so each set is proven on the release, and the move too.
+@pytest.mark.parametrize("release_set", ["25.10", "26.7"])
+def test_cluster_then_verify_pass_on_the_release_the_rack_runs(sim_rack: SimRack, tmp_path, release_set):
     version = build_versions(environ=sim_rack.env)["K8S_VERSION"]
     served = json.loads(sim_rack.kubectl("version", "-o", "json").stdout)["serverVersion"]["gitVersion"]
     assert served == f"v{version}"
@@ -49,11 +59,16 @@ def test_cluster_then_verify_pass_on_the_release_the_rack_runs(sim_rack: SimRack
     dra = expected_dra_version(version)
     assert groups["preferredVersion"]["groupVersion"] == dra
 
-    cluster = apply_cluster_stage(sim_rack)
+    cluster = apply_cluster_stage(sim_rack, "-e", f"gpu_fabric_release_set={release_set}")
     cluster_output = cluster.stdout + cluster.stderr
     assert cluster.returncode == 0, cluster_output[-8000:]
     assert f"Kubernetes v{version}, " in cluster_output and f"{dra} served" in cluster_output
     assert f"ResourceSlices on every GPU node ({dra})" in cluster_output
+    wanted = release_set_vars(release_set)
+    assert [helm_release(sim_rack, name, name).get("chart") for name in ("gpu-operator", "nvidia-dra-driver-gpu")] == [
+        f"gpu-operator-{wanted['gpu_operator_chart_version']}",
+        f"{wanted['dra_driver_chart_name']}-{wanted['dra_driver_chart_version']}",
+    ]
 
     racks = gpu_trays(sim_rack)
     run = run_verify(sim_rack, tmp_path / "report")

@@ -842,7 +842,14 @@ def test_cluster_policy_status_follows_the_operands_and_the_service_monitor_crd(
         policy = addons.get_json("clusterpolicy", "cluster-policy")
         return policy if (policy.get("status") or {}).get("state") == wanted else None
 
-    policy = addons.wait_until("ClusterPolicy notReady", lambda: state("notReady"), timeout=60)
+    def settled():
+        # the operands of the version just installed roll first (other states are listed meanwhile); then the
+        # DCGM exporter alone stays not ready
+        policy = state("notReady")
+        errors = [c for c in (policy or {}).get("status", {}).get("conditions") or [] if c["type"] == "Error"]
+        return policy if errors and errors[0]["message"].endswith("[state-dcgm-exporter]") else None
+
+    policy = addons.wait_until("ClusterPolicy notReady for the DCGM exporter alone", settled, timeout=120)
     error = next(c for c in policy["status"]["conditions"] if c["type"] == "Error")
     assert (error["status"], error["reason"]) == ("True", "OperandNotReady")
     assert error["message"] == "ClusterPolicy is not ready, states not ready: [state-dcgm-exporter]"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import yaml
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import release_set
 from verify_helpers import (
     REPO_ROOT,
     ZERO,
@@ -39,21 +40,18 @@ from verify_helpers import (
 if TYPE_CHECKING:
     from conftest import SimRack
 
-DEFAULTS = {
-    role: yaml.safe_load((REPO_ROOT / "roles" / role / "defaults" / "main.yml").read_text())
-    for role in ("gpu_operator", "dra_driver", "mpi_operator")
-}
-GPU_OPERATOR = (
-    DEFAULTS["gpu_operator"]["gpu_operator_chart_name"],
-    DEFAULTS["gpu_operator"]["gpu_operator_chart_version"],
-)
-DRA_DRIVER = (DEFAULTS["dra_driver"]["dra_driver_chart_name"], DEFAULTS["dra_driver"]["dra_driver_chart_version"])
+# The release set whose real artifacts the directory holds (GPU_FABRIC_UPSTREAM_RELEASE_SET; the default set).
+RELEASES = release_set(os.environ.get("GPU_FABRIC_UPSTREAM_RELEASE_SET", "")).as_vars()
+GPU_OPERATOR = ("gpu-operator", RELEASES["gpu_operator_chart_version"])
+DRA_DRIVER = (RELEASES["dra_driver_chart_name"], RELEASES["dra_driver_chart_version"])
 MPI_MANIFEST = "mpi-operator.yaml"
+DRA_REPO = RELEASES["dra_driver_chart_repo_url"]
+DRA_PULL = f"{DRA_REPO}/{DRA_DRIVER[0]}" if DRA_REPO.startswith("oci://") else f"{DRA_DRIVER[0]} --repo {DRA_REPO}"
 MAKE_THE_DIRECTORY = (
-    "set GPU_FABRIC_UPSTREAM_DIR to a directory made with:\n"
+    "set GPU_FABRIC_UPSTREAM_DIR to a directory made with (GPU_FABRIC_UPSTREAM_RELEASE_SET=25.10: the guide's set):\n"
     f"  helm pull {GPU_OPERATOR[0]} --repo https://helm.ngc.nvidia.com/nvidia --version {GPU_OPERATOR[1]} -d DIR\n"
-    f"  helm pull {DRA_DRIVER[0]} --repo https://helm.ngc.nvidia.com/nvidia --version {DRA_DRIVER[1]} -d DIR\n"
-    f"  curl -fsSLo DIR/{MPI_MANIFEST} {DEFAULTS['mpi_operator']['mpi_operator_manifest_url']}"
+    f"  helm pull {DRA_PULL} --version {DRA_DRIVER[1]} -d DIR\n"
+    f"  curl -fsSLo DIR/{MPI_MANIFEST} {RELEASES['mpi_operator_manifest_url']}"
 )
 
 pytestmark = [
@@ -107,6 +105,8 @@ def playbook(sim_rack: SimRack, name: str, *args: str) -> subprocess.CompletedPr
 def test_cluster_then_verify_pass_against_the_sites_mirror(sim_rack: SimRack, mirror: str, tmp_path):
     urls = [
         "-e",
+        f"gpu_fabric_release_set={RELEASES['name']}",
+        "-e",
         f"gpu_operator_chart_repo_url={mirror}",
         "-e",
         f"dra_driver_chart_repo_url={mirror}",
@@ -157,5 +157,5 @@ def test_cluster_then_verify_pass_against_the_sites_mirror(sim_rack: SimRack, mi
         # the stand-ins again, for the tests that share the rack; the real MPI operator Deployment has another
         # (immutable) selector than the stand-in's, so it goes first
         sim_rack.kubectl("delete", "deployment", "mpi-operator", "-n", "mpi-operator", "--wait=true", check=False)
-        restored = apply_cluster_stage(sim_rack)
+        restored = apply_cluster_stage(sim_rack)  # the default set: forward from either set
         assert restored.returncode == 0, (restored.stdout + restored.stderr)[-4000:]
