@@ -182,6 +182,11 @@ def test_driver_pods_are_found_by_the_binary_they_run_not_their_labels():
     assert runs(plugin, "compute-domain-kubelet-plugin")["name"] == "compute-domains"
     assert runs(gpus_only, "compute-domain-kubelet-plugin") is None
     assert runs({"spec": {}}, "compute-domain-controller") is None
+    # the real 0.4 chart starts the plugin from a shell script
+    script = "if [ x ]; then\n  mount --bind a b\nfi\ncompute-domain-kubelet-plugin -v $(LOG_VERBOSITY)"
+    real = {"spec": {"containers": [{"name": "compute-domains", "command": ["bash", "-c"], "args": [script]}]}}
+    assert runs(real, "compute-domain-kubelet-plugin")["name"] == "compute-domains"
+    assert runs(real, "compute-domain") is None
 
 
 def _helm() -> str:
@@ -206,11 +211,10 @@ def test_name_override_keeps_the_old_chart_names_and_label_key():
 
     controller = docs[("Deployment", "nvidia-dra-driver-gpu-controller")]
     plugin = docs[("DaemonSet", "nvidia-dra-driver-gpu-kubelet-plugin")]
-    assert controller["spec"]["selector"]["matchLabels"] == {
-        "app.kubernetes.io/name": "nvidia-dra-driver-gpu",
-        "app.kubernetes.io/instance": "nvidia-dra-driver-gpu",
-        "nvidia-dra-driver-gpu-component": "controller",
-    }
+    # the component label alone, as both real charts select: the immutable selector survives the upgrade
+    assert controller["spec"]["selector"]["matchLabels"] == {"nvidia-dra-driver-gpu-component": "controller"}
+    assert plugin["spec"]["selector"]["matchLabels"] == {"nvidia-dra-driver-gpu-component": "kubelet-plugin"}
+    assert controller["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "nvidia-dra-driver-gpu"
     assert plugin["spec"]["template"]["metadata"]["labels"]["nvidia-dra-driver-gpu-component"] == "kubelet-plugin"
     assert [c["name"] for c in plugin["spec"]["template"]["spec"]["containers"]] == ["compute-domains"]
     assert plugin["spec"]["template"]["spec"]["serviceAccountName"] == "nvidia-dra-driver-gpu"

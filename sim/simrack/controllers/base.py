@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -104,13 +105,16 @@ def labels_of(obj: dict[str, Any]) -> dict[str, str]:
 
 
 def runs(pod: dict[str, Any], command: str) -> Optional[dict[str, Any]]:
-    """The pod's container whose command starts with ``command`` (a driver binary), if any.
+    """The pod's container that runs ``command`` (a driver binary), directly or from a shell script, if any.
 
     The DRA driver's pods are found by what they run: their names and label keys follow the chart's
     name (and nameOverride), which the real driver's function does not depend on.
     """
+    program = re.compile(rf"(^|[\s/]){re.escape(command)}(\s|$)", re.MULTILINE)
     for container in (pod.get("spec") or {}).get("containers") or []:
-        if (container.get("command") or [None])[0] == command:
+        argv = [*(container.get("command") or []), *(container.get("args") or [])]
+        # the program itself, or a shell script that runs it (the real 0.4 chart's kubelet plugin: bash -c "...")
+        if argv[:1] == [command] or any(program.search(str(word)) for word in argv):
             return container
     return None
 

@@ -39,12 +39,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default .context.Chart.Name .context.Values.nameOverride }}-component: {{ .componentName }}
 {{- end }}
 
-{{/* A component's selector: (dict "context" . "componentName" "controller"). */}}
+{{/* A component's selector, the component label alone as in both real charts (25.8.0 and 0.4), so that an
+upgrade in place keeps the immutable selector: (dict "context" . "componentName" "controller"). */}}
 {{- define "dra-driver-nvidia-gpu.selectorLabels" -}}
 {{- if .context.Values.selectorLabelsOverride -}}
 {{ toYaml .context.Values.selectorLabelsOverride }}
 {{- else -}}
-{{ include "dra-driver-nvidia-gpu.templateLabels" .context }}
 {{ include "dra-driver-nvidia-gpu.componentLabel" . }}
 {{- end }}
 {{- end }}
