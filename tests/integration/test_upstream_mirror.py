@@ -156,6 +156,9 @@ def test_cluster_then_verify_pass_against_the_sites_mirror(sim_rack: SimRack, mi
     finally:
         # the stand-ins again, for the tests that share the rack; the real MPI operator Deployment has another
         # (immutable) selector than the stand-in's, so it goes first
+        # uninstalled first: the stand-in releases have the real ones' names and versions, so an install over
+        # them would find nothing to change and leave the real charts in place
         sim_rack.kubectl("delete", "deployment", "mpi-operator", "-n", "mpi-operator", "--wait=true", check=False)
-        restored = apply_cluster_stage(sim_rack)  # the default set: forward from either set
+        uninstall_cluster_stage(sim_rack)
+        restored = apply_cluster_stage(sim_rack)  # the default set
         assert restored.returncode == 0, (restored.stdout + restored.stderr)[-4000:]

@@ -178,9 +178,8 @@ def uninstall_cluster_stage(sim_rack: SimRack) -> None:
     with urllib.request.urlopen(sim_rack.env["GPU_FABRIC_SIM_MPI_MANIFEST_URL"], timeout=30) as response:
         manifest = response.read().decode()
     sim_rack.kubectl("delete", "--ignore-not-found", "--wait=true", "-f", "-", input=manifest)
-    sim_rack.kubectl(
-        "delete", "crd", "--ignore-not-found", "clusterpolicies.nvidia.com", "computedomains.resource.nvidia.com"
-    )
+    crds = ("clusterpolicies.nvidia.com", "gpuclusters.nvidia.com", "computedomains.resource.nvidia.com")
+    sim_rack.kubectl("delete", "crd", "--ignore-not-found", *crds, "computedomaincliques.resource.nvidia.com")
     sim_rack.kubectl(
         "delete", "namespace", "--ignore-not-found", "--wait=true", "gpu-operator", "nvidia-dra-driver-gpu"
     )
