@@ -244,10 +244,17 @@ def dra_driver_problem(
     namespace: Any = "",
     device_classes: Any = None,
     gpu_clusters: Any = None,
+    chart_version: Any = "",
 ) -> str:
     """The DRA driver chart's name -> the combinations refused before the install, in one line, or ""."""
     return _release_sets.dra_driver_problem(
-        str(chart_name), values, str(release_name), str(namespace), device_classes or (), gpu_clusters or ()
+        str(chart_name),
+        values,
+        str(release_name),
+        str(namespace),
+        device_classes or (),
+        gpu_clusters or (),
+        str(chart_version or ""),
     )
 
 

@@ -168,6 +168,29 @@ def name_override_problem(chart_name: str, user_values: Any) -> str:
     )
 
 
+def chart_version_problem(chart_name: str, chart_version: str) -> str:
+    """One line when the DRA driver chart's version belongs to the other chart name, or "".
+
+    The releases restarted at 0.4.0 under the new name: 25.x is ``nvidia-dra-driver-gpu``'s, 0.x is
+    ``dra-driver-nvidia-gpu``'s. An inventory that pinned ``dra_driver_chart_version: 25.8.0`` under an earlier
+    collection would otherwise ask Helm for a chart that does not exist.
+    """
+    try:
+        major = int(str(chart_version).strip().lstrip("vV").split(".")[0])
+    except ValueError:
+        return ""
+    if chart_name == NEW_DRA_CHART and major >= 25:
+        owner, fix = OLD_DRA_CHART, 'gpu_fabric_release_set: "25.10" to stay on it, or drop the pin (0.4.1 in set 26.7)'
+    elif chart_name == OLD_DRA_CHART and major < 25:
+        owner, fix = NEW_DRA_CHART, 'gpu_fabric_release_set: "26.7" (or dra_driver_chart_name: dra-driver-nvidia-gpu)'
+    else:
+        return ""
+    return (
+        f"dra_driver_chart_version {chart_version} is a version of chart {owner}, not of {chart_name} (the releases "
+        f"restarted at 0.4.0 when the chart was renamed): set {fix}"
+    )
+
+
 def dra_release_problem(device_classes: Iterable[Mapping[str, Any]], release_name: str, namespace: str) -> str:
     """One line when a Helm release other than ``namespace/release_name`` runs the DRA driver, or "".
 
@@ -228,9 +251,11 @@ def dra_driver_problem(
     namespace: str,
     device_classes: Iterable[Mapping[str, Any]] = (),
     gpu_clusters: Iterable[Mapping[str, Any]] = (),
+    chart_version: str = "",
 ) -> str:
     """The dra_driver role's refusals before it installs anything, joined in one line, or ""."""
     found = (
+        chart_version_problem(chart_name, chart_version),
         gpu_clusters_problem(gpu_clusters),
         dra_release_problem(device_classes, release_name, namespace),
         name_override_problem(chart_name, dra_driver_values),

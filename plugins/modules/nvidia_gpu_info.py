@@ -52,7 +52,7 @@ options:
     description:
       - Fail when the driver version is below this one. Versions are compared part by part as
         numbers, so V(570.158.01) is newer than V(570.86.15).
-      - V(570.158.01) is the floor of the NVIDIA DRA driver 25.8.0 ComputeDomains.
+      - V(570.158.01) is the floor of the NVIDIA DRA driver's ComputeDomains (25.8.0 and 0.4.x).
     type: str
   require_fabric:
     description:

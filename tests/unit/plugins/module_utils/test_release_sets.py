@@ -149,6 +149,22 @@ def test_the_renamed_chart_keeps_the_old_names_and_refuses_another_name_override
     assert problem.startswith("dra_driver_values sets nameOverride 'dra': the dra-driver-nvidia-gpu chart must keep")
 
 
+def test_a_version_pinned_before_the_rename_is_refused_naming_the_set_to_keep():
+    problem = FILTERS["dra_driver_problem"](rs.NEW_DRA_CHART, {}, "r", "n", chart_version="25.8.0")
+    assert problem == (
+        "dra_driver_chart_version 25.8.0 is a version of chart nvidia-dra-driver-gpu, not of dra-driver-nvidia-gpu "
+        '(the releases restarted at 0.4.0 when the chart was renamed): set gpu_fabric_release_set: "25.10" to stay '
+        "on it, or drop the pin (0.4.1 in set 26.7)"
+    )
+    assert "is a version of chart dra-driver-nvidia-gpu" in rs.chart_version_problem(rs.OLD_DRA_CHART, "0.4.1")
+    for chart, version in ((rs.NEW_DRA_CHART, "0.4.1"), (rs.OLD_DRA_CHART, "25.8.0"), (rs.NEW_DRA_CHART, "~0.4")):
+        assert rs.chart_version_problem(chart, version) == ""
+    # every set is consistent
+    for name in rs.SETS:
+        wanted = rs.release_set(name)
+        assert rs.chart_version_problem(wanted.dra_driver_chart_name, wanted.dra_driver_chart_version) == ""
+
+
 def test_every_dra_refusal_is_named_in_the_one_line():
     problem = rs.dra_driver_problem(
         rs.NEW_DRA_CHART,
