@@ -176,7 +176,7 @@ def chart_version_problem(chart_name: str, chart_version: str) -> str:
     collection would otherwise ask Helm for a chart that does not exist.
     """
     try:
-        major = int(str(chart_version).strip().lstrip("vV").split(".")[0])
+        major = int(str(chart_version).strip().lstrip("vV").split(".", maxsplit=1)[0])
     except ValueError:
         return ""
     if chart_name == NEW_DRA_CHART and major >= 25:
