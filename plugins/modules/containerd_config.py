@@ -183,12 +183,12 @@ diff:
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_edit import edit_config
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_toml import (
     HAS_TOMLKIT,
     TOMLKIT_IMPORT_ERROR,
     ContainerdConfigError,
     ContainerdRequest,
-    edit_config,
     minimal_config,
     parse_runtimes,
 )

@@ -9,9 +9,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_edit import edit_config
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_toml import (
     ContainerdRequest,
-    edit_config,
     parse_config,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import MAX_CONFIG_BYTES

@@ -21,10 +21,10 @@ from typing import Any, Callable
 import pytest
 import tomllib
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import files
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_edit import edit_config
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_toml import (
     ContainerdConfigError,
     ContainerdRequest,
-    edit_config,
     parse_runtimes,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import edit_settings, validate_settings

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 import tomlkit
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_edit import edit_config
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.containerd_toml import (
     ContainerdConfigError,
     ContainerdRequest,
-    edit_config,
     minimal_config,
     parse_runtimes,
 )
