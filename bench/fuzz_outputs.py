@@ -58,7 +58,13 @@ def _import_collection() -> None:
 
 _import_collection()
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import cliques, nccl, nvbandwidth, nvidia_smi  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import (  # noqa: E402
+    cliques,
+    nccl,
+    nvbandwidth,
+    nvbandwidth_output,
+    nvidia_smi,
+)
 
 COSMETIC = "cosmetic"
 DAMAGING = "damaging"
@@ -422,7 +428,7 @@ def nvbw_sum_names_another_testcase(rng: random.Random, seed: Seed) -> str:
     lines = _lines(seed.content)
     matrix = rng.choice(_judged_matrices(lines))
     key, value = lines[matrix.sum_line].split()[1:3]
-    other = rng.choice([name for name in nvbandwidth.KNOWN_TESTCASES if not key.startswith(name)])
+    other = rng.choice([name for name in nvbandwidth_output.KNOWN_TESTCASES if not key.startswith(name)])
     lines[matrix.sum_line] = f"SUM {other} {value}"
     return "\n".join(lines)
 
@@ -684,7 +690,7 @@ def nvbandwidth_target() -> Target:
         "nvbandwidth",
         seeds,
         nvbw_observe,
-        (nvbandwidth.NvbandwidthParseError,),
+        (nvbandwidth_output.NvbandwidthParseError,),
         {COSMETIC: [], DAMAGING: [], NEUTRAL: neutral_text_mutations()},
         weight=5.0,
         by_format={

@@ -25,10 +25,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dra import dra_problem, served_dra_version
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.imex import imex_driver_mismatch as _imex_driver_mismatch
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kernel_cmdline import grub_dropin, missing_kernel_args
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import (
-    NvbandwidthParseError,
-    parse_nvbandwidth,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import parse_nvbandwidth
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_output import NvbandwidthParseError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.openshift import is_openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import host_racks
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_peers as _rack_peers

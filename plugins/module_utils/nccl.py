@@ -35,7 +35,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import clean_lines
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_output import clean_lines
 
 GIB = 1 << 30
 

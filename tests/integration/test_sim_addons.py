@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "sim"))
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import parse_nccl_tests  # noqa: E402
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import parse_text  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_text import parse_text  # noqa: E402
 from simrack import logs, nodes  # noqa: E402
 from simrack.controllers import computedomain, gpuoperator, mpioperator  # noqa: E402
 from simrack.controllers.base import read_faults  # noqa: E402

@@ -13,12 +13,11 @@ import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import (
     Thresholds,
     check_nvbandwidth,
-    detect_format,
-    parse_json,
     parse_nvbandwidth,
-    parse_text,
     parse_to_dict,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_json import detect_format, parse_json
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_text import parse_text
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the emitter helper sits beside this file, whatever pytest's import mode
