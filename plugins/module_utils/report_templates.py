@@ -7,7 +7,7 @@ They live in a Python module because AnsiballZ ships only the Python ``module_ut
 imports; a ``templates/`` file of the collection would not reach the host the module runs on.
 
 The templates only loop and test: every text, count, CSS class, colour and tooltip comes ready
-from ``report.report_view``. The Markdown environment escapes each ``{{ value }}`` for Markdown
+from ``report_page.report_view``. The Markdown environment escapes each ``{{ value }}`` for Markdown
 (pipes, tags, line breaks); the HTML environment autoescapes.
 """
 

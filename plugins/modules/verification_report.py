@@ -252,13 +252,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     write_change,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError, trends
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import (
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import load_records
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import (
     FORMATS,
     HAS_JINJA2,
     JINJA2_IMPORT_ERROR,
     TEMPLATE_FORMATS,
-    build_report,
-    load_records,
     render_report,
 )
 

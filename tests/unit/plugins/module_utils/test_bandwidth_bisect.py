@@ -25,7 +25,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule im
     row_pairs,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth, parse_nvbandwidth
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import heatmap_view
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import heatmap_view
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

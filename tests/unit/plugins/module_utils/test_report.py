@@ -10,24 +10,32 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import report as report_module
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import (
-    ReportError,
-    binary_size,
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import report_render
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
     build_report,
+    coverage_of,
     duration_seconds,
-    gpu_placement,
-    heat_colour,
+    tray_verdicts,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_page import not_current_words
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
     is_current,
     load_records,
-    markdown_text,
     normalise_record,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import (
+    ReportError,
+    markdown_text,
     render_html,
     render_json,
     render_junit,
     render_markdown,
     render_report,
-    tray_verdicts,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import (
+    binary_size,
+    gpu_placement,
+    heat_colour,
 )
 
 from tests.conftest import FIXTURES
@@ -246,7 +254,7 @@ def test_the_run_of_an_older_record_reports_that_run_alone(records):
         "skipped": 16,
         "unmeasured": 0,
     }
-    assert report_module.not_current_words(report) == (
+    assert not_current_words(report) == (
         f"cliques (records of run {RUN}), imex_channel (records of run {RUN}), nvbandwidth (records of run {RUN})"
     )
 
@@ -257,7 +265,7 @@ def test_an_older_record_of_a_check_of_this_run_is_named_with_its_rack(tmp_path)
     (directory / "nccl" / "rack0.json").rename(directory / "nvbandwidth" / "rack3.json")
     rewrite(directory / "nvbandwidth" / "rack3.json", check="nvbandwidth", passed=False, outcome="failed")
     report = build_report(load_records(str(directory)), "t", RUN)
-    assert report_module.not_current_words(report) == f"nvbandwidth on rack3 (record of run {OLD_RUN})"
+    assert not_current_words(report) == f"nvbandwidth on rack3 (record of run {OLD_RUN})"
     assert "rack3" not in report["racks"]
     assert report["totals"]["failed"] == 1
 
@@ -428,7 +436,7 @@ def test_a_tray_one_check_skipped_is_not_verified_though_another_measured_it():
         "summary": "skipped: busy",
     }
     assert trays["b"]["verdict"] == "passed"
-    coverage = report_module.coverage_of(records)
+    coverage = coverage_of(records)
     assert coverage["verified"] == ["b"]
     assert coverage["skipped"] == [{"node": "a", "rack": "rack9", "reason": "busy", "checks": ["nvbandwidth"]}]
     assert coverage["counts"] == {"trays": 2, "verified": 1, "skipped": 1, "unmeasured": 0}
@@ -582,7 +590,7 @@ def test_nccl_rows_show_the_size_in_binary_units(records):
 
 
 def test_templates_need_jinja2(monkeypatch, report):
-    monkeypatch.setattr(report_module, "HAS_JINJA2", False)
+    monkeypatch.setattr(report_render, "HAS_JINJA2", False)
     with pytest.raises(ReportError, match="need jinja2"):
         render_markdown(report)
 

@@ -6,12 +6,9 @@
 from __future__ import annotations
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import pin_run, record_run, trends
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import (
-    build_report,
-    normalise_record,
-    render_html,
-    render_markdown,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import normalise_record
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import render_html, render_markdown
 
 
 def record(run_id, median, low, verdict, day):

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report import (
-    build_report,
-    normalise_record,
-    render_junit,
-    xml_text,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import normalise_record
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import render_junit, xml_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,0 +1,362 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The fleet as the records of one run show it: the report as data, what ``report.json`` holds.
+
+``build_report`` takes the records (``report_records``) and gives each GPU tray its verdict
+(``tray_verdicts``), each rack its verdict and the counts of its trays (``racks_of``), the fleet its
+coverage (``coverage_of``) and one verdict with its summary line (``summary_line``). A fabric failure
+wins over an error in the report's verdict. Records of other runs are left out of the verdict and only
+named. The views the templates render (``report_page``) and the files (``report_render``) are built
+from this data alone.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Iterable, Optional
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
+    ERROR,
+    FAILED,
+    INCOMPLETE,
+    NO_RACK,
+    PASSED,
+    is_current,
+)
+
+# The checks in the order the report lists them; a check not named here comes after them, by name.
+CHECK_ORDER = ("cliques", "imex_channel", "nvbandwidth", "nccl")
+SKIPPED = "skipped"  # a tray no check of the run blamed, and one skipped or none cleared
+
+
+def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
+    """rack2 before rack10, gb200-r0-t2 before gb200-r0-t10."""
+    return tuple((1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"(\d+)", str(text)))
+
+
+def check_key(check: str) -> tuple[int, str]:
+    """The checks of CHECK_ORDER in its order, then any other by name."""
+    return (CHECK_ORDER.index(check) if check in CHECK_ORDER else len(CHECK_ORDER), check)
+
+
+def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
+    return (natural_key(record["rack"]), check_key(record["check"]))
+
+
+def _parse_time(value: Any) -> Optional[datetime]:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def duration_seconds(record: dict[str, Any]) -> Optional[float]:
+    started, finished = _parse_time(record.get("started")), _parse_time(record.get("finished"))
+    if started is None or finished is None:
+        return None
+    try:
+        return round((finished - started).total_seconds(), 3)
+    except TypeError:  # one aware and one naive timestamp
+        return None
+
+
+def cluster_of(records: list[dict[str, Any]]) -> dict[str, str]:
+    """The API server the checks ran against, from the first record that names it."""
+    for record in records:
+        cluster = record.get("cluster")
+        if isinstance(cluster, dict) and cluster.get("server_version") not in (None, "", "unknown"):
+            return {key: str(value) for key, value in cluster.items() if value not in (None, "")}
+    return {}
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _sorted_names(names: Iterable[str]) -> list[str]:
+    return sorted(set(names), key=natural_key)
+
+
+def _skip_entries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per tray that some record skipped: its reasons and the checks that skipped it.
+
+    A tray that one check measured and another skipped is not verified: the run did not cover it.
+    """
+    entries: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for skip in record["trays"]["skipped"]:
+            entry = entries.setdefault(skip["node"], {"node": skip["node"], "rack": record["rack"], "reasons": []})
+            entry.setdefault("checks", []).append(record["check"])
+            if skip["reason"] not in entry["reasons"]:
+                entry["reasons"].append(skip["reason"])
+    return [
+        {"node": entry["node"], "rack": entry["rack"], "reason": "; ".join(entry["reasons"]), "checks": entry["checks"]}
+        for entry in sorted(entries.values(), key=lambda item: natural_key(item["node"]))
+    ]
+
+
+def _tray_racks(records: list[dict[str, Any]]) -> dict[str, str]:
+    """Every GPU tray the records name (found, measured or blamed) -> the rack of the first record naming it."""
+    racks: dict[str, str] = {}
+    for record in records:
+        for node in [*record["trays"]["found"], *record["nodes"], *record["failed_nodes"]]:
+            racks.setdefault(node, record["rack"])
+    return racks
+
+
+def coverage_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Which GPU trays the records found, which were verified, and which were skipped and why.
+
+    A tray is verified when a record measured it and no record skipped it; a tray any record skipped
+    is skipped, even when another record measured it. The rest were measured by none (unmeasured): a
+    check that could not run (verdict error) measured nothing.
+    """
+    trays = _tray_racks(records)
+    skipped = _skip_entries(records)
+    skipped_nodes = {entry["node"] for entry in skipped}
+    measured = {node for record in records if record["verdict"] != ERROR for node in record["nodes"]}
+    verified = measured - skipped_nodes
+    unmeasured = [node for node in trays if node not in verified and node not in skipped_nodes]
+    return {
+        "trays": _sorted_names(trays),
+        "verified": _sorted_names(verified),
+        "skipped": skipped,
+        "unmeasured": _sorted_names(unmeasured),
+        "counts": {
+            "trays": len(trays),
+            "verified": len(verified),
+            "skipped": len(skipped),
+            "unmeasured": len(unmeasured),
+        },
+    }
+
+
+def _clears(record: dict[str, Any], node: str) -> bool:
+    """Whether a record that measured ``node`` vouches for it.
+
+    A record that passed does; so does a failed one that blamed other trays (a degraded pair on two
+    trays says nothing against the other 16). A failure that names no tray vouches for none.
+    """
+    return record["passed"] or (bool(record["failed_nodes"]) and node not in record["failed_nodes"])
+
+
+def _tray_summary(node: str, verdict: str, records: list[dict[str, Any]]) -> str:
+    measured = [record for record in records if node in record["nodes"]]
+    if verdict == FAILED:
+        return "; ".join(
+            f"{record['check']} failed: {record['node_problems'].get(node) or record['summary']}"
+            for record in records
+            if node in record["failed_nodes"]
+        )
+    if verdict == PASSED:
+        missing = []
+        for record in records:
+            if node in record["nodes"]:
+                continue
+            reasons = [skip["reason"] for skip in record["trays"]["skipped"] if skip["node"] == node]
+            if not reasons:
+                reasons = [INCOMPLETE if record["outcome"] == INCOMPLETE else "not among its trays"]
+            missing.append(f"{record['check']} ({reasons[0]})")
+        text = "passed " + ", ".join(record["check"] for record in measured)
+        return text + (f"; not measured by {', '.join(missing)}" if missing else "")
+    could_not = [record["check"] for record in measured if record["verdict"] == ERROR]
+    if could_not:
+        return f"not verified: {', '.join(could_not)} could not run"
+    doubtful = [record["check"] for record in measured if not _clears(record, node)]
+    if doubtful:
+        return f"not verified: {', '.join(doubtful)} failed without naming a tray"
+    reasons = list(
+        dict.fromkeys(
+            skip["reason"] for record in records for skip in record["trays"]["skipped"] if skip["node"] == node
+        )
+    )
+    if reasons:
+        return f"skipped: {'; '.join(reasons)}"
+    return "not measured by any check of this run"
+
+
+def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """node -> {verdict, rack, checks_failed, checks_passed, summary}: the tray's worst verdict over the records.
+
+    Failed when a record blames the tray; passed when records measured it, every one of them vouches
+    for it and none skipped it; skipped otherwise (skipped by any record, even when another measured it;
+    unmeasured; or measured by a failure that names no tray).
+    """
+    by_rack: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_rack.setdefault(record["rack"], []).append(record)
+    verdicts = {}
+    for node, rack in sorted(_tray_racks(records).items(), key=lambda item: natural_key(item[0])):
+        own = by_rack[rack]  # a tray is measured and blamed by the records of its rack
+        measured = [record for record in own if node in record["nodes"]]
+        checks_failed = [record["check"] for record in own if node in record["failed_nodes"]]
+        skipped_by = [record for record in own if any(skip["node"] == node for skip in record["trays"]["skipped"])]
+        if checks_failed:
+            verdict = FAILED
+        elif measured and not skipped_by and all(_clears(record, node) for record in measured):
+            verdict = PASSED
+        else:
+            verdict = SKIPPED
+        verdicts[node] = {
+            "verdict": verdict,
+            "rack": rack,
+            "checks_failed": checks_failed,
+            "checks_passed": [record["check"] for record in measured if record["passed"]],
+            "summary": _tray_summary(node, verdict, own),
+        }
+    return verdicts
+
+
+def rack_verdict(records: list[dict[str, Any]]) -> str:
+    if any(record["verdict"] == FAILED for record in records):
+        return FAILED
+    if any(record["verdict"] == ERROR for record in records):
+        return ERROR
+    if any(record["outcome"] == INCOMPLETE for record in records):
+        return INCOMPLETE
+    return PASSED
+
+
+def racks_of(records: list[dict[str, Any]], trays: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """rack -> its clique, the outcome of each check, and how many of its trays were verified."""
+    by_rack: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_rack.setdefault(record["rack"], []).append(record)
+    racks = {}
+    for rack, members in by_rack.items():
+        coverage = coverage_of(members)
+        counts = coverage["counts"]
+        cliques = [record["clique"] for record in members if record["clique"]]
+        racks[rack] = {
+            "clique": cliques[0] if cliques else None,
+            "verdict": rack_verdict(members),
+            "checks": {record["check"]: record["outcome"] for record in members},
+            "trays": {
+                "expected": max(record["trays"]["expected"] for record in members),
+                "found": counts["trays"],
+                "verified": counts["verified"],
+                "skipped": counts["skipped"],
+                "unmeasured": counts["unmeasured"],
+            },
+            "skipped_trays": [{"node": entry["node"], "reason": entry["reason"]} for entry in coverage["skipped"]],
+            "failed_trays": [
+                node for node, tray in trays.items() if tray["rack"] == rack and tray["verdict"] == FAILED
+            ],
+        }
+    return racks
+
+
+def _entry(record: dict[str, Any]) -> dict[str, Any]:
+    return {"check": record["check"], "rack": record["rack"], "summary": record["summary"]}
+
+
+def _older(record: dict[str, Any]) -> dict[str, Any]:
+    keys = ("check", "rack", "run_id", "outcome", "passed", "summary", "finished", "source")
+    return {key: record.get(key) for key in keys}
+
+
+def build_report(
+    records: list[dict[str, Any]], title: str, run_id: str = "", trends: Optional[list[dict[str, Any]]] = None
+) -> dict[str, Any]:
+    """The report as data (what report.json holds); with ``run_id`` only that run's records count.
+
+    ``trends``: per (check, rack) the figures of the last kept runs (``history.trends``); a drop against the
+    baseline is flagged, it does not change the verdict (the check's own rule holds the rack to the baseline).
+    """
+    current = sorted((record for record in records if is_current(record, run_id)), key=_record_key)
+    older = sorted((record for record in records if not is_current(record, run_id)), key=_record_key)
+    trays = tray_verdicts(current)
+    racks = racks_of(current, trays)
+    failed = [record for record in current if record["verdict"] == FAILED]
+    errors = [record for record in current if record["verdict"] == ERROR]
+    incomplete = [record for record in current if record["outcome"] == INCOMPLETE and record["passed"]]
+    finished = [record["finished"] for record in current if isinstance(record.get("finished"), str)]
+    started = [record["started"] for record in current if isinstance(record.get("started"), str)]
+    report = {
+        "title": title,
+        "run_id": run_id,
+        "generated": max(finished) if finished else None,
+        "started": min(started) if started else None,
+        "cluster": cluster_of(current),
+        "passed": bool(current) and not failed and not errors,
+        "verdict": FAILED if failed else ERROR if errors or not current else PASSED,
+        "totals": {
+            "racks": len(racks),
+            "checks": len(current),
+            "passed": len(current) - len(failed) - len(errors),
+            "failed": len(failed),
+            "errors": len(errors),
+            "incomplete": sum(1 for record in current if record["outcome"] == INCOMPLETE),
+            "not_current": len(older),
+        },
+        "failed_checks": [_entry(record) for record in failed],
+        "error_checks": [_entry(record) for record in errors],
+        "incomplete_checks": [_entry(record) for record in incomplete],
+        "checks": [dict(record, duration_seconds=duration_seconds(record)) for record in current],
+        "not_current": [_older(record) for record in older],
+        "racks": racks,
+        "coverage": coverage_of(current),
+        "trays": trays,
+        "trends": list(trends or []),
+    }
+    report["summary"] = summary_line(report)
+    return report
+
+
+# ----------------------------------------------------------------------------------------- the summary line
+
+
+def _by_check(entries: list[dict[str, Any]]) -> str:
+    """[{check, rack}] -> 'nvbandwidth (rack1, rack2), nccl (rack0)'."""
+    racks: dict[str, list[str]] = {}
+    for entry in entries:
+        racks.setdefault(entry["check"], [])
+        if entry["rack"] != NO_RACK:
+            racks[entry["check"]].append(entry["rack"])
+    return ", ".join(
+        f"{check} ({', '.join(names)})" if names else check
+        for check, names in sorted(racks.items(), key=lambda i: check_key(i[0]))
+    )
+
+
+def verdict_words(report: dict[str, Any]) -> str:
+    """'3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); incomplete, allowed: nvbandwidth (rack0)'."""
+    totals = report["totals"]
+    if not totals["checks"]:
+        return f"no check of run {report['run_id']} wrote a record" if report["run_id"] else "no record to report"
+    words = [f"{plural(totals['racks'], 'rack')}, {totals['passed']} of {totals['checks']} checks passed"]
+    if report["failed_checks"]:
+        words.append(f"failed: {_by_check(report['failed_checks'])}")
+    if report["error_checks"]:
+        words.append(f"could not run (not a verdict on the fabric): {_by_check(report['error_checks'])}")
+    if report["incomplete_checks"]:
+        words.append(f"incomplete, allowed: {_by_check(report['incomplete_checks'])}")
+    return "; ".join(words)
+
+
+def coverage_words(coverage: dict[str, Any]) -> str:
+    """'36 of 54 GPU trays verified; 18 skipped'."""
+    counts = coverage["counts"]
+    words = f"{counts['verified']} of {counts['trays']} GPU trays verified; {counts['skipped']} skipped"
+    if counts["unmeasured"]:
+        words += f"; {counts['unmeasured']} not measured by any check"
+    return words
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    verdict = report["verdict"].upper()
+    return f"{verdict}: {verdict_words(report)}; {coverage_words(report['coverage'])}{drop_words(report)}"
+
+
+def drop_words(report: dict[str, Any]) -> str:
+    """``; <check> of rack0 dropped 14.6% below its baseline (pinned run r1)`` for each flagged trend."""
+    drops = [row for row in report.get("trends") or [] if row.get("dropped")]
+    return "".join(
+        f"; {row['check']} of {row['rack']} dropped {100 * row['drop_fraction']:.1f}% below its baseline "
+        f"({row['baseline_source']})"
+        for row in drops
+    )

@@ -1,0 +1,198 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The report as its page shows it: ``report_view`` gives the Markdown and HTML templates everything ready.
+
+The data of ``report_model.build_report`` becomes plain strings and lists: the verdict and its words,
+the facts of the run (``run_facts``), the fleet table of racks and checks, the map of every tray, the
+trend table (``trend_view``), one section per rack and check (``report_sections.section_view``) and
+the skipped trays. The templates of ``report_templates`` only loop over it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
+    check_key,
+    coverage_words,
+    natural_key,
+    verdict_words,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import ERROR, FAILED, PASSED
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import (
+    anchor,
+    number,
+    outcome_cell,
+    section_view,
+)
+
+NO_CELL = "\u2014"  # em dash: the check has no record for the rack
+
+
+def trend_view(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The trend table's rows, as text: figures in GB/s, the drop as a percentage, flagged rows marked."""
+    rows = []
+    for row in report.get("trends") or []:
+        drop = row.get("drop_fraction")
+        rows.append(
+            {
+                "check": row["check"],
+                "rack": row["rack"],
+                "runs": str(row["runs"]),
+                "median": number(row.get("median_gbps")),
+                "min": number(row.get("min_gbps")),
+                "latest": number(row.get("latest_median_gbps")),
+                "baseline": f"{number(row['baseline_median_gbps'])} ({row['baseline_source']})"
+                if row.get("baseline_source")
+                else "none yet",
+                "drop": "-" if drop is None else f"{100 * drop:.1f}%" + (" DROP" if row.get("dropped") else ""),
+                "css": "fail" if row.get("dropped") else "",
+            }
+        )
+    return rows
+
+
+def not_current_words(report: dict[str, Any]) -> str:
+    """'nccl (record of run 20261124T083000Z-7c01)': the checks whose records are of other runs."""
+    current_checks = {record["check"] for record in report["checks"]}
+    by_check: dict[str, list[dict[str, Any]]] = {}
+    for record in report["not_current"]:
+        by_check.setdefault(record["check"], []).append(record)
+    words = []
+    for check in sorted(by_check, key=check_key):
+        older = by_check[check]
+        runs = list(dict.fromkeys(record["run_id"] or "" for record in older))
+        named = [run for run in runs if run]
+        noun = "record" if len(older) == 1 else "records"
+        where = f" on {', '.join(record['rack'] for record in older)}" if check in current_checks else ""
+        if named:
+            of = f"of run {named[0]}" if len(named) == 1 else f"of runs {', '.join(named)}"
+            of += " and without a run id" if len(named) < len(runs) else ""
+        else:
+            of = "without a run id"
+        words.append(f"{check}{where} ({noun} {of})")
+    return ", ".join(words)
+
+
+def _second(timestamp: str) -> str:
+    """2026-12-01T10:01:02.500000Z -> 2026-12-01T10:01:02Z: a reader needs no microseconds."""
+    return re.sub(r"\.\d+(?=Z$|[+-]\d\d:\d\d$)", "", timestamp)
+
+
+def run_facts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The header of the Markdown and HTML reports: where, what was covered, which run, when."""
+    facts = []
+    cluster = report.get("cluster") or {}
+    if cluster:
+        where = cluster.get("host", "")
+        version = cluster.get("server_version")
+        facts.append(("cluster", f"{where} (Kubernetes {version})".strip() if version else where))
+    facts.append(("coverage", coverage_words(report["coverage"])))
+    if report.get("run_id"):
+        facts.append(("run", report["run_id"]))
+    if report.get("started") and report.get("generated"):
+        facts.append(("checks ran", f"{_second(report['started'])} to {_second(report['generated'])}"))
+    elif report.get("generated"):
+        facts.append(("last check finished", _second(report["generated"])))
+    if report["not_current"]:
+        facts.append(("not run this time", not_current_words(report)))
+    return facts
+
+
+def _tray_label(node: str, prefix: str) -> str:
+    return node[len(prefix) :] or node
+
+
+def _common_prefix(names: list[str]) -> str:
+    """The prefix the trays of a rack share, up to its last separator: 'gb200-r0-' for gb200-r0-t0..t17."""
+    if len(names) < 2:
+        return ""
+    first, last = min(names), max(names)
+    length = next((i for i, (a, b) in enumerate(zip(first, last)) if a != b), min(len(first), len(last)))
+    prefix = first[:length]
+    cut = max(prefix.rfind(separator) for separator in "-._")
+    return prefix[: cut + 1] if cut >= 0 else ""
+
+
+def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]:
+    """Everything the templates show, as plain strings and lists."""
+    checks = report["checks"]
+    columns = sorted({record["check"] for record in checks}, key=check_key)
+    rack_names = sorted(report["racks"], key=natural_key)
+    by_cell = {(record["rack"], record["check"]): record for record in checks}
+    fleet_rows = []
+    fleet_map = []
+    racks = []
+    for rack in rack_names:
+        info = report["racks"][rack]
+        cells = []
+        for check in columns:
+            record = by_cell.get((rack, check))
+            if record is None:
+                cells.append({"text": NO_CELL, "css": "none", "anchor": "", "title": f"no {check} record for {rack}"})
+                continue
+            text, css = outcome_cell(record)
+            cells.append({"text": text, "css": css, "anchor": anchor(rack, check), "title": record["summary"]})
+        counts = info["trays"]
+        total = max(counts["expected"], counts["found"])
+        trays_text = f"{counts['verified']} of {total}"
+        if counts["skipped"]:
+            trays_text += f", {counts['skipped']} skipped"
+        if counts["unmeasured"]:
+            trays_text += f", {counts['unmeasured']} not measured"
+        fleet_rows.append({"rack": rack, "anchor": anchor(rack), "cells": cells, "trays": trays_text})
+
+        nodes = [node for node, tray in report["trays"].items() if tray["rack"] == rack]
+        prefix = _common_prefix(nodes)
+        fleet_map.append(
+            {
+                "rack": rack,
+                "anchor": anchor(rack),
+                "trays": [
+                    {
+                        "label": _tray_label(node, prefix),
+                        "css": f"tray tray-{report['trays'][node]['verdict']}",
+                        "title": f"{node}: {report['trays'][node]['summary']}",
+                    }
+                    for node in nodes
+                ],
+            }
+        )
+        headline = f"clique {info['clique']}" if info["clique"] else "no single clique"
+        headline += f"; {counts['verified']} of {total} GPU trays verified"
+        headline += f", {counts['skipped']} skipped" if counts["skipped"] else ""
+        racks.append(
+            {
+                "rack": rack,
+                "anchor": anchor(rack),
+                "headline": headline,
+                "sections": [section_view(record, heatmaps) for record in checks if record["rack"] == rack],
+            }
+        )
+    return {
+        "title": report["title"],
+        "verdict": report["verdict"].upper(),
+        "verdict_css": {PASSED: "pass", FAILED: "fail", ERROR: "error"}[report["verdict"]],
+        "verdict_words": verdict_words(report),
+        "facts": [{"label": label, "text": text} for label, text in run_facts(report)],
+        "columns": columns,
+        "fleet_rows": fleet_rows,
+        "fleet_map": fleet_map,
+        "trends": trend_view(report),
+        "racks": racks,
+        "skipped": [
+            {
+                "node": entry["node"],
+                "rack": entry["rack"],
+                "reason": entry["reason"],
+                "checks": ", ".join(entry["checks"]),
+            }
+            for entry in report["coverage"]["skipped"]
+        ]
+        + [
+            {"node": node, "rack": report["trays"][node]["rack"], "reason": "not measured by any check", "checks": ""}
+            for node in report["coverage"]["unmeasured"]
+        ],
+    }
