@@ -50,7 +50,14 @@ class RenderedFile:
 
 
 class ReportError(Exception):
-    """The report cannot be rendered; the message says why and what to do."""
+    """The report cannot be rendered or written; the message says why and what to do.
+
+    ``result`` holds what the module returns with the failure besides the message (the files named so far).
+    """
+
+    def __init__(self, message: str, result: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.result = result or {}
 
 
 def render_json(report: dict[str, Any]) -> str:

@@ -242,25 +242,16 @@ trays:
         (floor rule)"
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
-    FileChange,
-    FileEditError,
-    read_text,
-    write_change,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError, trends
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import load_records
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import write_change
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import (
     FORMATS,
     HAS_JINJA2,
     JINJA2_IMPORT_ERROR,
     TEMPLATE_FORMATS,
-    render_report,
+    ReportError,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_run import request_from_params, write_reports
 
 ARGUMENT_SPEC = dict(
     records_dir=dict(type="path", required=True),
@@ -280,65 +271,18 @@ def build_module() -> AnsibleModule:
 
 def main() -> None:
     module = build_module()
-    params = module.params
-    records_dir, dest = params["records_dir"], params["dest"]
-    formats = list(dict.fromkeys(params["formats"]))
-    if not HAS_JINJA2 and set(formats) & set(TEMPLATE_FORMATS):
+    request = request_from_params(module.params)
+    if not HAS_JINJA2 and set(request.formats) & set(TEMPLATE_FORMATS):
         module.fail_json(
             msg=missing_required_lib("jinja2", reason="for the Markdown and HTML reports"),
             exception=str(JINJA2_IMPORT_ERROR),
         )
-    if not os.path.isdir(records_dir):
-        module.fail_json(
-            msg=f"the records directory {records_dir} does not exist; run the verify roles first "
-            "(playbooks/verify.yml), or point records_dir at the directory they wrote to"
-        )
-    records = load_records(records_dir)
-    if not records:
-        module.fail_json(
-            msg=f"no verification record (<check>/<rack>.json) found in {records_dir}; run the verify roles first "
-            "(playbooks/verify.yml) with the same report directory"
-        )
     try:
-        trend = trends(params["history_dir"], params["trend_runs"], params["trend_tolerance"], current=params["run_id"])
-    except HistoryError as exc:
-        module.fail_json(msg=str(exc))
-    report = build_report(records, params["title"], params["run_id"], trends=trend)
-
-    changed = False
-    diffs = []
-    files = {}
-    for item in render_report(report, formats):
-        path = os.path.join(dest, item.name)
-        files[item.format] = path
-        try:
-            change = FileChange(path=path, before=read_text(path), after=item.content)
-            if not change.changed:
-                continue
-            changed = True
-            diffs.append(change.diff())
-            write_change(module, change, backup=False, create_parents=True)
-        except FileEditError as exc:
-            module.fail_json(msg=str(exc), files=files)
-
-    result = dict(
-        changed=changed,
-        files=files,
-        passed=report["passed"],
-        verdict=report["verdict"],
-        summary=report["summary"],
-        totals=report["totals"],
-        checks=[
-            {key: record[key] for key in ("check", "rack", "clique", "outcome", "verdict", "passed", "summary")}
-            for record in report["checks"]
-        ],
-        racks=report["racks"],
-        trends=report["trends"],
-        coverage=report["coverage"],
-        trays=report["trays"],
-    )
-    if module._diff:
-        result["diff"] = diffs
+        result = write_reports(request, lambda change: write_change(module, change, backup=False, create_parents=True))
+    except ReportError as exc:
+        module.fail_json(msg=str(exc), **exc.result)
+    if not module._diff:
+        del result["diff"]
     module.exit_json(**result)
 
 
