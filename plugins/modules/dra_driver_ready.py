@@ -89,28 +89,12 @@ msg:
   type: str
 """
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
-    DynamicApiError,
-    Urllib3Error,
-    auth_argument_spec,
-    list_all,
-    natural_key,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
-    CONTROLLER_SELECTOR,
-    PLUGIN_SELECTOR,
-    WaitTimeout,
-    controller_message,
-    device_class_message,
-    dra_summary,
-    is_ready,
-    missing,
-    plugin_message,
-    poll,
-    ready_pod_nodes,
-    slice_message,
-    slice_nodes,
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout_runner import (
+    DraDriverWait,
+    NotReady,
+    cluster_lister,
+    dra_driver_ready,
 )
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
@@ -136,59 +120,14 @@ def build_module() -> AnsibleK8SModule:
 
 def main() -> None:
     module = build_module()
-    p = module.params
-    namespace, timeout, sleep = p["namespace"], p["wait_timeout"], p["wait_sleep"]
-    nodes: list = []
+    wait = DraDriverWait.from_params(module.params)
     try:
-        client = get_api_client(module=module)
-
-        def pods(selector: str):
-            return lambda: list_all(client, "v1", "Pod", namespace=namespace, label_selector=selector)
-
-        found = poll(
-            lambda: list_all(client, "v1", "Node", label_selector=p["gpu_node_selector"]),
-            lambda _: True,
-            timeout,
-            sleep,
-        )
-        nodes = sorted((node["metadata"]["name"] for node in found), key=natural_key)
-        try:
-            poll(pods(CONTROLLER_SELECTOR), lambda found: any(is_ready(pod) for pod in found), timeout, sleep)
-        except WaitTimeout as exc:
-            module.fail_json(msg=controller_message(namespace, timeout, exc.last), gpu_nodes=nodes)
-        try:
-            poll(pods(PLUGIN_SELECTOR), lambda found: not missing(nodes, ready_pod_nodes(found)), timeout, sleep)
-        except WaitTimeout as exc:
-            module.fail_json(
-                msg=plugin_message(namespace, timeout, missing(nodes, ready_pod_nodes(exc.last))), gpu_nodes=nodes
-            )
-        classes = poll(lambda: list_all(client, p["dra_api_version"], "DeviceClass"), lambda _: True, timeout, sleep)
-        absent = missing(p["device_classes"], (item["metadata"]["name"] for item in classes))
-        if absent:
-            module.fail_json(
-                msg=device_class_message(absent, p["chart"], namespace, p["release_name"]), gpu_nodes=nodes
-            )
-        driver = p["resource_slice_driver"]
-        try:
-            poll(
-                lambda: list_all(client, p["dra_api_version"], "ResourceSlice"),
-                lambda found: not missing(nodes, slice_nodes(found, driver)),
-                p["slice_timeout"],
-                sleep,
-            )
-        except WaitTimeout as exc:
-            module.fail_json(
-                msg=slice_message(driver, missing(nodes, slice_nodes(exc.last, driver)), namespace), gpu_nodes=nodes
-            )
+        result = dra_driver_ready(lambda: cluster_lister(get_api_client(module=module)), wait)
+    except NotReady as exc:
+        module.fail_json(msg=exc.message, **exc.result)
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # refused, or no answer in time
-        module.fail_json(msg=f"cannot read the DRA driver's rollout: {error_line(exc)}", gpu_nodes=nodes)
-    module.exit_json(
-        changed=False,
-        gpu_nodes=nodes,
-        msg=dra_summary(p["chart"], nodes, p["device_classes"], p["dra_api_version"]),
-    )
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -102,24 +102,12 @@ msg:
   sample: "2 GPU nodes: gb200-r0-t0=4, gb200-r0-t1=4"
 """
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_policy import PolicyTimeout, wait_ready
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
-    DynamicApiError,
-    ResourceNotFoundError,
-    Urllib3Error,
-    auth_argument_spec,
-    list_all,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.olm import CLUSTER_POLICY_API_VERSION
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
-    WaitTimeout,
-    gpu_capacity,
-    gpu_nodes_message,
-    gpu_nodes_summary,
-    not_ready_pods,
-    operator_pods_message,
-    poll,
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout_runner import (
+    GpuOperatorWait,
+    NotReady,
+    cluster_lister,
+    gpu_operator_ready,
 )
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
@@ -140,54 +128,14 @@ def build_module() -> AnsibleK8SModule:
 
 def main() -> None:
     module = build_module()
-    params = module.params
-    timeout, sleep = params["wait_timeout"], params["wait_sleep"]
-    pods: list = []
-    capacity: dict = {}
+    wait = GpuOperatorWait.from_params(module.params)
     try:
-        client = get_api_client(module=module)
-
-        def policies() -> list:
-            try:
-                return list_all(client, CLUSTER_POLICY_API_VERSION, "ClusterPolicy")
-            except ResourceNotFoundError:  # the CRD is not installed (yet)
-                return []
-
-        readiness = wait_ready(policies, timeout, params["name"], sleep)
-        result = dict(readiness.to_dict(), changed=False, gpus_per_node=capacity, pods=0)
-        namespace = params["pods_namespace"]
-        if namespace:
-            try:
-                pods = poll(
-                    lambda: list_all(client, "v1", "Pod", namespace=namespace),
-                    lambda found: bool(found) and not not_ready_pods(found),
-                    timeout,
-                    sleep,
-                )
-            except WaitTimeout as exc:
-                module.fail_json(msg=operator_pods_message(namespace, timeout, not_ready_pods(exc.last)), **result)
-            result["pods"] = len(pods)
-        selector = params["gpu_node_selector"]
-        if selector:
-            try:
-                capacity = gpu_capacity(
-                    poll(
-                        lambda: list_all(client, "v1", "Node", label_selector=selector),
-                        lambda found: bool(found) and all(gpu_capacity(found).values()),
-                        timeout,
-                        sleep,
-                    )
-                )
-            except WaitTimeout as exc:
-                module.fail_json(msg=gpu_nodes_message(selector, timeout, gpu_capacity(exc.last)), **result)
-            result["gpus_per_node"] = capacity
-    except PolicyTimeout as exc:
-        module.fail_json(msg=exc.message, changed=False, **exc.readiness.to_dict())
+        result = gpu_operator_ready(lambda: cluster_lister(get_api_client(module=module)), wait)
+    except NotReady as exc:
+        module.fail_json(msg=exc.message, **exc.result)
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # refused, or no answer in time
-        module.fail_json(msg=f"cannot read the GPU Operator's rollout: {error_line(exc)}")
-    module.exit_json(msg=gpu_nodes_summary(capacity) if capacity else readiness.summary(), **result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":
