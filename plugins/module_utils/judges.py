@@ -12,7 +12,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_rule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
+    DEFAULT_MIN_FRACTION_OF_MEDIAN,
+    DEFAULT_PEAK_TABLE,
+    Baseline,
+    Thresholds,
+    nvlink_peak_gbps,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
     DEFAULT_JUDGED_MIN_BYTES,
     busbw_reference,
@@ -28,20 +34,20 @@ def _positive(value: Any) -> Any:
     return float(value) if value is not None and float(value) > 0 else None
 
 
-def nvbandwidth_thresholds(options: Mapping[str, Any]) -> bandwidth_rule.Thresholds:
+def nvbandwidth_thresholds(options: Mapping[str, Any]) -> Thresholds:
     median = options.get("min_fraction_of_median")
-    return bandwidth_rule.Thresholds(
+    return Thresholds(
         min_gbps=_positive(options.get("min_gbps")),
         min_fraction_of_peak=_positive(options.get("min_fraction_of_peak")),
         peak_gbps=_positive(options.get("peak_gbps")),
-        min_fraction_of_median=bandwidth_rule.DEFAULT_MIN_FRACTION_OF_MEDIAN if median is None else _positive(median),
+        min_fraction_of_median=DEFAULT_MIN_FRACTION_OF_MEDIAN if median is None else _positive(median),
     )
 
 
 def peak_table(options: Mapping[str, Any]) -> Any:
     """The site's product table tried before the built-in one (None: the built-in one alone)."""
     extra = list(options.get("peak_gbps_by_product") or [])
-    return extra + list(bandwidth_rule.DEFAULT_PEAK_TABLE) if extra else None
+    return extra + list(DEFAULT_PEAK_TABLE) if extra else None
 
 
 def judge_nvbandwidth_log(
@@ -62,7 +68,7 @@ def judge_nvbandwidth_log(
         gpus_per_node=plan.gpus_per_tray,
         peak_table=peak_table(options),
         product_references=options.get("product_references") or None,
-        baseline=bandwidth_rule.Baseline.from_record(options.get("baseline")),
+        baseline=Baseline.from_record(options.get("baseline")),
     )
     result = verdict.to_result()
     expected = len(plan.nodes) * plan.gpus_per_tray
@@ -138,7 +144,7 @@ def nccl_threshold(options: Mapping[str, Any], product: str, binary: str = "all_
             "and more",
             reference.min_bytes,
         )
-    peak = _positive(options.get("peak_gbps")) or bandwidth_rule.nvlink_peak_gbps(product, peak_table(options))
+    peak = _positive(options.get("peak_gbps")) or nvlink_peak_gbps(product, peak_table(options))
     fraction = _positive(options.get("min_fraction_of_peak"))
     if peak and fraction:
         return (

@@ -22,8 +22,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_rule
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import Judgement
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_thresholds
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
+    Judgement,
+    direction_violations,
+    judge,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import Baseline
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_json import detect_format, parse_json
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_output import (
     KNOWN_TESTCASES,
@@ -59,8 +64,8 @@ def parse_to_dict(content: Union[str, Dict[str, Any]]) -> Dict[str, Dict[str, An
 
 
 @dataclass
-class Thresholds(bandwidth_rule.Thresholds):
-    """The bandwidth rule's thresholds (``bandwidth_rule.Thresholds``) plus the GPU count the matrix must cover.
+class Thresholds(bandwidth_thresholds.Thresholds):
+    """The bandwidth rule's thresholds (``bandwidth_thresholds.Thresholds``) plus the GPU count the matrix must cover.
 
     The per-pair floor is ``min_gbps`` when above 0, else ``min_fraction_of_peak`` (0.85) x the NVLink peak
     (``peak_gbps``, or the GPU product's); every pair must also reach ``min_fraction_of_median`` (0.97) x the
@@ -189,14 +194,14 @@ def _select_testcase(output: NvbandwidthOutput, testcase: Optional[str]) -> Tupl
 def evaluate(
     output: NvbandwidthOutput,
     testcase: Optional[str] = None,
-    thresholds: Optional[bandwidth_rule.Thresholds] = None,
+    thresholds: Optional[bandwidth_thresholds.Thresholds] = None,
     part: Optional[str] = None,
     gpu_product: Optional[str] = None,
     nodes: Optional[Sequence[str]] = None,
     gpus_per_node: Optional[int] = None,
     peak_table: Optional[Sequence[Mapping[str, Any]]] = None,
     product_references: Optional[Sequence[Mapping[str, Any]]] = None,
-    baseline: Optional[bandwidth_rule.Baseline] = None,
+    baseline: Optional[Baseline] = None,
 ) -> Verdict:
     """Judge ``testcase`` of ``output`` against ``thresholds`` with the bandwidth rule (``bandwidth_rule.judge``).
 
@@ -293,7 +298,7 @@ def evaluate(
     _check_thresholds(verdict, matrix, thresholds, gpu_product, nodes, gpus_per_node, peak_table, references)
     directions = [m for m in selected.matrices if m.key in selected.expected_parts()[:2]]
     if len(directions) == 2:
-        verdict.violations.extend(bandwidth_rule.direction_violations(directions, thresholds.min_fraction_of_median))
+        verdict.violations.extend(direction_violations(directions, thresholds.min_fraction_of_median))
     return verdict
 
 
@@ -375,7 +380,7 @@ def _hosts_of(output: NvbandwidthOutput, matrix: BandwidthMatrix) -> Tuple[Optio
 def _check_thresholds(
     verdict: Verdict,
     matrix: BandwidthMatrix,
-    thresholds: bandwidth_rule.Thresholds,
+    thresholds: bandwidth_thresholds.Thresholds,
     gpu_product: Optional[str],
     nodes: Optional[Sequence[str]],
     gpus_per_node: Optional[int],
@@ -390,7 +395,7 @@ def _check_thresholds(
             f"the matrix covers {gpus} GPUs ({rows}x{columns}), expected {expected}: "
             "check the MPI rank count (-np), slots per worker and GPUs per node"
         )
-    judgement = bandwidth_rule.judge(
+    judgement = judge(
         matrix, thresholds, gpu_product, gpus_per_node, nodes, peak_table=peak_table, **dict(references or {})
     )
     verdict.judgement = judgement
@@ -411,7 +416,7 @@ def check_nvbandwidth(
     gpus_per_node: Optional[int] = None,
     peak_table: Optional[Sequence[Mapping[str, Any]]] = None,
     product_references: Optional[Sequence[Mapping[str, Any]]] = None,
-    baseline: Optional[bandwidth_rule.Baseline] = None,
+    baseline: Optional[Baseline] = None,
 ) -> Verdict:
     """Parse ``content`` and judge it: the one call the module makes (arguments as for ``evaluate``)."""
     if isinstance(content, str) and not content.strip():

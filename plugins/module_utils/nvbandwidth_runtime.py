@@ -34,7 +34,7 @@ WARMUP_COPIES = 4  # WARMUP_COUNT in memcpy.cpp: untimed copies before each samp
 MIB = 1024 * 1024
 
 # -- pair bandwidth (GB/s, 1e9 bytes/s) when the caller has no figure -------------------------------------
-# The product references of bandwidth_rule: GB200 read CE 820.35-822.16 on driver 580 (the guide's run),
+# The product references of bandwidth_thresholds: GB200 read CE 820.35-822.16 on driver 580 (the guide's run),
 # H200 393.6-393.8 on 580 (the real 2x H200 capture in tests/fixtures/nvbandwidth).
 NVLINK_GBPS_BY_PRODUCT: Tuple[Tuple[str, float], ...] = (
     ("GB200", 820.0),

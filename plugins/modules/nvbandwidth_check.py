@@ -491,7 +491,7 @@ passed:
 
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     DEFAULT_MIN_FRACTION_OF_MEDIAN,
     DEFAULT_MIN_FRACTION_OF_PEAK,
     Baseline,

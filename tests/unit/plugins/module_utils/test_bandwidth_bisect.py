@@ -16,13 +16,12 @@ import json
 import sys
 from pathlib import Path
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
-    BISECT_TESTCASE,
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import BISECT_TESTCASE, row_pairs
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     ONE_LOST_LINK_OF_18,
     RULE_BASELINE,
     RULE_PRODUCT,
     Baseline,
-    row_pairs,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth, parse_nvbandwidth
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import heatmap_view

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import judge
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     ONE_LOST_LINK_OF_18,
     RULE_BASELINE,
     RULE_MEDIAN,
@@ -23,7 +24,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule im
     Baseline,
     Thresholds,
     driver_branch,
-    judge,
     product_reference,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import judge
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     DEFAULT_MIN_FRACTION_OF_MEDIAN,
     DEFAULT_MIN_FRACTION_OF_PEAK,
     ONE_LOST_LINK_OF_18,
     Thresholds,
-    judge,
     nvlink_peak_gbps,
     pair_floor,
     peak_table_problems,

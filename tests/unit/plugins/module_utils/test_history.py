@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import Baseline
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import Baseline
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     HistoryError,
     baseline_for,
