@@ -11,7 +11,7 @@ chart is downloaded to decide that, unless the version asked for is a range (``~
 ``helm show chart`` resolves. The chart's CRDs
 (``helm show crds``) are applied server-side on every run, since Helm creates a chart's ``crds/`` on the
 first install only and never upgrades them. The functions here are the decisions and the messages;
-the module runs Helm and the API calls.
+:mod:`chart_release_runner` runs Helm and the API calls.
 """
 
 from __future__ import annotations

@@ -231,32 +231,17 @@ msg:
   type: str
 """
 
-import json
 import os
-import time
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_release as cr
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import helm_release
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
-    DynamicApiError,
-    NotFoundError,
-    Urllib3Error,
-    api_error_text,
-    auth_argument_spec,
-    json_page,
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.chart_release_runner import (
+    ModuleHooks,
+    ReleaseFailed,
+    run_release,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import (
-    downgrade_problem,
-    foreign_crds_problem,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.server_side_apply import apply_reason
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
-
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def build_module() -> AnsibleK8SModule:
@@ -289,235 +274,22 @@ def build_module() -> AnsibleK8SModule:
     return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
 
 
-class Api:
-    """The raw API calls of the module (no discovery: every path is known), a transient error retried."""
-
-    def __init__(self, client, patience: float, sleep=time.sleep, clock=time.monotonic):
-        self.client = client
-        self.patience = patience
-        self.sleep = sleep
-        self.clock = clock
-
-    def call(self, method: str, path: str, **params):
-        response = poll(
-            lambda: self.client.client.request(method, path, serialize=False, **params),
-            lambda _: True,
-            self.patience,
-            1.0,
-            sleep=self.sleep,
-            clock=self.clock,
-        )
-        return json_page(response)
-
-    def get(self, path: str):
-        try:
-            return self.call("get", path)
-        except NotFoundError:
-            return None
-
-
-def ensure_namespace(api: Api, name: str, labels, check_mode: bool) -> str:
-    namespace = api.get(f"/api/v1/namespaces/{name}")
-    missing = cr.namespace_labels_patch(namespace, labels)
-    if namespace is None:
-        if not check_mode:
-            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": missing}}
-            api.call("post", "/api/v1/namespaces", body=body)
-        return "created"
-    if not missing:
-        return "unchanged"
-    if not check_mode:
-        patch = {"metadata": {"labels": missing}}
-        api.call("patch", f"/api/v1/namespaces/{name}", body=patch, content_type="application/merge-patch+json")
-    return "labelled"
-
-
-def apply_crds(api: Api, crds, field_manager: str, check_mode: bool):
-    """Apply server-side each CRD that the apply would change (read and compared first, so an unchanged CRD
-    costs one read and no write); the names of those the apply changed (would change)."""
-    changed = []
-    for crd in crds:
-        name = crd["metadata"]["name"]
-        live = api.get(f"{CRD_PATH}/{name}")
-        if apply_reason(live, crd, field_manager) is None:
-            continue
-        params = dict(content_type="application/apply-patch+yaml", field_manager=field_manager, force_conflicts=True)
-        if check_mode:
-            params["dry_run"] = "All"
-        after = api.call("patch", f"{CRD_PATH}/{name}", body=crd, **params).get("metadata") or {}
-        old = (live or {}).get("metadata")
-        if old is None:
-            changed.append(name)
-        elif check_mode:
-            keys = ("generation", "labels", "annotations")
-            if any((old.get(key) or None) != (after.get(key) or None) for key in keys):
-                changed.append(name)
-        elif old.get("resourceVersion") != after.get("resourceVersion"):
-            changed.append(name)
-    return changed
-
-
-def release_info(latest, name: str, namespace: str):
-    """The RETURN's ``release``: the latest revision as ``helm history`` gives it."""
-    if latest is None:
-        return None
-    return {
-        "name": name,
-        "namespace": namespace,
-        "revision": latest.number,
-        "status": latest.status,
-        "chart": latest.chart,
-        "app_version": latest.app_version,
-    }
-
-
 def main() -> None:
     module = build_module()
-    p = module.params
-    name, namespace = p["name"], p["namespace"]
-    release = f"{namespace}/{name}"
-    flags, env = helm_release.helm_connection(p, os.environ)
-    stale_after = p["stale_after"] if p["stale_after"] is not None else p["wait_timeout"] + 60
-
-    def helm(*args: str):
-        argv = [p["binary_path"], *flags, *args, "--namespace", namespace]
-        return module._module.run_command(argv, environ_update=env)
-
-    for url, what in ((p["chart_repo_url"], "chart_repo_url"), (p["repo_url"], "repo_url")):
-        problem = helm_release.url_credentials_problem(url, what)
-        if problem:
-            module.fail_json(msg=f"release {release}: {problem}")
-    if p["repo_name"]:
-        # the controller's Helm client setting, written again each run so that a rotated password applies: no
-        # change to the cluster, and made in check mode too, so that check mode can read the chart
-        args = helm_release.repo_add_args(p["repo_name"], p["repo_url"], p["repo_username"], bool(p["repo_password"]))
-        rc, _out, err = module._module.run_command(
-            [p["binary_path"], *args], data=p["repo_password"] or None, binary_data=True, environ_update=env
-        )
-        if rc != 0:
-            module.fail_json(msg=f"helm repo add {p['repo_name']} failed (rc {rc}): {one_line(err, 300)}")
-
-    def helm_read(what: str, *args: str) -> str:
-        rc, out, err = helm(*args)
-        if rc != 0:
-            module.fail_json(msg=f"{what} for {release} failed (rc {rc}): {one_line(err, 300)}")
-        return out
-
-    chart_args = [p["chart_ref"], "--version", p["chart_version"]]
-    if p["chart_repo_url"]:
-        chart_args += ["--repo", p["chart_repo_url"]]
-    secret = cr.plain(p["secret_values"])
-    wanted = cr.merge_values(cr.plain(p["values"]), secret)
-    result = dict(changed=False, values_wanted=cr.redact(wanted, hidden=secret))
-    lines = []
-
-    crds, carried = [], []
-    if p["upgrade_crds"] or p["foreign_crds"]:
-        try:
-            crds = cr.crd_documents(helm_read("helm show crds", "show", "crds", *chart_args))
-        except cr.ChartReleaseError as exc:
-            module.fail_json(msg=f"release {release}: {exc}")
-        carried = [crd["metadata"]["name"] for crd in crds]
-        problem = foreign_crds_problem(release, carried, p["foreign_crds"], p["upgrade_crds"])
-        if problem:
-            module.fail_json(msg=problem)
-        # the CRDs another release owns are left to it: this chart's copies are neither applied nor installed
-        crds = [crd for crd in crds if crd["metadata"]["name"] not in p["foreign_crds"]]
-
+    hooks = ModuleHooks(
+        run_command=module._module.run_command,
+        connect=lambda: get_api_client(module=module),
+        tmpdir=lambda: module._module.tmpdir,
+        warn=module.warn,
+        environ=os.environ,
+    )
     try:
-        settled = helm_release.settle(helm, name, release, stale_after, p["poll_delay"], module.check_mode)
-    except helm_release.SettleError as exc:
-        module.fail_json(msg=str(exc))
-    for warning in settled.warnings:
-        module.warn(warning)
-    result["settle"] = {"action": settled.action, "msg": settled.msg}
-    result["changed"] |= settled.changed
-    if settled.action != "none":
-        lines.append(settled.msg)
-
-    try:
-        api = Api(get_api_client(module=module), p["api_patience"])
-        result["namespace"] = ensure_namespace(api, namespace, p["namespace_labels"], module.check_mode)
-        if result["namespace"] != "unchanged":
-            result["changed"] = True
-            lines.append(f"namespace {namespace} {result['namespace']}")
-        if p["upgrade_crds"]:
-            changed = apply_crds(api, crds, p["field_manager"], module.check_mode)
-            result["crds"] = {
-                "applied": [crd["metadata"]["name"] for crd in crds],
-                "changed": changed,
-                "left_to_their_owner": sorted(set(carried) & set(p["foreign_crds"])),
-            }
-            if changed:
-                result["changed"] = True
-                lines.append(f"CRDs {'would change' if module.check_mode else 'changed'}: {', '.join(changed)}")
+        result = run_release(module.params, hooks, module.check_mode, module._diff)
+    except ReleaseFailed as exc:
+        module.fail_json(msg=exc.message, **exc.result)
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
-        module.fail_json(msg=f"release {release}: the API server refused the namespace or CRDs: {api_error_text(exc)}")
-    except cr.ChartReleaseError as exc:
-        module.fail_json(msg=f"release {release}: {exc}")
-
-    def read_release(latest):
-        """The release whose latest revision is ``latest`` (``None``: no release), with its values."""
-        if latest is None:
-            return None
-        values = cr.parse_values(helm_read("helm get values", "get", "values", name, "--output", "json"))
-        return cr.installed_release(latest, values, p["chart_name"])
-
-    try:
-        # the pending-release check read the history; after a rollback or an uninstall it is old: read it again
-        settled_as_read = settled.action in ("none", "waited") or module.check_mode
-        latest = settled.latest if settled_as_read else helm_release.latest_revision(helm, name, release)
-        installed = read_release(latest)
-        version = p["chart_version"]
-        if installed is not None and not cr.is_exact_version(version):
-            version = cr.parse_chart_version(helm_read("helm show chart", "show", "chart", *chart_args))
-        if installed is not None:
-            problem = downgrade_problem(release, installed.chart_name, p["chart_name"], p["forward_only_charts"])
-            if problem:
-                module.fail_json(msg=problem)
-        plan = cr.plan(installed, p["chart_name"], version, wanted)
-    except cr.ChartReleaseError as exc:
-        module.fail_json(msg=f"release {release}: {exc}")
-    except helm_release.SettleError as exc:
-        module.fail_json(msg=str(exc))
-    result.update(
-        action=plan.action,
-        reasons=plan.reasons,
-        values_now=cr.redact(installed.values, hidden=secret) if installed else {},
-        release=release_info(latest, name, namespace),
-    )
-    lines.append(cr.release_line(release, p["chart_name"], version, plan, module.check_mode))
-
-    if plan.action != "none":
-        result["changed"] = True
-        if module._diff:
-            result["diff"] = cr.values_diff(release, installed.values if installed else {}, wanted, secret)
-        values_file = os.path.join(module._module.tmpdir, "values.json")
-        args = cr.upgrade_args(
-            name,
-            p["chart_ref"],
-            p["chart_version"],
-            values_file,
-            p["wait_timeout"],
-            chart_repo_url=p["chart_repo_url"],
-            take_ownership=p["take_ownership"],
-            skip_crds=bool(p["foreign_crds"]) and p["upgrade_crds"],
-        )
-        result["command"] = [p["binary_path"], *args, "--namespace", namespace]
-        if not module.check_mode:
-            with open(values_file, "w", encoding="utf-8") as handle:
-                json.dump(wanted, handle)
-            rc, _stdout, err = helm(*args)
-            if rc != 0:
-                failure = f"helm upgrade --install of {release} failed (rc {rc}): {one_line(err, 300)}"
-                module.fail_json(msg=failure, **result)
-            try:
-                result["release"] = release_info(helm_release.latest_revision(helm, name, release), name, namespace)
-            except helm_release.SettleError as exc:
-                module.fail_json(msg=f"release {release} was installed, then: {exc}", **result)
-    module.exit_json(msg=cr.summary(lines), **result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

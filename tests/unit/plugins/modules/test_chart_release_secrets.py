@@ -16,6 +16,7 @@ import stat
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_release_runner
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import chart_release
 
 PASSWORD = "s3cr3t-registry-p4ss"
@@ -50,7 +51,7 @@ def helm(tmp_path, monkeypatch):
     binary.write_text(STUB.format(state=str(state)))
     binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setattr(chart_release, "get_api_client", lambda module: None)
-    monkeypatch.setattr(chart_release, "ensure_namespace", lambda *args, **kwargs: "unchanged")
+    monkeypatch.setattr(chart_release_runner, "ensure_namespace", lambda *args, **kwargs: "unchanged")
     monkeypatch.delenv("K8S_AUTH_API_KEY", raising=False)
     return binary, state
 
