@@ -280,17 +280,19 @@ nvidia_gpu:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_facts import (
     GpuFactsError,
     collect_gpu_facts,
     driver_floor_message,
-    fabric_failure_message,
-    fabric_pending_message,
-    fabric_verdict,
     find_nvidia_smi,
     smi_launch,
     tray_failure_message,
     tray_problems,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import (
+    fabric_failure_message,
+    fabric_pending_message,
+    fabric_verdict,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.versions import parse_version
 
