@@ -7,8 +7,9 @@ Collecting: find nvidia-smi (on the host, or in the GPU Operator's driver root) 
 run ``-q -x`` and ``nvlink -s``, read ``/proc/driver/nvidia`` and ``/proc/devices``, and list the IMEX
 channel nodes under ``/dev/nvidia-caps-imex-channels/``; ``nvidia_smi`` parses what they print. Checking:
 the driver floor, the tray (GPU count, kernel module, NVLinks per GPU) and the fabric
-(``nvidia_smi.fabric_verdict``). Commands run through an injected runner, so this works inside an
-Ansible module and in tests alike. Standard library only: this file runs on GPU hosts.
+(``nvidia_smi.fabric_verdict``). ``gpu_info`` does all of it for the module; commands run through an
+injected runner, so it works inside an Ansible module and in tests alike. Standard library only: this
+file runs on GPU hosts.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ import os
 import re
 import stat
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import (
     KERNEL_MODULE_OPEN,
     Gpu,
     NvLinkStatus,
     clique_label,
+    fabric_failure_message,
+    fabric_pending_message,
+    fabric_verdict,
     gpu_name,
     parse_driver_params,
     parse_driver_version_file,
@@ -31,7 +35,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import
     parse_proc_devices,
     parse_query_xml,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.versions import version_at_least
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.versions import parse_version, version_at_least
 
 # (rc, stdout, stderr) of a command given as an argument list.
 CommandRunner = Callable[[List[str]], Tuple[int, str, str]]
@@ -355,3 +359,82 @@ def driver_floor_message(found: str, floor: str) -> Optional[str]:
         f"driver {found} is below the floor {floor} required by ComputeDomains;"
         " upgrade the driver or set nvidia_driver_min_version"
     )
+
+
+# --------------------------------------------------------------------------- the module's run
+
+
+@dataclass
+class GpuInfo:
+    """What ``nvidia_gpu_info`` returns: its result keys, its warnings, and why it fails (None when it does not)."""
+
+    result: Dict[str, Any]
+    warnings: List[str] = field(default_factory=list)
+    failure: Optional[str] = None
+
+
+def gpu_info(
+    params: Mapping[str, Any],
+    run_command: Callable[[List[str], Dict[str, str]], Tuple[int, str, str]],
+    which: Callable[[str], Optional[str]],
+    is_root: bool,
+) -> GpuInfo:
+    """Collect this host's facts and check them against ``params`` (the module's options).
+
+    ``run_command(args, environ)`` runs a command with ``environ`` added to its environment; ``which(name)``
+    is the path of an executable on PATH, or None; ``is_root``: whether this process runs as root (it may
+    then chroot into a driver container's root). The checks run in order, and the first that fails says why:
+    ``min_driver_version``, the tray (``expected_gpus``, ``min_active_nvlinks``,
+    ``require_open_kernel_module``), then the fabric (``require_fabric``).
+    """
+    floor = params["min_driver_version"]
+    if floor is not None:
+        try:
+            parse_version(floor)
+        except ValueError as exc:
+            return GpuInfo(result={}, failure=f"min_driver_version: {exc}")
+    try:
+        smi = find_nvidia_smi(params["nvidia_smi_path"], params["driver_root"], which)
+        launch = smi_launch(smi, params["driver_root"], is_root, which("chroot"))
+
+        def run(args: List[str]) -> Tuple[int, str, str]:
+            return run_command(launch.command(args), launch.environ)
+
+        facts = collect_gpu_facts(run, smi, proc_root=params["proc_root"], dev_root=params["dev_root"])
+    except GpuFactsError as exc:
+        return GpuInfo(result={"fabric_pending": False}, failure=str(exc))
+
+    info = GpuInfo(result=dict(changed=False, fabric_pending=False, nvidia_gpu=facts.as_dict()))
+    info.warnings.extend(facts.warnings)
+    if floor is not None:
+        info.failure = _driver_floor_failure(smi, facts.driver_version, floor)
+        if info.failure:
+            return info
+    problems = tray_problems(
+        facts,
+        expected_gpus=params["expected_gpus"],
+        min_active_nvlinks=params["min_active_nvlinks"],
+        require_open_kernel_module=params["require_open_kernel_module"],
+    )
+    if problems:
+        info.failure = tray_failure_message(problems)
+        return info
+    if params["require_fabric"]:
+        verdict = fabric_verdict(facts.gpus)
+        info.warnings.extend(verdict.warnings)
+        if verdict.problems:
+            info.failure = fabric_failure_message(verdict.problems + verdict.pending)
+        elif verdict.pending:
+            info.result["fabric_pending"] = True
+            info.failure = fabric_pending_message(verdict.pending)
+    return info
+
+
+def _driver_floor_failure(smi: str, found: Optional[str], floor: str) -> Optional[str]:
+    """Why the driver ``smi`` reported (``found``) does not meet ``floor``; None when it does."""
+    if found is None:
+        return f"{smi} reported no driver version; cannot check the floor {floor}"
+    try:
+        return driver_floor_message(found, floor)
+    except ValueError as exc:
+        return f"{smi} reported a driver version that cannot be compared: {exc}"

@@ -280,21 +280,7 @@ nvidia_gpu:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_facts import (
-    GpuFactsError,
-    collect_gpu_facts,
-    driver_floor_message,
-    find_nvidia_smi,
-    smi_launch,
-    tray_failure_message,
-    tray_problems,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import (
-    fabric_failure_message,
-    fabric_pending_message,
-    fabric_verdict,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.versions import parse_version
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_facts import gpu_info
 
 
 def build_module() -> AnsibleModule:
@@ -316,56 +302,16 @@ def build_module() -> AnsibleModule:
 
 def main() -> None:
     module = build_module()
-    params = module.params
-    floor = params["min_driver_version"]
-    if floor is not None:
-        try:
-            parse_version(floor)
-        except ValueError as exc:
-            module.fail_json(msg=f"min_driver_version: {exc}")
 
-    try:
-        smi = find_nvidia_smi(params["nvidia_smi_path"], params["driver_root"], module.get_bin_path)
-        launch = smi_launch(smi, params["driver_root"], os.geteuid() == 0, module.get_bin_path("chroot"))
+    def run(args, environ):
+        return module.run_command(args, environ_update=environ)
 
-        def run(args):
-            return module.run_command(launch.command(args), environ_update=launch.environ)
-
-        facts = collect_gpu_facts(run, smi, proc_root=params["proc_root"], dev_root=params["dev_root"])
-    except GpuFactsError as exc:
-        module.fail_json(msg=str(exc), fabric_pending=False)
-
-    for warning in facts.warnings:
+    info = gpu_info(module.params, run, module.get_bin_path, is_root=os.geteuid() == 0)
+    for warning in info.warnings:
         module.warn(warning)
-    result = dict(changed=False, fabric_pending=False, nvidia_gpu=facts.as_dict())
-
-    if floor is not None:
-        if facts.driver_version is None:
-            module.fail_json(msg=f"{smi} reported no driver version; cannot check the floor {floor}", **result)
-        try:
-            message = driver_floor_message(facts.driver_version, floor)
-        except ValueError as exc:
-            module.fail_json(msg=f"{smi} reported a driver version that cannot be compared: {exc}", **result)
-        if message:
-            module.fail_json(msg=message, **result)
-    problems = tray_problems(
-        facts,
-        expected_gpus=params["expected_gpus"],
-        min_active_nvlinks=params["min_active_nvlinks"],
-        require_open_kernel_module=params["require_open_kernel_module"],
-    )
-    if problems:
-        module.fail_json(msg=tray_failure_message(problems), **result)
-    if params["require_fabric"]:
-        verdict = fabric_verdict(facts.gpus)
-        for warning in verdict.warnings:
-            module.warn(warning)
-        if verdict.problems:
-            module.fail_json(msg=fabric_failure_message(verdict.problems + verdict.pending), **result)
-        if verdict.pending:
-            result["fabric_pending"] = True
-            module.fail_json(msg=fabric_pending_message(verdict.pending), **result)
-    module.exit_json(**result)
+    if info.failure:
+        module.fail_json(msg=info.failure, **info.result)
+    module.exit_json(**info.result)
 
 
 if __name__ == "__main__":

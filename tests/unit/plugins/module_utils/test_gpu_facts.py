@@ -14,6 +14,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_facts import 
     collect_gpu_facts,
     driver_floor_message,
     find_nvidia_smi,
+    gpu_info,
     is_root_filesystem,
     library_path_for,
     list_imex_channels,
@@ -351,3 +352,131 @@ def test_collect_gpu_facts_warns_when_nvlink_and_proc_are_missing(tmp_path):
 def test_collect_gpu_facts_failures(tmp_path, xml, rc, expected):
     with pytest.raises(GpuFactsError, match=expected):
         collect_gpu_facts(FakeSmi(xml, xml_rc=rc), "smi", str(tmp_path), str(tmp_path))
+
+
+# --------------------------------------------------------------------------- the module's run
+
+
+def options(**given) -> dict:
+    """The module's options with their defaults (nvidia_gpu_info's argument_spec), updated with ``given``."""
+    defaults = {
+        "nvidia_smi_path": None,
+        "driver_root": "/",
+        "min_driver_version": None,
+        "require_fabric": False,
+        "expected_gpus": 0,
+        "min_active_nvlinks": 0,
+        "require_open_kernel_module": False,
+        "proc_root": "/proc",
+        "dev_root": "/dev",
+    }
+    return {**defaults, **given}
+
+
+class RecordingRunner:
+    """``run_command(args, environ)`` answering from a FakeSmi, keeping each command and environment asked for.
+
+    nvidia-smi's arguments are the last two of the command, whether it runs as it is or in a chroot.
+    """
+
+    def __init__(self, answer: FakeSmi):
+        self.answer = answer
+        self.calls: list[tuple[list[str], dict]] = []
+
+    def __call__(self, args, environ):
+        self.calls.append((list(args), dict(environ)))
+        return self.answer([args[0], *args[-2:]])
+
+
+def host(tmp_path: Path, xml: str = "h200x2-nvidia-smi-q.xml", nvlink: str = "h200x2-nvidia-smi-nvlink-s.txt"):
+    """Options for a host whose nvidia-smi prints the fixtures, and the runner that stands in for it."""
+    path = str(executable(tmp_path / "bin" / "nvidia-smi"))
+    given = {"nvidia_smi_path": path, "proc_root": str(proc_tree(tmp_path)), "dev_root": str(tmp_path / "dev")}
+    return given, RecordingRunner(FakeSmi(smi(xml), smi(nvlink)))
+
+
+GB200_NVLINK = "synth-gb200-nvidia-smi-nvlink-s.txt"
+
+
+def no_executables(name: str) -> None:
+    return None
+
+
+def test_gpu_info_h200x2_passes_with_the_facts(tmp_path):
+    given, run = host(tmp_path)
+    info = gpu_info(options(**given, min_driver_version="570.158.01"), run, no_executables, is_root=False)
+    assert info.failure is None
+    assert info.warnings == []
+    assert sorted(info.result) == ["changed", "fabric_pending", "nvidia_gpu"]
+    assert (info.result["changed"], info.result["fabric_pending"]) == (False, False)
+    assert info.result["nvidia_gpu"]["driver_version"] == "580.159.04"
+    assert [gpu["uuid"] for gpu in info.result["nvidia_gpu"]["gpus"]] == H200X2_UUIDS
+    smi_path = given["nvidia_smi_path"]
+    # A driver on the host runs as it is, with nothing added to its environment.
+    assert run.calls == [([smi_path, "-q", "-x"], {}), ([smi_path, "nvlink", "-s"], {})]
+
+
+def test_gpu_info_refuses_an_unreadable_floor_before_running_anything(tmp_path):
+    given, run = host(tmp_path)
+    info = gpu_info(options(**given, min_driver_version="latest"), run, no_executables, is_root=False)
+    assert info.failure.startswith("min_driver_version: ")
+    assert info.result == {}
+    assert run.calls == []
+
+
+def test_gpu_info_driver_below_the_floor(tmp_path):
+    given, run = host(tmp_path)
+    info = gpu_info(options(**given, min_driver_version="590.44.01"), run, no_executables, is_root=False)
+    assert info.failure == (
+        "driver 580.159.04 is below the floor 590.44.01 required by ComputeDomains;"
+        " upgrade the driver or set nvidia_driver_min_version"
+    )
+    assert info.result["fabric_pending"] is False
+    assert info.result["nvidia_gpu"]["gpu_count"] == 2
+
+
+def test_gpu_info_without_nvidia_smi_fails_with_fabric_pending_false(tmp_path):
+    root = tmp_path / "run" / "nvidia" / "driver"
+    info = gpu_info(options(driver_root=str(root)), RecordingRunner(FakeSmi("")), no_executables, is_root=False)
+    assert info.failure.startswith(f"nvidia-smi was not found at {root}/usr/bin/nvidia-smi (driver_root={root}):")
+    assert info.result == {"fabric_pending": False}
+
+
+def test_gpu_info_tray_fails_before_the_fabric(tmp_path):
+    given, run = host(tmp_path, "synth-gb200-fabric-in-progress-nvidia-smi-q.xml", GB200_NVLINK)
+    info = gpu_info(options(**given, expected_gpus=8, require_fabric=True), run, no_executables, is_root=False)
+    assert info.failure.startswith("The GPUs are not those of a complete tray: 4 GPUs (")
+    assert "expected 8" in info.failure
+    assert info.result["fabric_pending"] is False
+
+
+def test_gpu_info_fabric_in_progress_is_pending(tmp_path):
+    given, run = host(tmp_path, "synth-gb200-fabric-in-progress-nvidia-smi-q.xml", GB200_NVLINK)
+    info = gpu_info(options(**given, expected_gpus=4, require_fabric=True), run, no_executables, is_root=False)
+    assert info.failure.startswith("GPU fabric registration is still under way: GPU 2 (")
+    assert info.result["fabric_pending"] is True
+    # Without require_fabric the same host passes: its facts say what the fabric is doing.
+    assert gpu_info(options(**given, expected_gpus=4), run, no_executables, is_root=False).failure is None
+
+
+def test_gpu_info_fabric_failure_is_not_pending(tmp_path):
+    given, run = host(tmp_path, "synth-gb200-fabric-failure-nvidia-smi-q.xml", GB200_NVLINK)
+    info = gpu_info(options(**given, require_fabric=True), run, no_executables, is_root=False)
+    assert info.failure.startswith("GPU fabric is not ready for multi-node NVLink: ")
+    assert info.result["fabric_pending"] is False
+
+
+def test_gpu_info_runs_a_driver_container_nvidia_smi_in_a_chroot_as_root(tmp_path):
+    root = driver_container_root(tmp_path)
+    run = RecordingRunner(FakeSmi(smi("h200x2-nvidia-smi-q.xml"), smi("h200x2-nvidia-smi-nvlink-s.txt")))
+    given = {"driver_root": str(root), "proc_root": str(proc_tree(tmp_path)), "dev_root": str(tmp_path / "dev")}
+    found = {"chroot": "/usr/sbin/chroot"}
+    info = gpu_info(options(**given), run, found.get, is_root=True)
+    assert info.failure is None
+    assert info.result["nvidia_gpu"]["nvidia_smi_path"] == str(root / "usr" / "bin" / "nvidia-smi")
+    assert run.calls[0] == (["/usr/sbin/chroot", str(root), "/usr/bin/nvidia-smi", "-q", "-x"], {})
+    # Not root: the container's nvidia-smi runs on the host with the container's libraries.
+    run.calls.clear()
+    gpu_info(options(**given), run, found.get, is_root=False)
+    libraries = f"{root}/usr/lib64:{root}/usr/lib/x86_64-linux-gnu:{root}/usr/lib"
+    assert run.calls[0] == ([str(root / "usr" / "bin" / "nvidia-smi"), "-q", "-x"], {"LD_LIBRARY_PATH": libraries})
