@@ -209,7 +209,7 @@ def non_utf8_in(pattern: str) -> Mutation:
     """Invalid UTF-8 bytes inside group 1 of ``pattern`` (prose, not data), decoded as the callers do.
 
     The callers read files with ``errors="replace"`` (nvbandwidth_check) and decode pod logs the same way
-    (fleet.KubeApi.log), so a bad byte arrives as U+FFFD.
+    (kube_api.Api.log), so a bad byte arrives as U+FFFD.
     """
     compiled = re.compile(pattern, re.M)
 

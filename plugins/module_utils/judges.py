@@ -26,6 +26,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
     size_text,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import Record, failed_by
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
@@ -208,12 +209,13 @@ def judge_nccl_log(
     }
 
 
-def judge_fleet_busbw(records: Sequence[Dict[str, Any]], min_fraction_of_median: Optional[float]) -> List[str]:
-    """Hold every rack's NCCL bus bandwidth against the fleet's median of the same run; fails the low racks in place.
+def judge_fleet_busbw(records: Sequence[Record], min_fraction_of_median: Optional[float]) -> List[Record]:
+    """Every rack's NCCL bus bandwidth held against the fleet's median of the same run: the records, the low racks'
+    failed (new records, ``record.failed_by``), each measured one with the median in its details.
 
     A rack far below its peers has a fabric problem even above the absolute threshold (one rack with a lost
     NVLink per GPU averages about 17/18 of the others). Needs three racks that measured a bandwidth: with two, the
-    median is their mean and a slow rack would pull it down. Returns the names of the racks it failed.
+    median is their mean and a slow rack would pull it down.
     The figure compared is the one the floor judges (the lowest bus bandwidth at the judged sizes), else the
     average of a record that has no judged figure.
     """
@@ -229,24 +231,22 @@ def judge_fleet_busbw(records: Sequence[Dict[str, Any]], min_fraction_of_median:
     fraction = _positive(min_fraction_of_median)
     measured = [r for r in records if figure(r)[0] is not None]
     if fraction is None or len(measured) < 3:
-        return []
+        return list(records)
     values = sorted(figure(r)[0] for r in measured)
     middle = len(values) // 2
     median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
     floor = fraction * median
-    failed = []
-    for record in measured:
+    judged: List[Record] = []
+    for record in records:
         value, name = figure(record)
-        record["details"]["fleet_median_busbw_gbps"] = round(median, 2)
-        if value >= floor:
-            continue
-        text = (
-            f"{name} {value:.2f} GB/s is {value / median:.3f} of the fleet's median {median:.2f} GB/s "
-            f"(below {fraction:g}): this rack is slower than its peers"
-        )
-        record["details"].setdefault("violations", []).append(text)
-        record["summary"] = f"{record['summary']}; {text}"
-        record["passed"] = False
-        record["outcome"] = "failed"
-        failed.append(record["rack"])
-    return failed
+        if value is None:
+            judged.append(record)
+        elif value >= floor:
+            judged.append(Record(record, details=dict(record["details"], fleet_median_busbw_gbps=round(median, 2))))
+        else:
+            text = (
+                f"{name} {value:.2f} GB/s is {value / median:.3f} of the fleet's median {median:.2f} GB/s "
+                f"(below {fraction:g}): this rack is slower than its peers"
+            )
+            judged.append(failed_by(record, text, fleet_median_busbw_gbps=round(median, 2)))
+    return judged

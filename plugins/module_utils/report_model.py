@@ -17,6 +17,7 @@ import re
 from datetime import datetime
 from typing import Any, Iterable, Optional
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
     ERROR,
     FAILED,
@@ -27,7 +28,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
 )
 
 # The checks in the order the report lists them; a check not named here comes after them, by name.
-CHECK_ORDER = ("cliques", "imex_channel", "nvbandwidth", "nccl")
+CHECK_ORDER = checks.names()  # the registry's order
 SKIPPED = "skipped"  # a tray no check of the run blamed, and one skipped or none cleared
 
 

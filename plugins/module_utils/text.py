@@ -15,3 +15,8 @@ def one_line(text: Any, limit: int = 0, cut: str = "") -> str:
     if not limit or len(flat) <= limit:
         return flat
     return flat[: max(limit - len(cut), 0)] + cut
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 tray``, ``2 trays``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

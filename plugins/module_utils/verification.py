@@ -11,9 +11,9 @@ holds everything about a verification run that is not Kubernetes I/O:
 * the plan of a run: per rack, the trays found, the trays used and every tray skipped with its
   reason (cordoned, NotReady, tainted, GPUs held by other pods, fewer GPUs than the rack's,
   not selected), and whether the rack is left ``incomplete``;
-* the clique judge (labels, one clique per rack, trays per rack, GPUs per tray);
-* object names per rack that never collide and stay valid DNS labels;
-* the record of one (check, rack) and its one-line summary.
+* object names per rack that never collide and stay valid DNS labels.
+
+The record a check writes per rack is ``record.Record``; the clique judge is the check ``checks.cliques``.
 
 Nodes and pods are plain dicts shaped like the Kubernetes objects. Pure functions, standard
 library only.
@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (  # one reading of a Node
@@ -32,10 +31,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import ( 
     GPU_RESOURCE,
     _get,
     is_gpu_node,
-    unlabelled_message,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 UNASSIGNED_RACK = "unassigned"
@@ -80,10 +78,6 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 
 MIN_TRAYS = 2  # a multi-node check needs two trays; a rack with fewer is incomplete
 
-OUTCOME_PASSED = "passed"
-OUTCOME_FAILED = "failed"
-OUTCOME_INCOMPLETE = "incomplete"
-OUTCOME_ERROR = "error"  # the check could not run or finish: says nothing of the fabric
 
 _DNS_LABEL_MAX = 63
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -469,102 +463,6 @@ def given_namespaces(racks: Sequence[str], per_rack: Mapping[str, str], shared: 
     return resolved
 
 
-# -- records ------------------------------------------------------------------------------------------
-
-
-def record_for(
-    check: str,
-    plan: RackPlan,
-    outcome: str,
-    summary: str,
-    details: Mapping[str, Any],
-    failed_nodes: Sequence[str] = (),
-    node_problems: Optional[Mapping[str, str]] = None,
-    run_id: str = "",
-    allow_incomplete: bool = False,
-) -> Dict[str, Any]:
-    """The record of one (check, rack); ``passed`` follows the outcome (and allow_incomplete), ``verdict``
-    is what a pipeline acts on: passed, failed (the racks have a problem) or error (the check could not run)."""
-    passed = outcome == OUTCOME_PASSED or (outcome == OUTCOME_INCOMPLETE and allow_incomplete)
-    return {
-        "check": check,
-        "rack": plan.name,
-        "clique": plan.clique,
-        "run_id": run_id,
-        "outcome": outcome,
-        "verdict": OUTCOME_ERROR if outcome == OUTCOME_ERROR else OUTCOME_PASSED if passed else OUTCOME_FAILED,
-        "passed": passed,
-        "summary": one_line(summary),
-        "nodes": list(plan.nodes),
-        "failed_nodes": by_name(failed_nodes),
-        "node_problems": {k: one_line((node_problems or {})[k]) for k in by_name(node_problems or {})},
-        "trays": plan.trays(),
-        "details": dict(details),
-    }
-
-
-def _instant(text: Any) -> Optional[datetime]:
-    """A record's RFC 3339 time (``2026-12-06T01:02:48.691242Z``, fraction optional), or None."""
-    if not isinstance(text, str):
-        return None
-    for layout in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(text, layout).replace(tzinfo=timezone.utc)
-        except ValueError:
-            continue
-    return None
-
-
-def superseded(old: Optional[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a record of a rack this run did not cover is an earlier run's, to be removed from the records.
-
-    Only when that run had finished before this one started (the earliest ``started`` of ``records``): a run
-    that overlaps this one (two runs started at once, each on its own racks) keeps its record, or its report
-    would lose its own verdict. A record whose times cannot be read is an earlier run's.
-    """
-    started = [t for t in (_instant(r.get("started")) for r in records) if t is not None]
-    finished = _instant((old or {}).get("finished"))
-    if not started or finished is None:
-        return True
-    return finished < min(started)
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def incomplete_summary(check: str, plan: RackPlan) -> str:
-    skipped = "; ".join(f"{s['node']}: {s['reason']}" for s in plan.skipped[:4])
-    more = f" and {len(plan.skipped) - 4} more" if len(plan.skipped) > 4 else ""
-    return (
-        f"rack {plan.name}: {plural(len(plan.nodes), 'usable tray')} of {len(plan.found)}; the {check} check needs at "
-        f"least {MIN_TRAYS}"
-        + (f" (skipped {skipped}{more})" if skipped else "")
-        + "; free or uncordon trays, or set gpu_fabric_verify_allow_incomplete: true"
-    )
-
-
-def incomplete_record(check: str, plan: RackPlan, run_id: str, allow_incomplete: bool) -> Dict[str, Any]:
-    """The record of a rack the check did not run on: it measured no tray."""
-    record = record_for(
-        check,
-        plan,
-        OUTCOME_INCOMPLETE,
-        incomplete_summary(check, plan),
-        {"violations": [incomplete_summary(check, plan)]},
-        run_id=run_id,
-        allow_incomplete=allow_incomplete,
-    )
-    # the usable trays were not measured either: the run did not cover them
-    reason = f"rack incomplete: the {check} check needs {MIN_TRAYS} usable trays"
-    record["trays"]["skipped"] = sorted(
-        record["trays"]["skipped"] + [{"node": node, "reason": reason} for node in plan.nodes],
-        key=lambda s: natural_key(s["node"]),
-    )
-    record["nodes"] = []
-    return record
-
-
 def coverage_note(plan: RackPlan) -> str:
     """`` (16 of 18 trays; 2 skipped: t3 cordoned, ...)`` when not every tray was measured, else ''."""
     if not plan.skipped:
@@ -572,73 +470,3 @@ def coverage_note(plan: RackPlan) -> str:
     reasons = ", ".join(f"{s['node']} {s['reason']}" for s in plan.skipped[:3])
     more = f" and {len(plan.skipped) - 3} more" if len(plan.skipped) > 3 else ""
     return f" ({len(plan.nodes)} of {len(plan.found)} trays; skipped {reasons}{more})"
-
-
-# -- the clique judge ---------------------------------------------------------------------------------
-
-
-def judge_cliques(
-    members: Sequence[Mapping[str, Any]],
-    plan: RackPlan,
-    gpus_per_tray: int,
-    trays_per_clique: int,
-) -> Tuple[bool, str, Dict[str, str], Dict[str, Any]]:
-    """Labels, one clique, trays and GPUs of one rack: (passed, summary, node problems, details)."""
-    problems: Dict[str, str] = {}
-    violations: List[str] = []
-    cliques: Dict[str, List[str]] = {}
-    gpus: Dict[str, int] = {}
-    for node in members:
-        name = node_name(node)
-        gpus[name] = allocatable_gpus(node)
-        value = labels_of(node).get(CLIQUE_LABEL)
-        if not value:
-            problems[name] = unlabelled_message(name)
-        else:
-            cliques.setdefault(value, []).append(name)
-    violations.extend(problems.values())
-    if len(cliques) > 1:
-        split = "; ".join(f"{value}: {', '.join(by_name(names))}" for value, names in sorted(cliques.items()))
-        violations.append(
-            f"rack {plan.name} spans {len(cliques)} cliques ({split}); the trays of one rack must share one NVLink "
-            "clique: check the NVLink switch trays and each tray's fabric state"
-        )
-        minority = sorted(cliques, key=lambda v: (len(cliques[v]), v))[:-1]
-        for value in minority:
-            for name in cliques[value]:
-                problems.setdefault(name, f"{name} is in clique {value}, apart from the rest of rack {plan.name}")
-    if trays_per_clique and len(members) != trays_per_clique:
-        violations.append(
-            f"rack {plan.name} has {plural(len(members), 'GPU tray')}, expected {trays_per_clique} "
-            "(gpu_fabric_trays_per_clique): a tray is down, unlabelled by GPU Feature Discovery or not joined"
-        )
-    if gpus_per_tray:
-        for name, count in sorted(gpus.items(), key=lambda item: natural_key(item[0])):
-            if count != gpus_per_tray:
-                text = (
-                    f"{name} has {count} allocatable {GPU_RESOURCE}, expected {gpus_per_tray} "
-                    "(gpu_fabric_gpus_per_tray):"
-                    " a GPU fell off the bus or the device plugin does not see it; check 'nvidia-smi -L' on the tray"
-                )
-                problems.setdefault(name, text)
-                violations.append(text)
-    details = {
-        "gpu_nodes": len(members),
-        "cliques": {value: by_name(names) for value, names in sorted(cliques.items())},
-        "unlabelled_nodes": by_name(n for n in gpus if not any(n in v for v in cliques.values())),
-        "gpus": gpus,
-        "expected_trays": trays_per_clique,
-        "expected_gpus_per_tray": gpus_per_tray,
-        "violations": violations,
-    }
-    if violations:
-        head = f"rack {plan.name}: {plural(len(violations), 'problem')}: "
-        return False, head + "; ".join(violations), problems, details
-    value = next(iter(cliques))
-    gpu_text = f", {gpus_per_tray} GPUs each" if gpus_per_tray else ""
-    return (
-        True,
-        f"rack {plan.name}: {plural(len(members), 'GPU tray')} in one clique ({value}){gpu_text}",
-        {},
-        details,
-    )

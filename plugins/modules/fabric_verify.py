@@ -414,60 +414,20 @@ files:
   elements: str
 """
 
-import json
-import os
-
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import (
-    fleet,
-    history,
-    mirror,
-    nvbandwidth_runtime,
-    openshift,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import (
-    peak_table_problems,
-    reference_table_problems,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
-    FileChange,
-    FileEditError,
-    read_text,
-    write_change,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
-    judge_fleet_busbw,
-    judge_nccl_log,
-    judge_nvbandwidth_log,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
-    ApiUnreachable,
-    api_endpoint,
-    auth_argument_spec,
-    connect,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     GPU_NODE_TOLERATIONS,
     MNNVL_PRODUCTS,
-    OUTCOME_ERROR,
-    OUTCOME_FAILED,
-    OUTCOME_PASSED,
-    RackPlan,
-    Scope,
-    given_namespaces,
-    group_racks,
-    judge_cliques,
-    parse_nodes_per_clique,
-    plan_fleet,
-    record_for,
-    superseded,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import pod_tolerations
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
+# The options of every check; each check's own option groups (imex_channel, mpi, nvbandwidth, nccl) come from
+# the registry of checks, as do the choices of O(check).
 ARGUMENT_SPEC = dict(
-    check=dict(type="str", required=True, choices=["cliques", "imex_channel", "nvbandwidth", "nccl"]),
+    check=dict(type="str", required=True, choices=list(checks.names())),
     racks=dict(type="dict", default={}),
     rack_label=dict(type="str", default=""),
     cliques=dict(type="list", elements="str", default=[]),
@@ -495,382 +455,27 @@ ARGUMENT_SPEC = dict(
     tolerations=dict(type="list", elements="dict", default=[dict(t) for t in GPU_NODE_TOLERATIONS]),
     mnnvl_products=dict(type="list", elements="str", default=list(MNNVL_PRODUCTS)),
     image_pull_secrets_namespace=dict(type="str", default="gpu-operator", no_log=False),
-    imex_channel=dict(
-        type="dict",
-        default={},
-        options=dict(
-            image=dict(type="str", default="ubuntu:22.04"),
-            run_as_user=dict(type="int", default=65534),
-        ),
-    ),
-    mpi=dict(
-        type="dict",
-        default={},
-        options=dict(
-            run_as_user=dict(type="int", default=1000),
-            ssh_auth_mount_path=dict(type="str", default="/home/mpiuser/.ssh"),
-            worker_command=dict(
-                type="list", elements="str", default=["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
-            ),
-            launcher_affinity=dict(type="dict", default={}),
-            backoff_limit=dict(type="int", default=0),
-        ),
-    ),
-    nvbandwidth=dict(
-        type="dict",
-        default={},
-        options=dict(
-            image=dict(type="str", default="ghcr.io/nvidia/k8s-samples:nvbandwidth-v0.7-8d103163"),
-            testcase=dict(type="str", default="multinode_device_to_device_memcpy_read_ce"),
-            extra_args=dict(type="list", elements="str", default=[]),
-            min_gbps=dict(type="float", default=0),
-            min_fraction_of_peak=dict(type="float", default=0.85),
-            peak_gbps=dict(type="float", default=0),
-            peak_gbps_by_product=dict(type="list", elements="dict", default=[]),
-            product_references=dict(type="list", elements="dict", default=[]),
-            min_fraction_of_median=dict(type="float"),
-        ),
-    ),
-    nccl=dict(
-        type="dict",
-        default={},
-        options=dict(
-            image=dict(type="str", default=""),
-            binary=dict(type="str", default="all_reduce_perf"),
-            args=dict(type="list", elements="str", default=["-b", "1G", "-e", "8G", "-f", "2", "-g", "1"]),
-            mpirun_args=dict(
-                type="list",
-                elements="str",
-                default=[
-                    "-x",
-                    "NCCL_DEBUG=INFO",
-                    "-x",
-                    "NCCL_DEBUG_SUBSYS=INIT",
-                    "-x",
-                    "NCCL_MNNVL_ENABLE=1",
-                    "-x",
-                    "NCCL_CUMEM_ENABLE=1",
-                ],
-            ),
-            require_mnnvl=dict(type="bool", default=True),
-            min_busbw_gbps=dict(type="float", default=0),
-            min_fraction_of_reference=dict(type="float", default=0.9),
-            min_fraction_of_peak=dict(type="float", default=0.6),
-            min_fraction_of_fleet_median=dict(type="float", default=0.9),
-            peak_gbps=dict(type="float", default=0),
-            peak_gbps_by_product=dict(type="list", elements="dict", default=[]),
-        ),
-    ),
+    **checks.option_specs(),
 )
 
 
-def build_module() -> AnsibleK8SModule:
+def main() -> None:
     argument_spec = auth_argument_spec()
     argument_spec.update(ARGUMENT_SPEC)
-    return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
-
-
-def scope_of(params: dict) -> Scope:
-    return Scope(
-        racks={str(rack): [str(n) for n in nodes or []] for rack, nodes in (params["racks"] or {}).items()},
-        rack_label=params["rack_label"],
-        cliques=[str(c) for c in params["cliques"]],
-        nodes_per_clique=parse_nodes_per_clique(params["nodes_per_clique"]),
-        node_names=[str(n) for n in params["node_names"]],
-        gpus_per_tray=params["gpus_per_tray"],
-        trays_per_clique=params["trays_per_clique"],
-        allow_incomplete=params["allow_incomplete"],
-        tolerations=pod_tolerations(params["tolerations"]),
-        mnnvl_products=list(params["mnnvl_products"]),
-    )
-
-
-def mirrored(params: dict) -> dict:
-    """``params`` with the image of each check at the site's mirror (``registry``, ``image_overrides``)."""
-    moved = dict(params)
-    for check in ("imex_channel", "nvbandwidth", "nccl"):
-        if isinstance(params.get(check), dict) and params[check].get("image"):
-            image = mirror.mirror_image(params[check]["image"], params["registry"], params["image_overrides"])
-            moved[check] = dict(params[check], image=image)
-    return moved
-
-
-def check_mode_summary(check: str, racks: list) -> str:
-    """The plan in one line: the racks, and per rack the expected run time where the check models one."""
-    expected = [
-        f"rack {r['rack']}: {r['would_create']['expected']}" for r in racks if r["would_create"].get("expected")
-    ]
-    return f"check mode: {check} would run on {len(racks)} rack(s); nothing created" + "".join(
-        f"; {line}" for line in expected
-    )
-
-
-def make_check(params: dict) -> fleet.Check:
-    params = mirrored(params)
-    name = params["check"]
-    if name == "imex_channel":
-        return fleet.ImexChannelCheck(params["imex_channel"]["image"], params["imex_channel"]["run_as_user"])
-    if name == "nvbandwidth":
-        nvb = params["nvbandwidth"]
-        problems = peak_table_problems(nvb.get("peak_gbps_by_product")) + reference_table_problems(
-            nvb.get("product_references")
-        )
-        if problems:
-            raise ValueError("nvbandwidth: " + "; ".join(problems))
-        nvbandwidth_runtime.run_options(nvb["extra_args"])  # a buffer or sample count that is no number: refused
-        return fleet.NvbandwidthCheck(
-            nvb["image"],
-            params["mpi"],
-            nvb["testcase"],
-            nvb["extra_args"],
-            lambda log, plan, nodes: judge_nvbandwidth_log(
-                log,
-                plan,
-                history.options_with_baseline(nvb, params["history_dir"], "nvbandwidth", plan.name, params["run_id"]),
-                nodes,
-            ),
-        )
-    nccl = params["nccl"]
-    if not nccl["image"]:
-        raise ValueError(
-            "nccl.image is empty: there is no official NVIDIA nccl-tests image; build one with nccl-tests (MPI=1), "
-            "Open MPI and sshd and set verify_nccl_image"
-        )
-    return fleet.NcclCheck(
-        nccl["image"],
-        params["mpi"],
-        nccl["binary"],
-        nccl["args"],
-        nccl["mpirun_args"],
-        lambda log, plan, nodes: judge_nccl_log(log, plan, nccl, nodes),
-    )
-
-
-def cliques_records(nodes: list, plans: list, scope: Scope, params: dict) -> list:
-    grouped = group_racks(nodes, scope)
-    records = []
-    for plan in plans:
-        passed, summary, problems, details = judge_cliques(
-            grouped.get(plan.name, []), plan, params["gpus_per_tray"], params["trays_per_clique"]
-        )
-        record = record_for(
-            "cliques",
-            plan,
-            OUTCOME_PASSED if passed else OUTCOME_FAILED,
-            summary,
-            details,
-            failed_nodes=list(problems),
-            node_problems=problems,
-            run_id=params["run_id"],
-        )
-        # the labels of every tray were read: cordoned, busy or NotReady trays are not skipped here
-        record["nodes"] = list(plan.found)
-        record["trays"]["skipped"] = []
-        records.append(record)
-    return records
-
-
-def write_records(module, check: str, records_dir: str, records: list) -> list:
-    """Replace this check's records of an earlier run with this run's; returns the paths written.
-
-    Each record goes through the collection's file writer (temporary file, atomic move); a record of a rack
-    this run did not cover is removed when an earlier run wrote it (``verification.superseded``: a run that
-    overlaps this one keeps its own), and the flat record of 0.1.0 is removed.
-    """
-    directory = os.path.join(records_dir, check)
-    wanted = {
-        os.path.join(directory, f"{r['rack']}.json"): json.dumps(r, indent=2, sort_keys=True) + "\n" for r in records
-    }
-    stale = [os.path.join(directory, n) for n in os.listdir(directory)] if os.path.isdir(directory) else []
-    stale.append(os.path.join(records_dir, f"{check}.json"))  # the layout of 0.1.0
-    for path in stale:
-        if path.endswith(".json") and path not in wanted and os.path.exists(path):
-            try:
-                old = json.loads(read_text(path) or "null")
-            except ValueError:
-                old = None
-            if superseded(old if isinstance(old, dict) else None, records):
-                os.unlink(path)
-    for path, text in wanted.items():
-        write_change(
-            module, FileChange(path=path, before=read_text(path), after=text), backup=False, create_parents=True
-        )
-    return list(wanted)
-
-
-def fleet_summary(check: str, records: list) -> str:
-    failed = [r for r in records if not r["passed"]]
-    if not records:
-        return f"{check}: no rack to verify"
-    if not failed:
-        return f"{check}: {len(records)} of {len(records)} racks passed ({', '.join(r['rack'] for r in records)})"
-    return f"{check}: {len(failed)} of {len(records)} racks failed: " + " | ".join(r["summary"] for r in failed)
-
-
-def cluster_facts(client) -> dict:
-    try:
-        version = client.client.version.get("kubernetes", {}).get("gitVersion", "unknown")
-    except Exception:  # version discovery failing must not stop the check; the record says unknown
-        version = "unknown"
-    return {"server_version": version, "host": str(getattr(client.configuration, "host", "unknown"))}
-
-
-def detect_openshift(api: fleet.Api) -> bool:
-    """GET /apis through the run's API (retried like every call)."""
-    groups = api.call("list the served API groups", lambda: api.client.client.request("get", "/apis"))
-    return openshift.is_openshift(groups.to_dict() if hasattr(groups, "to_dict") else groups)
-
-
-# The record of a check that did not get as far as the racks (no GPU node, or no answer from the API server).
-FLEET = RackPlan(name="fleet", cliques=[], found=[], nodes=[], skipped=[], gpus_per_tray=0, gpu_product="")
-
-
-def error_records(check: str, plans: list, message: str, run_id: str) -> list:
-    """An ``error`` record (the check could not run; nothing said of the fabric) for each of ``plans``."""
-    return [
-        record_for(
-            check,
-            plan,
-            OUTCOME_ERROR,
-            message if plan is FLEET else f"rack {plan.name}: {message}",
-            {"violations": [message]},
-            run_id=run_id,
-        )
-        for plan in plans
-    ]
-
-
-def unreachable_message(text: str) -> str:
-    """``text`` (what could not be done, one line) and what to do about it."""
-    return (
-        f"{text}; the check did not run, which says nothing of the fabric: check that the API server runs and "
-        "that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the host options point at it, "
-        "then run it again"
-    )
-
-
-def finish(module, params: dict, records: list, racks: list, started: str, cluster: dict) -> None:
-    """Complete the records, write them and exit with the run's result."""
-    finished = fleet.now_rfc3339()
-    for record in records:  # the records of a check that created nothing: the read is the whole check
-        record.setdefault("started", started)
-        record.setdefault("finished", finished)
-        record.setdefault("cluster", cluster)
-        record.setdefault("objects_left", 0)
-        record.setdefault("objects_uncounted", [])
-        record.setdefault("cleanup_error", "")
-    files = []
-    if params["records_dir"] and not module.check_mode:
-        try:
-            # the file writer needs AnsibleModule itself (atomic_move), which kubernetes.core wraps
-            files = write_records(module._module, params["check"], params["records_dir"], records)
-        except (FileEditError, OSError) as exc:
-            module.fail_json(msg=f"could not write the records under {params['records_dir']}: {exc}", records=records)
-    module.exit_json(
-        changed=bool(files),
-        passed=all(r["passed"] for r in records),
-        summary=fleet_summary(params["check"], records),
-        records=records,
-        racks=racks,
-        failed_racks=[r["rack"] for r in records if not r["passed"]],
-        files=files,
-    )
-
-
-def main() -> None:
-    module = build_module()
+    module = AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
-    started = fleet.now_rfc3339()
+
+    def write(records: list) -> list:
+        # the file writer needs AnsibleModule itself (atomic_move), which kubernetes.core wraps
+        return fleet.write_records(module._module, params["check"], params["records_dir"], records)
+
     try:
-        scope = scope_of(params)
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-    try:
-        check = None if params["check"] == "cliques" else make_check(params)
-        unusable = ""
-    except ValueError as exc:  # the check cannot run as configured: every rack's record says why
-        check, unusable = None, str(exc)
-    unknown = {"server_version": "unknown", "host": "unknown"}
-    try:
-        # the client reads /version and the API groups: an API server that does not answer yet is waited for
-        client = connect(lambda: get_api_client(module=module), params["api_patience"])
+        result = fleet.verify(params, module.check_mode, lambda: get_api_client(module=module), write)
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except ApiUnreachable as exc:
-        message = unreachable_message(str(exc))
-        cluster = dict(unknown, host=api_endpoint(exc.__cause__) or "unknown")
-        finish(module, params, error_records(params["check"], [FLEET], message, params["run_id"]), [], started, cluster)
-    api = fleet.Api(client, patience=params["api_patience"])
-    try:
-        nodes = api.list("Node", "v1")
-        pods = api.list("Pod", "v1") if check is not None and check.uses_gpus else []
-    except fleet.ApiUnavailable as exc:
-        message = unreachable_message(f"could not {exc}")
-        cluster = dict(unknown, host=str(getattr(client.configuration, "host", "unknown")))
-        finish(module, params, error_records(params["check"], [FLEET], message, params["run_id"]), [], started, cluster)
-    plan = plan_fleet(nodes, pods, scope, uses_gpus=check.uses_gpus if check else False)
-    if plan.unknown_selections:
-        known = ", ".join(r.name for r in plan.racks) or "none"
-        module.fail_json(
-            msg=f"{', '.join(plan.unknown_selections)} matches no rack, clique or GPU tray of the cluster "
-            f"(racks selected: {known}); check gpu_fabric_verify_cliques and the node lists",
-            racks=[r.to_dict() for r in plan.racks],
-        )
-    try:
-        given = given_namespaces([r.name for r in plan.racks], params["namespaces"], params["namespace"])
-    except ValueError as exc:
-        module.fail_json(msg=str(exc), racks=[r.to_dict() for r in plan.racks])
-    settings = fleet.Settings(
-        namespace_prefix=params["namespace_prefix"],
-        timeout=float(params["timeout"]),
-        poll=float(params["poll_delay"]),
-        driver_namespace=params["driver_namespace"],
-        run_id=params["run_id"],
-        allow_incomplete=params["allow_incomplete"],
-        pod_security_level=params["pod_security_level"],
-        cluster=cluster_facts(client),
-        namespaces=given,
-        image_pull_secrets=list(params["image_pull_secrets"]),
-        tolerations=[dict(t) for t in params["tolerations"]],
-        image_pull_secrets_namespace=params["image_pull_secrets_namespace"],
-    )
-    racks = [r.to_dict() for r in plan.racks]
-    try:
-        settings.openshift = detect_openshift(api) if params["openshift"] is None else params["openshift"]
-    except fleet.ApiUnavailable as exc:
-        message = unreachable_message(f"could not {exc}")
-        records = error_records(params["check"], plan.racks or [FLEET], message, params["run_id"])
-        finish(module, params, records, racks, started, settings.cluster)
-    settings.cluster["openshift"] = str(settings.openshift).lower()
-    if not plan.racks:
-        message = "no GPU node found: check that GPU Feature Discovery labels the nodes (nvidia.com/gpu.present=true)"
-        records = error_records(params["check"], [FLEET], message, params["run_id"])
-    elif unusable:
-        records = error_records(params["check"], plan.racks, unusable, params["run_id"])
-    elif module.check_mode and check is not None:
-        for view, rack in zip(racks, plan.racks):
-            view["would_create"] = check.plan_view(fleet.RackRun(check, api, rack, settings))
-        module.exit_json(
-            changed=False,
-            passed=True,
-            records=[],
-            racks=racks,
-            failed_racks=[],
-            files=[],
-            summary=check_mode_summary(params["check"], racks),
-        )
-    elif check is None:
-        records = cliques_records(nodes, plan.racks, scope, params)
-    else:
-        try:
-            records = fleet.run_racks(check, api, plan.racks, settings, params["parallel_racks"])
-        except fleet.ApiUnavailable as exc:  # the kinds are looked up before the racks start
-            records = error_records(
-                params["check"], plan.racks, unreachable_message(f"could not {exc}"), params["run_id"]
-            )
-        if params["check"] == "nccl":
-            judge_fleet_busbw(records, params["nccl"]["min_fraction_of_fleet_median"])
-    finish(module, params, records, racks, started, settings.cluster)
+    except fleet.Refused as exc:
+        module.fail_json(msg=str(exc), **exc.extra)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

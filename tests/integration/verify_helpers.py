@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+
 if TYPE_CHECKING:
     from conftest import SimRack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CHECKS = ("cliques", "imex_channel", "nvbandwidth", "nccl")
+CHECKS = checks.names()
 
 
 # What a verification may leave behind in its namespaces: nothing.

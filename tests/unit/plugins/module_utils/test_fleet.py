@@ -12,7 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import (
+    compute_domain,
+    kube_api,
+    kube_watch,
+    rack_run,
+    verification,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     DEFAULT_LAUNCHER_AFFINITY,
     imex_pod_manifest,
@@ -29,12 +38,12 @@ MISSING = "ls: cannot access '/dev/nvidia-caps-imex-channels': No such file or d
 
 
 def test_the_real_listing_shows_a_character_device():
-    assert fleet.judge_channel_listing(LISTING) == (True, "major 501, minor 0")
-    assert fleet.channel0_line(LISTING) == "crw-rw-rw- 1 root root 501, 0 Jan  5 08:31 channel0"
+    assert imex_check.judge_channel_listing(LISTING) == (True, "major 501, minor 0")
+    assert imex_check.channel0_line(LISTING) == "crw-rw-rw- 1 root root 501, 0 Jan  5 08:31 channel0"
 
 
 def test_a_missing_channel_quotes_the_listing():
-    assert fleet.judge_channel_listing(MISSING) == (
+    assert imex_check.judge_channel_listing(MISSING) == (
         False,
         "channel0 is missing (listing: ls: cannot access '/dev/nvidia-caps-imex-channels': No such file or directory)",
     )
@@ -42,7 +51,7 @@ def test_a_missing_channel_quotes_the_listing():
 
 def test_a_channel_that_is_a_file_is_refused():
     listing = LISTING.replace("crw-rw-rw- 1 root root 501, 0", "-rw-r--r-- 1 root root 0")
-    ok, text = fleet.judge_channel_listing(listing)
+    ok, text = imex_check.judge_channel_listing(listing)
     assert not ok and text.startswith("channel0 is not a character device: -rw-r--r--")
 
 
@@ -69,16 +78,16 @@ def test_the_api_retries_transient_errors_until_it_succeeds():
         return "ok"
 
     slept = []
-    api = fleet.Api(client=None, patience=60, sleep=slept.append, clock=lambda: next(clock))
+    api = kube_api.Api(client=None, patience=60, sleep=slept.append, clock=lambda: next(clock))
     assert api.call("read Node x", flaky) == "ok"
     assert slept == [1.0, 2.0]
 
 
 def test_the_api_gives_up_with_one_line():
     clock = iter(range(0, 1000, 30))
-    api = fleet.Api(client=None, patience=60, sleep=lambda s: None, clock=lambda: next(clock))
+    api = kube_api.Api(client=None, patience=60, sleep=lambda s: None, clock=lambda: next(clock))
     refused = MaxRetryError(None, "/api/v1/nodes", NewConnectionError(None, "Failed to establish a new connection"))
-    with pytest.raises(fleet.ApiUnavailable) as caught:
+    with pytest.raises(kube_api.ApiUnavailable) as caught:
         api.call("list Node", raising(refused))
     assert (
         str(caught.value) == "list Node: cannot reach the Kubernetes API for 90 s: failed to establish a new connection"
@@ -87,13 +96,15 @@ def test_the_api_gives_up_with_one_line():
 
 
 def test_the_api_does_not_retry_a_refusal():
-    api = fleet.Api(client=None, patience=60, sleep=lambda s: pytest.fail("retried"), clock=lambda: 0)
-    with pytest.raises(fleet.ApiUnavailable, match="create Pod ns/p: "):
+    api = kube_api.Api(client=None, patience=60, sleep=lambda s: pytest.fail("retried"), clock=lambda: 0)
+    with pytest.raises(kube_api.ApiUnavailable, match="create Pod ns/p: "):
         api.call("create Pod ns/p", raising(_Status(403)))
 
 
 def test_a_failed_launcher_is_described_with_its_error_lines():
-    check = fleet.NvbandwidthCheck("img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {})
+    check = nvbandwidth_check.NvbandwidthCheck(
+        "img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {}
+    )
     launcher = {
         "metadata": {"name": "nvbandwidth-rack0-launcher-x"},
         "spec": {"nodeName": "sim-control-plane"},
@@ -173,7 +184,7 @@ def test_trays_with_the_same_finding_are_named_together():
     missing = "channel0 is missing (listing: ls: cannot access '/dev/nvidia-caps-imex-channels')"
     bad = {f"gb200-r0-t{i}": missing for i in range(18)}
     bad["gb200-r0-t18"] = "channel0 is not a character device: -rw-r--r-- 1 root root 0 channel0"
-    assert fleet.channel_findings(bad) == (
+    assert imex_check.channel_findings(bad) == (
         f"gb200-r0-t0, gb200-r0-t1, gb200-r0-t2 and 15 more: {missing}; "
         "gb200-r0-t18: channel0 is not a character device: -rw-r--r-- 1 root root 0 channel0"
     )
@@ -194,27 +205,29 @@ class LogApi:
         return answer
 
 
-def rack_run(api) -> fleet.RackRun:
-    plan = fleet.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
-    check = fleet.NvbandwidthCheck("img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {})
-    return fleet.RackRun(check, api, plan, fleet.Settings(), sleep=lambda s: None)
+def rack_run_of(api) -> rack_run.RackRun:
+    plan = verification.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    check = nvbandwidth_check.NvbandwidthCheck(
+        "img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {}
+    )
+    return rack_run.RackRun(check, api, plan, rack_run.Settings(), sleep=lambda s: None)
 
 
-NOT_YET = fleet.ApiUnavailable(
+NOT_YET = kube_api.ApiUnavailable(
     'read the log of pod ns/l: 400 Bad Request: no logs found for container "mpi-launcher" in pod l'
 )
 
 
 def test_a_log_not_served_yet_is_read_again():
     api = LogApi(NOT_YET, "", "nvbandwidth Version: v0.8\n")
-    assert rack_run(api).read_log("l") == "nvbandwidth Version: v0.8\n"
+    assert rack_run_of(api).read_log("l") == "nvbandwidth Version: v0.8\n"
     assert api.reads == 3
 
 
 def test_a_log_never_served_is_an_api_failure_not_an_empty_log():
     api = LogApi(NOT_YET)
-    with pytest.raises(fleet.ApiUnavailable) as caught:
-        rack_run(api).read_log("l")
+    with pytest.raises(kube_api.ApiUnavailable) as caught:
+        rack_run_of(api).read_log("l")
     assert api.reads == 10
     assert str(caught.value) == (
         "read the log of the finished pod gpu-fabric-verify-nvbandwidth-rack0/l after 10 tries "
@@ -223,9 +236,9 @@ def test_a_log_never_served_is_an_api_failure_not_an_empty_log():
 
 
 def test_a_refused_log_read_is_not_retried():
-    api = LogApi(fleet.ApiUnavailable("read the log of pod ns/l: 403 Forbidden: pods/log is forbidden"))
-    with pytest.raises(fleet.ApiUnavailable, match="403 Forbidden"):
-        rack_run(api).read_log("l")
+    api = LogApi(kube_api.ApiUnavailable("read the log of pod ns/l: 403 Forbidden: pods/log is forbidden"))
+    with pytest.raises(kube_api.ApiUnavailable, match="403 Forbidden"):
+        rack_run_of(api).read_log("l")
     assert api.reads == 1
 
 
@@ -242,10 +255,10 @@ class GoneApi:
         return True
 
     def watch_until(self, kind, api_version, namespace, judge, deadline, *args, **kwargs):
-        return fleet.kube_watch.Outcome(value=judge({}))  # nothing is left in a namespace that is gone
+        return kube_watch.Outcome(value=judge({}))  # nothing is left in a namespace that is gone
 
 
-class Raising(fleet.Check):
+class Raising(base.Check):
     name = "nvbandwidth"
 
     def __init__(self, exc):
@@ -256,19 +269,23 @@ class Raising(fleet.Check):
 
 
 def record_after(exc) -> dict:
-    plan = fleet.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
-    return fleet.RackRun(Raising(exc), GoneApi(), plan, fleet.Settings(), sleep=lambda s: None).run()
+    plan = verification.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    return rack_run.RackRun(Raising(exc), GoneApi(), plan, rack_run.Settings(), sleep=lambda s: None).run()
 
 
 @pytest.mark.parametrize(
     ("exc", "verdict", "start"),
     [
-        (fleet.ApiUnavailable("list Pod ns: 503 Service Unavailable"), "error", "rack rack0: could not list Pod ns"),
-        (fleet.NotRun("MPIJob ns/j has no status after 60 s"), "error", "rack rack0: the check could not run: "),
+        (kube_api.ApiUnavailable("list Pod ns: 503 Service Unavailable"), "error", "rack rack0: could not list Pod ns"),
+        (base.NotRun("MPIJob ns/j has no status after 60 s"), "error", "rack rack0: the check could not run: "),
         (KeyError("spec"), "error", "rack rack0: the check stopped on an unexpected error (KeyError: 'spec')"),
-        (fleet.cd.ComputeDomainError("no CRD", not_run=True), "error", "rack rack0: no CRD"),
-        (fleet.cd.ComputeDomainError("ComputeDomain ns/d not Ready after 60 s"), "failed", "rack rack0: ComputeDomain"),
-        (fleet.CheckFailed("3 GPU pairs below 765.00 GB/s", failed_nodes=["t1"]), "failed", "rack rack0: 3 GPU"),
+        (compute_domain.ComputeDomainError("no CRD", not_run=True), "error", "rack rack0: no CRD"),
+        (
+            compute_domain.ComputeDomainError("ComputeDomain ns/d not Ready after 60 s"),
+            "failed",
+            "rack rack0: ComputeDomain",
+        ),
+        (base.CheckFailed("3 GPU pairs below 765.00 GB/s", failed_nodes=["t1"]), "failed", "rack rack0: 3 GPU"),
     ],
 )
 def test_a_check_that_could_not_run_is_an_error_never_a_fabric_failure(exc, verdict, start):
@@ -290,9 +307,9 @@ def test_a_kind_the_cluster_does_not_serve_is_looked_up_once():
                 raise ResourceNotFoundError(f"{kind} {api_version}")
             return (kind, api_version)
 
-    api = fleet.Api(Client(), patience=0)
+    api = kube_api.Api(Client(), patience=0)
     kinds = (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1"))
     for _attempt in range(3):
-        assert fleet.dra_kinds(api, kinds) == (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1beta2"))
+        assert rack_run.dra_kinds(api, kinds) == (("Pod", "v1"), ("ResourceClaim", "resource.k8s.io/v1beta2"))
     assert lookups == [("ResourceClaim", "resource.k8s.io/v1"), ("ResourceClaim", "resource.k8s.io/v1beta2")]
     assert api.served("ResourceClaim", "resource.k8s.io/v1") is False and len(lookups) == 2

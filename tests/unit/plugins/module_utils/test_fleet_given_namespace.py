@@ -18,7 +18,11 @@ from typing import Any, Dict, Optional, Set, Tuple
 
 import pytest
 import yaml
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain, kube_api, rack_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base, mpijob
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nccl as nccl_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     RackPlan,
     dns_label,
@@ -49,7 +53,7 @@ SERVED = {
 }
 ALL_RIGHTS = {
     (r.verb, r.group, r.resource, r.subresource)
-    for r in fleet.RackRun.rights + fleet.MpiJobCheck.rights + fleet.ImexChannelCheck.rights
+    for r in rack_run.RackRun.rights + mpijob.MpiJobCheck.rights + imex_check.ImexChannelCheck.rights
 }
 
 
@@ -158,28 +162,32 @@ def all_rights(namespace: str) -> Set[Tuple[str, str, str, str, str]]:
     return {(*right, namespace) for right in ALL_RIGHTS}
 
 
-def rack_run(client: MemoryClient, check: fleet.Check, rack: RackPlan, namespaces: Dict[str, str]) -> fleet.RackRun:
-    settings = fleet.Settings(namespaces=namespaces, run_id="20261201T132211Z", timeout=30, poll=0.01)
-    return fleet.RackRun(check, fleet.Api(client, patience=0), rack, settings, sleep=lambda s: None)
+def rack_run_of(
+    client: MemoryClient, check: base.Check, rack: RackPlan, namespaces: Dict[str, str]
+) -> rack_run.RackRun:
+    settings = rack_run.Settings(namespaces=namespaces, run_id="20261201T132211Z", timeout=30, poll=0.01)
+    return rack_run.RackRun(check, kube_api.Api(client, patience=0), rack, settings, sleep=lambda s: None)
 
 
-def imex() -> fleet.ImexChannelCheck:
-    return fleet.ImexChannelCheck("ubuntu:22.04")
+def imex() -> imex_check.ImexChannelCheck:
+    return imex_check.ImexChannelCheck("ubuntu:22.04")
 
 
-def nvbandwidth() -> fleet.NvbandwidthCheck:
-    return fleet.NvbandwidthCheck("img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {})
+def nvbandwidth() -> nvbandwidth_check.NvbandwidthCheck:
+    return nvbandwidth_check.NvbandwidthCheck(
+        "img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {}
+    )
 
 
-def nccl() -> fleet.NcclCheck:
-    return fleet.NcclCheck("img", MPI, "all_reduce_perf", [], [], lambda *a: {})
+def nccl() -> nccl_check.NcclCheck:
+    return nccl_check.NcclCheck("img", MPI, "all_reduce_perf", [], [], lambda *a: {})
 
 
-def the_objects_of(run: fleet.RackRun) -> list:
+def the_objects_of(run: rack_run.RackRun) -> list:
     """What the check creates in the namespace on its rack, as the lifecycle creates it."""
     ns, labels = run.namespace, common_labels(run.check.name, run.plan.name, run.settings.run_id)
-    domain = fleet.cd.desired_object(
-        run.compute_domain, ns, fleet.cd.ComputeDomainSpec(0, run.claim_template), dict(labels)
+    domain = compute_domain.desired_object(
+        run.compute_domain, ns, compute_domain.ComputeDomainSpec(0, run.claim_template), dict(labels)
     )
     template = {
         "kind": "ResourceClaimTemplate",
@@ -190,7 +198,7 @@ def the_objects_of(run: fleet.RackRun) -> list:
         },
     }
     objects = [domain, template]
-    if isinstance(run.check, fleet.ImexChannelCheck):
+    if isinstance(run.check, imex_check.ImexChannelCheck):
         pods = [imex_pod_manifest(n, ns, run.plan.name, run.claim_template, "img", 65534, "r1") for n in run.plan.nodes]
     else:
         job = run.check.manifest(run)
@@ -227,7 +235,7 @@ BYSTANDERS = [
 def test_racks_and_checks_sharing_a_namespace_have_different_names_for_every_object():
     client = MemoryClient(set())
     runs = [
-        rack_run(client, check(), rack, {"rack0": "shared", "rack1": "shared"})
+        rack_run_of(client, check(), rack, {"rack0": "shared", "rack1": "shared"})
         for check, rack in itertools.product((imex, nvbandwidth, nccl), (RACK0, RACK1))
     ]
     names = [(obj["kind"], obj["metadata"]["name"]) for run in runs for obj in the_objects_of(run)]
@@ -244,13 +252,13 @@ def test_racks_and_checks_sharing_a_namespace_have_different_names_for_every_obj
 
 
 def test_without_given_namespaces_each_check_keeps_a_namespace_of_its_own():
-    run = rack_run(MemoryClient(set()), imex(), RACK1, {"rack0": "shared"})
+    run = rack_run_of(MemoryClient(set()), imex(), RACK1, {"rack0": "shared"})
     assert (run.namespace, run.given) == ("gpu-fabric-verify-imex-channel-rack1", False)
-    assert rack_run(MemoryClient(set()), imex(), RACK0, {"rack0": "shared"}).given is True
+    assert rack_run_of(MemoryClient(set()), imex(), RACK0, {"rack0": "shared"}).given is True
 
 
 def test_every_object_and_every_mpi_pod_carries_the_selection_labels():
-    run = rack_run(MemoryClient(set()), nccl(), RACK1, {"rack1": "shared"})
+    run = rack_run_of(MemoryClient(set()), nccl(), RACK1, {"rack1": "shared"})
     job = mpijob_manifest("nccl-rack1", "shared", "nccl", "rack1", RACK1.nodes, 4, "t", "img", [], MPI, "r-1")
     wanted = {
         "app.kubernetes.io/part-of": "gpu-fabric-verify",
@@ -266,7 +274,9 @@ def test_every_object_and_every_mpi_pod_carries_the_selection_labels():
         assert wanted.items() <= labels.items()
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]["nccl-replica"] == "mpi-worker"
     assert run.domain_request("present").labels == dict(wanted, **{"gpu-fabric.nvidia.com/run-id": "20261201T132211Z"})
-    assert fleet.cd.desired_object("d", "shared", fleet.cd.ComputeDomainSpec(0, "t"), {"a": "b"})["metadata"] == {
+    assert compute_domain.desired_object("d", "shared", compute_domain.ComputeDomainSpec(0, "t"), {"a": "b"})[
+        "metadata"
+    ] == {
         "name": "d",
         "namespace": "shared",
         "labels": {"a": "b"},
@@ -280,7 +290,7 @@ def test_a_run_id_is_made_a_valid_label_value():
 
 
 def test_the_pods_of_a_job_are_told_from_those_of_a_job_with_a_longer_rack_name():
-    run = rack_run(MemoryClient(set()), nvbandwidth(), plan("rack1", ["a", "b"]), {"rack1": "shared"})
+    run = rack_run_of(MemoryClient(set()), nvbandwidth(), plan("rack1", ["a", "b"]), {"rack1": "shared"})
     assert run.check.owns_pod(run, "nvbandwidth-rack1-worker-0")
     assert run.check.owns_pod(run, "nvbandwidth-rack1-launcher-5xq2v")
     assert not run.check.owns_pod(run, "nvbandwidth-rack1-b-worker-0")
@@ -342,7 +352,7 @@ def test_missing_rights_end_the_check_with_one_line_before_anything_is_created()
     }
     client = MemoryClient(rights)
     client.put({"kind": "Namespace", "metadata": {"name": "shared"}})
-    record = rack_run(client, nvbandwidth(), RACK0, {"rack0": "shared"}).run()
+    record = rack_run_of(client, nvbandwidth(), RACK0, {"rack0": "shared"}).run()
     assert record["summary"] == (
         "rack rack0: the check could not run: this identity lacks 2 rights in namespace shared, given for rack rack0: "
         "get pods/log, create mpijobs.kubeflow.org; apply the Role and RoleBinding of "
@@ -353,7 +363,9 @@ def test_missing_rights_end_the_check_with_one_line_before_anything_is_created()
 
 
 def test_a_namespace_without_any_right_says_so_and_hints_that_it_may_not_exist():
-    message = fleet.missing_rights_message("nope", "rack0", list(fleet.RackRun.rights), len(fleet.RackRun.rights))
+    message = rack_run.missing_rights_message(
+        "nope", "rack0", list(rack_run.RackRun.rights), len(rack_run.RackRun.rights)
+    )
     assert message == (
         "this identity holds none of the 14 rights the check needs in namespace nope, given for rack rack0; apply "
         "the Role and RoleBinding of docs/rbac/verify-stage-namespaced.yaml in namespace nope (create the namespace "
@@ -363,8 +375,8 @@ def test_a_namespace_without_any_right_says_so_and_hints_that_it_may_not_exist()
 
 def test_a_given_namespace_that_does_not_exist_is_named():
     client = MemoryClient(all_rights("gone"))
-    run = rack_run(client, imex(), RACK1, {"rack1": "gone"})
-    with pytest.raises(fleet.NotRun) as caught:
+    run = rack_run_of(client, imex(), RACK1, {"rack1": "gone"})
+    with pytest.raises(base.NotRun) as caught:
         run.create_namespace()
     assert str(caught.value) == (
         "namespace gone, given for rack rack1, does not exist: create it (the checks never create nor delete a "
@@ -378,7 +390,7 @@ def test_the_cleanup_deletes_exactly_the_checks_objects_on_its_rack_and_keeps_th
     client = MemoryClient(all_rights("shared"))
     client.put({"kind": "Namespace", "metadata": {"name": "shared"}})
     runs = {
-        (c.__name__, r.name): rack_run(client, c(), r, {"rack0": "shared", "rack1": "shared"})
+        (c.__name__, r.name): rack_run_of(client, c(), r, {"rack0": "shared", "rack1": "shared"})
         for c, r in itertools.product((imex, nvbandwidth, nccl), (RACK0, RACK1))
     }
     for obj in BYSTANDERS + [o for run in runs.values() for o in the_objects_of(run)]:
@@ -407,7 +419,7 @@ def test_where_dra_is_beta_the_claims_are_counted_and_the_cleanup_waits_for_them
     served = {k for k in SERVED if not k[1].startswith("resource.k8s.io/")} | dra_kinds
     client = MemoryClient(all_rights("shared"), served)
     client.put({"kind": "Namespace", "metadata": {"name": "shared"}})
-    run = rack_run(client, imex(), RACK0, {"rack0": "shared"})
+    run = rack_run_of(client, imex(), RACK0, {"rack0": "shared"})
     run.namespace_checked = True
     objects = the_objects_of(run)
     for obj in BYSTANDERS + objects:
@@ -423,7 +435,7 @@ def test_where_dra_is_beta_the_claims_are_counted_and_the_cleanup_waits_for_them
 def test_what_an_earlier_run_left_is_deleted_before_the_check_creates_anything():
     client = MemoryClient(all_rights("shared"))
     client.put({"kind": "Namespace", "metadata": {"name": "shared"}})
-    run = rack_run(client, nvbandwidth(), RACK1, {"rack1": "shared"})
+    run = rack_run_of(client, nvbandwidth(), RACK1, {"rack1": "shared"})
     left = the_objects_of(run)
     for obj in BYSTANDERS + left:
         client.put(obj)
@@ -437,14 +449,18 @@ def test_what_an_earlier_run_left_is_deleted_before_the_check_creates_anything()
 @pytest.mark.parametrize("check", [imex, nvbandwidth])
 def test_the_checks_pods_name_the_pull_secrets_given(check):
     client = MemoryClient(rights=all_rights("shared"))
-    settings = fleet.Settings(namespaces={"rack0": "shared"}, image_pull_secrets=["mirror-pull"], timeout=30, poll=0.01)
-    run = fleet.RackRun(check(), fleet.Api(client, patience=0), RACK0, settings, sleep=lambda s: None)
-    if isinstance(run.check, fleet.ImexChannelCheck):
+    settings = rack_run.Settings(
+        namespaces={"rack0": "shared"}, image_pull_secrets=["mirror-pull"], timeout=30, poll=0.01
+    )
+    run = rack_run.RackRun(check(), kube_api.Api(client, patience=0), RACK0, settings, sleep=lambda s: None)
+    if isinstance(run.check, imex_check.ImexChannelCheck):
         bodies = [imex_pod_manifest("gb200-r0-t0", "shared", "rack0", run.claim_template, "img", 65534)]
         specs = [b["spec"] for b in map(run.with_pull_secrets, bodies)]
     else:
         job = run.with_pull_secrets(run.check.manifest(run))
         specs = [r["template"]["spec"] for r in job["spec"]["mpiReplicaSpecs"].values()]
     assert specs and all(spec["imagePullSecrets"] == [{"name": "mirror-pull"}] for spec in specs)
-    plain = fleet.RackRun(check(), fleet.Api(client, patience=0), RACK0, fleet.Settings(), sleep=lambda s: None)
+    plain = rack_run.RackRun(
+        check(), kube_api.Api(client, patience=0), RACK0, rack_run.Settings(), sleep=lambda s: None
+    )
     assert plain.with_pull_secrets({"kind": "Pod", "spec": {}}) == {"kind": "Pod", "spec": {}}

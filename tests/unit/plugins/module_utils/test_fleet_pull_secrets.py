@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import yaml
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, rack_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base, mpijob
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     common_labels,
     imex_pod_manifest,
@@ -81,7 +83,7 @@ class ClusterClient(MemoryClient):
                 self.objects.pop(key)
 
 
-class PodCheck(fleet.Check):
+class PodCheck(base.Check):
     """One pod on the rack's first tray, made as the IMEX check makes its pods; what it saw is kept."""
 
     name = "imex_channel"
@@ -90,7 +92,7 @@ class PodCheck(fleet.Check):
     def __init__(self) -> None:
         self.seen: Dict[str, Any] = {}
 
-    def measure(self, run: fleet.RackRun) -> fleet.Result:
+    def measure(self, run: rack_run.RackRun) -> base.Result:
         run.create_namespace()
         node = run.plan.nodes[0]
         pod = run.create_pod(imex_pod_manifest(node, run.namespace, run.plan.name, "t", "img", 65534, RUN_ID))
@@ -99,15 +101,15 @@ class PodCheck(fleet.Check):
             "secrets": {name: client.objects[("Secret", ns, name)] for ns, name in _secrets(client, run.namespace)},
             "pod": pod,
         }
-        return fleet.Result(True, "the pod ran")
+        return base.Result(True, "the pod ran")
 
 
 def _secrets(client: MemoryClient, namespace: str) -> List[tuple]:
     return [(ns, name) for (kind, ns, name) in client.objects if kind == "Secret" and ns == namespace]
 
 
-def rack_run(client: MemoryClient, check: fleet.Check, secrets=("mirror-pull",), namespaces=None, patience=0):
-    settings = fleet.Settings(
+def rack_run_of(client: MemoryClient, check: base.Check, secrets=("mirror-pull",), namespaces=None, patience=0):
+    settings = rack_run.Settings(
         run_id=RUN_ID,
         timeout=30,
         poll=0.01,
@@ -115,8 +117,8 @@ def rack_run(client: MemoryClient, check: fleet.Check, secrets=("mirror-pull",),
         image_pull_secrets_namespace="gpu-operator",
         namespaces=namespaces or {},
     )
-    return fleet.RackRun(
-        check, fleet.Api(client, patience=patience, sleep=lambda s: None), RACK0, settings, lambda s: None
+    return rack_run.RackRun(
+        check, kube_api.Api(client, patience=patience, sleep=lambda s: None), RACK0, settings, lambda s: None
     )
 
 
@@ -148,7 +150,7 @@ def test_each_secret_is_in_the_checks_namespace_before_its_pod_and_gone_with_the
     other["metadata"] = dict(SOURCE_SECRET["metadata"], name="legacy-pull")
     client = cluster(SOURCE_SECRET, other)
     check = PodCheck()
-    run = rack_run(client, check, secrets=("mirror-pull", "legacy-pull"))
+    run = rack_run_of(client, check, secrets=("mirror-pull", "legacy-pull"))
     record = run.run()
 
     assert (record["verdict"], record["objects_left"]) == ("passed", 0), record["summary"]
@@ -175,7 +177,7 @@ def test_each_secret_is_in_the_checks_namespace_before_its_pod_and_gone_with_the
 
 def test_a_missing_secret_is_an_error_verdict_naming_it_and_nothing_is_left():
     client = cluster()
-    record = rack_run(client, PodCheck()).run()
+    record = rack_run_of(client, PodCheck()).run()
 
     assert record["verdict"] == "error" and not record["passed"]
     assert record["summary"] == (
@@ -190,7 +192,7 @@ def test_a_missing_secret_is_an_error_verdict_naming_it_and_nothing_is_left():
 
 def test_a_secret_that_is_no_pull_secret_is_refused():
     opaque = dict(SOURCE_SECRET, type="Opaque")
-    record = rack_run(cluster(opaque), PodCheck()).run()
+    record = rack_run_of(cluster(opaque), PodCheck()).run()
     assert record["verdict"] == "error"
     assert record["summary"] == (
         "rack rack0: the check could not run: Secret gpu-operator/mirror-pull is of type Opaque, not an image pull "
@@ -201,7 +203,7 @@ def test_a_secret_that_is_no_pull_secret_is_refused():
 def test_an_unavailable_api_server_is_ridden_out_while_reading_the_secret():
     client = cluster(SOURCE_SECRET, unavailable_reads=2)
     check = PodCheck()
-    record = rack_run(client, check, patience=60).run()
+    record = rack_run_of(client, check, patience=60).run()
     assert record["verdict"] == "passed", record["summary"]
     assert [c for c in client.calls if c[1] == "Secret" and c[0] == "get"] == [
         ("get", "Secret", "gpu-operator", "mirror-pull", "503"),
@@ -218,7 +220,7 @@ def test_a_refused_read_is_one_clean_line():
                 raise api_exception(ApiException(status=403, reason="Forbidden"))
             return super().get(resource, name=name, namespace=namespace, **params)
 
-    record = rack_run(Forbidden(), PodCheck(), patience=60).run()
+    record = rack_run_of(Forbidden(), PodCheck(), patience=60).run()
     assert record["verdict"] == "error"
     assert record["summary"].startswith("rack rack0: could not read Secret gpu-operator/mirror-pull: 403 Forbidden")
     assert "\n" not in record["summary"]
@@ -226,19 +228,19 @@ def test_a_refused_read_is_one_clean_line():
 
 def test_without_pull_secrets_no_secret_is_read_nor_created():
     client = cluster(SOURCE_SECRET)
-    record = rack_run(client, PodCheck(), secrets=()).run()
+    record = rack_run_of(client, PodCheck(), secrets=()).run()
     assert record["verdict"] == "passed"
     assert [c for c in client.calls if c[1] == "Secret"] == []
 
 
 def test_a_given_namespace_is_left_to_hold_its_own_secrets():
     client = cluster(SOURCE_SECRET)
-    rights = {(r.verb, r.group, r.resource, r.subresource, "shared") for r in fleet.RackRun.rights + PodCheck.rights}
+    rights = {(r.verb, r.group, r.resource, r.subresource, "shared") for r in rack_run.RackRun.rights + PodCheck.rights}
     client.rights = rights
     client.put({"kind": "Namespace", "metadata": {"name": "shared"}})
     check = PodCheck()
-    check.measure = lambda run: (run.create_namespace(), fleet.Result(True, "ok"))[1]  # type: ignore[method-assign]
-    record = rack_run(client, check, namespaces={"rack0": "shared"}).run()
+    check.measure = lambda run: (run.create_namespace(), base.Result(True, "ok"))[1]  # type: ignore[method-assign]
+    record = rack_run_of(client, check, namespaces={"rack0": "shared"}).run()
     assert record["verdict"] == "passed", record["summary"]
     assert [c for c in client.calls if c[1] == "Secret"] == []
 
@@ -283,5 +285,7 @@ def test_in_given_namespaces_no_right_on_secrets_is_needed():
     assert secret_rules(RBAC / "verify-stage-namespaced.yaml") == []
     assert not any(
         right.resource == "secrets"
-        for right in itertools.chain(fleet.RackRun.rights, fleet.MpiJobCheck.rights, fleet.ImexChannelCheck.rights)
+        for right in itertools.chain(
+            rack_run.RackRun.rights, mpijob.MpiJobCheck.rights, imex_check.ImexChannelCheck.rights
+        )
     )

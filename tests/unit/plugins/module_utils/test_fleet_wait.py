@@ -5,20 +5,22 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
-from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from mpi_settings import MPI
 
 READ_CE = "multinode_device_to_device_memcpy_read_ce"
 
 
-def nvl72(trays: int = 18, product: str = "NVIDIA-GB200") -> fleet.RackPlan:
+def nvl72(trays: int = 18, product: str = "NVIDIA-GB200") -> verification.RackPlan:
     nodes = [f"t{i}" for i in range(trays)]
-    return fleet.RackPlan("rack0", ["c.1"], nodes, nodes, [], 4, product)
+    return verification.RackPlan("rack0", ["c.1"], nodes, nodes, [], 4, product)
 
 
-def nvbandwidth(testcase: str = READ_CE, extra_args=()) -> fleet.NvbandwidthCheck:
-    return fleet.NvbandwidthCheck("img", MPI, testcase, list(extra_args), lambda *a: {})
+def nvbandwidth(testcase: str = READ_CE, extra_args=()) -> nvbandwidth_check.NvbandwidthCheck:
+    return nvbandwidth_check.NvbandwidthCheck("img", MPI, testcase, list(extra_args), lambda *a: {})
 
 
 def test_the_default_wait_of_a_full_nvl72_follows_from_the_model():
@@ -42,25 +44,25 @@ def test_the_sites_timeout_wins():
 
 
 def test_a_check_without_a_model_keeps_900():
-    assert fleet.ImexChannelCheck("img").timeout(nvl72(), 0) == fleet.DEFAULT_TIMEOUT == 900.0
+    assert imex_check.ImexChannelCheck("img").timeout(nvl72(), 0) == base.DEFAULT_TIMEOUT == 900.0
 
 
 def test_the_rack_run_takes_its_deadline_from_the_check():
-    run = fleet.RackRun(nvbandwidth(), object(), nvl72(), fleet.Settings(timeout=0), clock=lambda: 100.0)
+    run = rack_run.RackRun(nvbandwidth(), object(), nvl72(), rack_run.Settings(timeout=0), clock=lambda: 100.0)
     assert run.timeout == 2856.0
-    run = fleet.RackRun(nvbandwidth(), object(), nvl72(), fleet.Settings(timeout=90), clock=lambda: 100.0)
+    run = rack_run.RackRun(nvbandwidth(), object(), nvl72(), rack_run.Settings(timeout=90), clock=lambda: 100.0)
     assert run.timeout == 90
 
 
 def test_the_plan_view_and_the_check_mode_summary_print_the_expected_time():
     check = nvbandwidth()
-    run = fleet.RackRun(check, object(), nvl72(), fleet.Settings(timeout=0))
+    run = rack_run.RackRun(check, object(), nvl72(), rack_run.Settings(timeout=0))
     view = check.plan_view(run)
     assert view["ranks"] == 72 and view["timeout_s"] == 2856.0
     assert view["expected_run"]["pairs"] == 5112
     assert view["expected_run"]["seconds"] == 977.6
     racks = [{"rack": "rack0", "would_create": view}, {"rack": "rack1", "would_create": {"namespace": "n"}}]
-    assert fabric_verify.check_mode_summary("nvbandwidth", racks) == (
+    assert fleet.check_mode_summary("nvbandwidth", racks) == (
         "check mode: nvbandwidth would run on 2 rack(s); nothing created; rack rack0: "
         "multinode_device_to_device_memcpy_read_ce on 72 GPUs: 5112 pairs in 5112 step(s) of 0.189 s, "
         "expected 16 min 18 s; waits up to 47 min 36 s"
@@ -86,7 +88,7 @@ def test_an_unreadable_buffer_size_makes_the_check_unusable():
     with pytest.raises(
         ValueError, match=r"--bufferSize is 'lots'; expected a number \(fix verify_nvbandwidth_extra_args\)"
     ):
-        fabric_verify.make_check(params)
+        nvbandwidth_check.NvbandwidthCheck.from_params(params)
 
 
 class NoPods:
@@ -95,7 +97,7 @@ class NoPods:
 
 
 def test_a_wait_that_runs_out_says_what_the_model_expected():
-    run = fleet.RackRun(nvbandwidth(), NoPods(), nvl72(), fleet.Settings(timeout=600))
+    run = rack_run.RackRun(nvbandwidth(), NoPods(), nvl72(), rack_run.Settings(timeout=600))
     assert nvbandwidth().describe(run) == (
         "no pod was created; the run models to 16 min 18 s (5112 pairs) after the start, the wait was "
         "10 min 0 s: if the rack is only slow, raise verify_nvbandwidth_timeout"

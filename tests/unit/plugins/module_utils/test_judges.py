@@ -128,10 +128,12 @@ def nccl_record(rack: str, busbw: float) -> dict:
 
 def test_a_rack_far_below_the_fleets_nccl_median_is_named():
     # four healthy racks around 700 GB/s and one whose GPUs each lost a link of 18 (about 17/18 of that)
-    records = [nccl_record(f"rack{i}", v) for i, v in enumerate([701.2, 699.8, 700.5, 661.0, 702.1])]
-    assert judge_fleet_busbw(records, 0.97) == ["rack3"]
+    measured = [nccl_record(f"rack{i}", v) for i, v in enumerate([701.2, 699.8, 700.5, 661.0, 702.1])]
+    records = judge_fleet_busbw(measured, 0.97)
+    assert [r["rack"] for r in records if not r["passed"]] == ["rack3"]
+    assert all(r["passed"] for r in measured), "the rule makes new records; the finished ones stay as they are"
     low = records[3]
-    assert (low["passed"], low["outcome"]) == (False, "failed")
+    assert (low["passed"], low["outcome"], low["verdict"]) == (False, "failed", "failed")
     assert low["summary"] == (
         "rack rack3: ok; average bus bandwidth 661.00 GB/s is 0.944 of the fleet's median 700.50 GB/s (below 0.97): "
         "this rack is slower than its peers"
@@ -141,8 +143,10 @@ def test_a_rack_far_below_the_fleets_nccl_median_is_named():
 
 
 def test_the_fleet_rule_needs_three_racks_and_can_be_off():
-    assert judge_fleet_busbw([nccl_record("a", 700), nccl_record("b", 300)], 0.9) == []
-    assert judge_fleet_busbw([nccl_record(r, v) for r, v in [("a", 700), ("b", 700), ("c", 300)]], 0) == []
+    two = [nccl_record("a", 700), nccl_record("b", 300)]
+    assert judge_fleet_busbw(two, 0.9) == two
+    three = [nccl_record(r, v) for r, v in [("a", 700), ("b", 700), ("c", 300)]]
+    assert judge_fleet_busbw(three, 0) == three
 
 
 def test_a_sites_peak_table_is_used_before_the_built_in_one():

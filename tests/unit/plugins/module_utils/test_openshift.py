@@ -9,7 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, openshift, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import imex_pod_manifest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
@@ -83,10 +86,12 @@ class ForbiddingClient:
 
 
 def test_a_pod_refused_by_scc_admission_ends_the_check_with_one_line():
-    plan = fleet.RackPlan("rack0", ["c.1"], ["gb200-r0-t0"], ["gb200-r0-t0"], [], 4, "NVIDIA GB200")
-    run = fleet.RackRun(fleet.ImexChannelCheck("busybox"), fleet.Api(ForbiddingClient()), plan, fleet.Settings())
+    plan = verification.RackPlan("rack0", ["c.1"], ["gb200-r0-t0"], ["gb200-r0-t0"], [], 4, "NVIDIA GB200")
+    run = rack_run.RackRun(
+        imex_check.ImexChannelCheck("busybox"), kube_api.Api(ForbiddingClient()), plan, rack_run.Settings()
+    )
     pod = imex_pod_manifest("gb200-r0-t0", run.namespace, "rack0", "t", "busybox", 65534)
-    with pytest.raises(fleet.NotRun) as caught:
+    with pytest.raises(base.NotRun) as caught:
         run.create_pod(pod)
     text = str(caught.value)
     assert "\n" not in text
@@ -114,13 +119,15 @@ class EventsApi:
 
 def test_mpi_pods_refused_by_scc_admission_are_found_in_the_events():
     message = "Error creating: " + json.loads(FORBIDDEN)["message"].replace("imex-channel-gb200-r0-t0", "nvb-worker-0")
-    plan = fleet.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
-    check = fleet.NvbandwidthCheck("img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {})
+    plan = verification.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    check = nvbandwidth_check.NvbandwidthCheck(
+        "img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {}
+    )
     normal = {"type": "Normal", "reason": "Scheduled", "message": "Successfully assigned"}
-    run = fleet.RackRun(check, EventsApi([normal]), plan, fleet.Settings(openshift=True))
+    run = rack_run.RackRun(check, EventsApi([normal]), plan, rack_run.Settings(openshift=True))
     check.raise_scc_refusal(run, "nvbandwidth-rack0")  # nothing refused: no error
     run.api = EventsApi([normal, {"type": "Warning", "reason": "FailedCreate", "message": message}])
-    with pytest.raises(fleet.NotRun) as caught:
+    with pytest.raises(base.NotRun) as caught:
         check.raise_scc_refusal(run, "nvbandwidth-rack0")
     assert str(caught.value).startswith(
         "pods of MPIJob gpu-fabric-verify-nvbandwidth-rack0/nvbandwidth-rack0 refused by OpenShift's security "
@@ -155,13 +162,15 @@ class Clock:
 
 
 def test_the_namespace_annotation_is_waited_for_a_bounded_time():
-    plan = fleet.RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
+    plan = verification.RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
     clock = Clock()
-    settings = fleet.Settings(openshift=True, openshift_annotation_wait=10.0, poll=1.0)
-    run = fleet.RackRun(fleet.ImexChannelCheck("busybox"), NamespaceApi(3), plan, settings, clock.sleep, clock)
+    settings = rack_run.Settings(openshift=True, openshift_annotation_wait=10.0, poll=1.0)
+    run = rack_run.RackRun(imex_check.ImexChannelCheck("busybox"), NamespaceApi(3), plan, settings, clock.sleep, clock)
     assert run.read_uid_range() == openshift.UidRange(1000680000, 10000)
-    run = fleet.RackRun(fleet.ImexChannelCheck("busybox"), NamespaceApi(100), plan, settings, clock.sleep, clock)
-    with pytest.raises(fleet.NotRun, match=r"has no openshift.io/sa.scc.uid-range annotation after 11 reads \(10 s\)"):
+    run = rack_run.RackRun(
+        imex_check.ImexChannelCheck("busybox"), NamespaceApi(100), plan, settings, clock.sleep, clock
+    )
+    with pytest.raises(base.NotRun, match=r"has no openshift.io/sa.scc.uid-range annotation after 11 reads \(10 s\)"):
         run.read_uid_range()
 
 
@@ -176,9 +185,11 @@ class GivenNamespaceApi(NamespaceApi):
 
 
 def test_a_given_namespace_on_openshift_has_its_user_range_read_too():
-    plan = fleet.RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
+    plan = verification.RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
     clock = Clock()
-    settings = fleet.Settings(openshift=True, namespaces={"rack0": "site-gpu"})
-    run = fleet.RackRun(fleet.ImexChannelCheck("busybox"), GivenNamespaceApi(0), plan, settings, clock.sleep, clock)
+    settings = rack_run.Settings(openshift=True, namespaces={"rack0": "site-gpu"})
+    run = rack_run.RackRun(
+        imex_check.ImexChannelCheck("busybox"), GivenNamespaceApi(0), plan, settings, clock.sleep, clock
+    )
     run.create_namespace()
     assert run.namespace == "site-gpu" and run.uid_range == openshift.UidRange(1000680000, 10000)

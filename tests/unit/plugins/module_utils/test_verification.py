@@ -14,24 +14,26 @@ import json
 from pathlib import Path
 
 import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.cliques import judge_cliques
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
+    OUTCOME_INCOMPLETE,
+    incomplete_record,
+    record_for,
+    superseded,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     GPU_NODE_TOLERATIONS,
-    OUTCOME_INCOMPLETE,
     UNASSIGNED_RACK,
     Scope,
     clique_short_name,
     dns_label,
     gpus_in_use,
     group_racks,
-    incomplete_record,
-    judge_cliques,
     parse_nodes_per_clique,
     plan_fleet,
     pod_gpu_request,
     rack_namespace,
     rack_of,
-    record_for,
-    superseded,
     tolerates,
     unusable_reason,
 )

@@ -20,7 +20,7 @@ import pytest
 import urllib3
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, k8s
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, k8s, kube_api
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
 from urllib3.exceptions import MaxRetryError
 
@@ -99,14 +99,14 @@ class FakeClock:
 
 @pytest.fixture
 def clock(monkeypatch):
-    """Every wait of the module on the fake clock: the connection (k8s.connect) and every call (fleet.Api)."""
+    """Every wait of the module on the fake clock: the connection (k8s.connect) and every call (kube_api.Api)."""
     fake = FakeClock()
     monkeypatch.setattr(
-        fabric_verify,
+        fleet,
         "connect",
         lambda make_client, patience: k8s.connect(make_client, patience, sleep=fake.sleep, clock=fake),
     )
-    monkeypatch.setattr(fleet, "Api", functools.partial(fleet.Api, sleep=fake.sleep, clock=fake))
+    monkeypatch.setattr(fleet, "Api", functools.partial(kube_api.Api, sleep=fake.sleep, clock=fake))
     return fake
 
 
@@ -163,7 +163,7 @@ def test_a_client_from_the_discovery_cache_then_no_answer_is_an_error_record(mon
     assert not result["failed"], result.get("msg")
     (record,) = result["records"]
     assert record["rack"] == "fleet" and record["verdict"] == "error"
-    # fleet.Api's backoff: it gives up when the next wait would pass the patience
+    # kube_api.Api's backoff: it gives up when the next wait would pass the patience
     assert clock.slept == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0]
     assert record["summary"] == (
         f"could not list Node: cannot reach the Kubernetes API at {HOST} for 55 s: connection refused" + ADVICE
@@ -242,11 +242,11 @@ def test_write_records_keeps_the_record_of_a_run_that_overlaps_and_removes_an_ea
 
     # yesterday's run on rack2, then two runs at once: one on rack0, one on rack1, ending in either order
     old = record("rack2", "old", "2026-12-05T10:00:00Z", "2026-12-05T10:01:00Z")
-    fabric_verify.write_records(module, "nvbandwidth", str(tmp_path), [old])
-    fabric_verify.write_records(
+    fleet.write_records(module, "nvbandwidth", str(tmp_path), [old])
+    fleet.write_records(
         module, "nvbandwidth", str(tmp_path), [record("rack1", "b", "2026-12-06T01:02:48.5Z", "2026-12-06T01:02:57.7Z")]
     )
-    fabric_verify.write_records(
+    fleet.write_records(
         module, "nvbandwidth", str(tmp_path), [record("rack0", "a", "2026-12-06T01:02:48.6Z", "2026-12-06T01:02:57.8Z")]
     )
     kept = {path.stem: json.loads(path.read_text())["run_id"] for path in (tmp_path / "nvbandwidth").glob("*.json")}

@@ -1,13 +1,13 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""The nvbandwidth check of fabric_verify judges each rack with its baseline from the kept history."""
+"""The nvbandwidth check judges each rack with its baseline from the kept history."""
 
 from __future__ import annotations
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import pin_run, record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
-from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
 
 TESTCASE = "device_to_device_memcpy_read_ce"
 
@@ -47,8 +47,8 @@ def judged_options(monkeypatch, history_dir: str, rack: str) -> dict:
         seen.update(options)
         return {"passed": True, "summary": "ok", "details": {}, "failed_nodes": []}
 
-    monkeypatch.setattr(fabric_verify, "judge_nvbandwidth_log", judge)
-    check = fabric_verify.make_check(params(history_dir))
+    monkeypatch.setattr(nvbandwidth_check, "judge_nvbandwidth_log", judge)
+    check = nvbandwidth_check.NvbandwidthCheck.from_params(params(history_dir))
     check.judge_log("log", plan(rack), ["t0", "t1"])
     return seen
 

@@ -1,0 +1,194 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The check ``imex_channel``: a pod on every tray claims the rack's IMEX channel through its ComputeDomain, and
+channel0 must show in each as a character device (the CDI injection of the NVIDIA DRA driver)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch, openshift
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check, Result, by_name, skipped_note
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
+    imex_pod_manifest,
+    imex_pod_name,
+)
+
+if TYPE_CHECKING:  # the lifecycle runs the check: its type only
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
+
+
+def channel0_line(listing: str) -> Optional[str]:
+    for line in listing.splitlines():
+        if line.rstrip().endswith(" channel0"):
+            return line.rstrip()
+    return None
+
+
+def judge_channel_listing(listing: str) -> Tuple[bool, str]:
+    """(passed, what was seen) for one pod's ``ls -la /dev/nvidia-caps-imex-channels``."""
+    line = channel0_line(listing)
+    if line is None:
+        return False, "channel0 is missing (listing: " + " / ".join(x for x in listing.splitlines() if x.strip())[
+            :200
+        ] + ")"
+    if not line.startswith("c"):
+        return False, f"channel0 is not a character device: {line}"
+    numbers = re.search(r"(\d+),\s*(\d+)", line)
+    device = f"major {numbers.group(1)}, minor {numbers.group(2)}" if numbers else "character device"
+    return True, device
+
+
+def channel_findings(bad: Mapping[str, str], limit: int = 3) -> str:
+    """'gb200-r0-t0, gb200-r0-t1 and 16 more: channel0 is missing (listing: ...)': trays with the same finding
+    named together, the finding said once."""
+    by_text: Dict[str, List[str]] = {}
+    for node, text in bad.items():
+        by_text.setdefault(text, []).append(node)
+    parts = []
+    for text, trays in by_text.items():
+        more = f" and {len(trays) - limit} more" if len(trays) > limit else ""
+        parts.append(f"{', '.join(trays[:limit])}{more}: {text}")
+    return "; ".join(parts[:limit]) + (f"; {len(parts) - limit} more findings" if len(parts) > limit else "")
+
+
+class ImexChannelCheck(Check):
+    name = "imex_channel"
+    uses_gpus = False
+    pod_security_level = "restricted"
+
+    options = {
+        "imex_channel": dict(
+            type="dict",
+            default={},
+            options=dict(
+                image=dict(type="str", default="ubuntu:22.04"),
+                run_as_user=dict(type="int", default=65534),
+            ),
+        ),
+    }
+
+    def __init__(self, image: str, run_as_user: int = 65534) -> None:
+        self.image = image
+        self.run_as_user = run_as_user
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> ImexChannelCheck:
+        return cls(params["imex_channel"]["image"], params["imex_channel"]["run_as_user"])
+
+    def plan_view(self, run: RackRun) -> Dict[str, Any]:
+        view = super().plan_view(run)
+        view["pods"] = [imex_pod_name(node) for node in run.plan.nodes]
+        return view
+
+    def owns_pod(self, run: RackRun, name: str) -> bool:
+        return name in {imex_pod_name(node) for node in run.plan.nodes}
+
+    def _pods(self, run: RackRun) -> Dict[str, Dict[str, Any]]:
+        pods = run.api.list("Pod", "v1", run.namespace, run.selector)
+        return {p["metadata"]["name"]: p for p in pods}
+
+    def measure(self, run: RackRun) -> Result:
+        nodes = run.plan.nodes
+        names = {node: imex_pod_name(node) for node in nodes}
+        run.create_namespace()
+        run.create_compute_domain()
+        # on OpenShift, a user outside the namespace's range is left to the SCC: ls runs as any user
+        user = openshift.pod_run_as_user(self.run_as_user, run.uid_range, arbitrary_uid_works=True)
+        for node in nodes:
+            run.create_pod(
+                imex_pod_manifest(
+                    node,
+                    run.namespace,
+                    run.plan.name,
+                    run.claim_template,
+                    self.image,
+                    user,
+                    run.settings.run_id,
+                    run.settings.tolerations,
+                )
+            )
+
+        def scheduled(objects: kube_watch.Objects) -> bool:
+            pods = by_name(objects)
+            return all(((pods.get(names[n]) or {}).get("spec") or {}).get("nodeName") for n in nodes)
+
+        def describe_pods() -> str:
+            pods = self._pods(run)
+            pending = {
+                n: pod_summary(pods[names[n]]).split(": ", 1)[-1]
+                for n in nodes
+                if names[n] in pods and ((pods[names[n]].get("status") or {}).get("phase") or "Pending") == "Pending"
+            }
+            return f"pending pods: {channel_findings(pending)}" if pending else "no pod is pending"
+
+        run.watch_for("the IMEX channel pods to be scheduled", "Pod", "v1", scheduled, describe_pods)
+        run.wait_domain_nodes(nodes)
+
+        def started(objects: kube_watch.Objects) -> bool:
+            pods = by_name(objects)
+            return all(
+                ((pods.get(names[n]) or {}).get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+                for n in nodes
+            )
+
+        run.watch_for("the IMEX channel pods to run", "Pod", "v1", started, describe_pods)
+        seen: Dict[str, Tuple[bool, str]] = {}
+        pods_out: List[Dict[str, Any]] = []
+        pods = self._pods(run)
+        for node in nodes:
+            listing = run.read_log(names[node])
+            seen[node] = judge_channel_listing(listing)
+            pods_out.append(
+                {
+                    "node": node,
+                    "pod": names[node],
+                    "phase": ((pods.get(names[node]) or {}).get("status") or {}).get("phase"),
+                    "security_context": ((pods.get(names[node]) or {}).get("spec") or {}).get("securityContext"),
+                    "channel0": channel0_line(listing),
+                    "listing": listing.splitlines(),
+                }
+            )
+        bad = {node: text for node, (ok, text) in seen.items() if not ok}
+        details = {
+            "compute_domain": run.compute_domain,
+            "run_as_user": user,
+            "uid_range": str(run.uid_range) if run.uid_range else None,
+            "pods": pods_out,
+            "violations": [f"{node}: {text}" for node, text in bad.items()],
+        }
+        if bad:
+            problems = {
+                node: f"{text}; check that containerd has CDI enabled (enable_cdi) and that the DRA kubelet "
+                f"plugin runs on {node}"
+                for node, text in bad.items()
+            }
+            return Result(
+                False,
+                f"channel0 not injected in {len(bad)} of {len(nodes)} pods: {channel_findings(bad)}; check that "
+                "containerd has CDI enabled (enable_cdi) and that the DRA kubelet plugin runs there",
+                details,
+                list(bad),
+                problems,
+            )
+        devices = sorted({text for _ok, text in seen.values()})
+        return Result(
+            True,
+            f"channel0 is a character device ({', '.join(devices)}) in {len(nodes)} of {len(nodes)} "
+            f"pods, one per tray ({nodes[0]} .. {nodes[-1]}){skipped_note(run.plan)}",
+            details,
+        )
+
+    def cleanup_steps(self, run: RackRun) -> List[Tuple[str, Callable[[], None]]]:
+        def delete_pods() -> None:
+            for node in run.plan.nodes:
+                run.api.delete("Pod", "v1", imex_pod_name(node), run.namespace)
+            run.watch_for("the IMEX channel pods to be deleted", "Pod", "v1", lambda objects: not objects)
+
+        return [("delete the IMEX channel pods", delete_pods)]
+
+
+CHECK = ImexChannelCheck

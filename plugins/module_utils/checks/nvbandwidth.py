@@ -1,0 +1,121 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The check ``nvbandwidth``: NVIDIA's nvbandwidth over every GPU pair of the rack in one MPIJob, each pair held to
+the floor, the rack's median and its baseline (``judges.judge_nvbandwidth_log``); the wait follows from the pairs
+(``nvbandwidth_runtime``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
+    DEFAULT_MIN_FRACTION_OF_PEAK,
+    peak_table_problems,
+    reference_table_problems,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Result
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.mpijob import MPI_OPTIONS, MpiJobCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nvbandwidth_log
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+
+if TYPE_CHECKING:  # the lifecycle runs the check: its type only
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
+
+
+class NvbandwidthCheck(MpiJobCheck):
+    name = "nvbandwidth"
+    options = {
+        "mpi": MPI_OPTIONS,
+        "nvbandwidth": dict(
+            type="dict",
+            default={},
+            options=dict(
+                image=dict(type="str", default="ghcr.io/nvidia/k8s-samples:nvbandwidth-v0.7-8d103163"),
+                testcase=dict(type="str", default="multinode_device_to_device_memcpy_read_ce"),
+                extra_args=dict(type="list", elements="str", default=[]),
+                min_gbps=dict(type="float", default=0),
+                min_fraction_of_peak=dict(type="float", default=DEFAULT_MIN_FRACTION_OF_PEAK),
+                peak_gbps=dict(type="float", default=0),
+                peak_gbps_by_product=dict(type="list", elements="dict", default=[]),
+                product_references=dict(type="list", elements="dict", default=[]),
+                min_fraction_of_median=dict(type="float"),
+            ),
+        ),
+    }
+
+    def __init__(
+        self,
+        image: str,
+        mpi: Mapping[str, Any],
+        testcase: str,
+        extra_args: Sequence[str],
+        judge: Callable[..., Dict[str, Any]],
+    ) -> None:
+        super().__init__(image, mpi, judge)
+        self.testcase = testcase
+        self.extra_args = list(extra_args)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> NvbandwidthCheck:
+        nvb = params["nvbandwidth"]
+        problems = peak_table_problems(nvb.get("peak_gbps_by_product")) + reference_table_problems(
+            nvb.get("product_references")
+        )
+        if problems:
+            raise ValueError("nvbandwidth: " + "; ".join(problems))
+        runtime.run_options(nvb["extra_args"])  # a buffer or sample count that is no number: refused
+        history_dir, run_id = params["history_dir"], params["run_id"]
+        return cls(
+            nvb["image"],
+            params["mpi"],
+            nvb["testcase"],
+            nvb["extra_args"],
+            lambda log, plan, nodes: judge_nvbandwidth_log(
+                log,
+                plan,
+                history.options_with_baseline(nvb, history_dir, cls.name, plan.name, run_id),
+                nodes,
+            ),
+        )
+
+    def launcher_args(self, run: RackRun) -> List[str]:
+        return ["--report-bindings", "-q", "nvbandwidth", "-t", self.testcase, *self.extra_args]
+
+    def run_estimate(self, plan: RackPlan) -> Optional[runtime.Estimate]:
+        gpus = plan.gpus_per_tray * len(plan.nodes)
+        return runtime.estimate_for(self.testcase, gpus, self.extra_args, plan.gpu_product) if gpus else None
+
+    def measure(self, run: RackRun) -> Result:
+        result = super().measure(run)
+        estimate = self.run_estimate(run.plan)
+        if estimate is not None:  # what the model expected, next to the record's timings: the model checked
+            result.details.setdefault("expected_run", estimate.to_dict())
+        return result
+
+    def describe(self, run: RackRun) -> str:
+        """The pods, and what the run-time model expected (in the message of a wait that ran out)."""
+        estimate = self.run_estimate(run.plan)
+        if estimate is None:
+            return super().describe(run)
+        return (
+            f"{super().describe(run)}; the run models to {runtime.duration_text(estimate.seconds)} "
+            f"({estimate.pairs} pairs) after the start, the wait was {runtime.duration_text(run.timeout)}: "
+            "if the rack is only slow, raise verify_nvbandwidth_timeout"
+        )
+
+    def plan_view(self, run: RackRun) -> Dict[str, Any]:
+        view = super().plan_view(run)
+        estimate = self.run_estimate(run.plan)
+        if estimate is not None:
+            view.update(
+                expected_run=estimate.to_dict(),
+                timeout_s=run.timeout,
+                expected=runtime.plan_text(estimate, int(run.timeout)),
+            )
+        return view
+
+
+CHECK = NvbandwidthCheck

@@ -1,0 +1,191 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The record of one (check, rack): its type, written here and read as this type everywhere.
+
+A check writes one record per rack (``fabric_verify``); the history keeps them, the report, the node
+verdict and the fleet rules read them. Every field is listed once, in ``Record``; a record is made by
+``record_for`` and completed by ``completed``; a rule that fails a finished record makes a new one with
+``failed_by``, so that the outcome, the verdict and ``passed`` never disagree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import MIN_TRAYS, RackPlan, by_name
+
+OUTCOME_PASSED = "passed"
+OUTCOME_FAILED = "failed"
+OUTCOME_INCOMPLETE = "incomplete"
+OUTCOME_ERROR = "error"  # the check could not run or finish: says nothing of the fabric
+OUTCOMES = (OUTCOME_PASSED, OUTCOME_FAILED, OUTCOME_INCOMPLETE, OUTCOME_ERROR)
+
+
+class Record(TypedDict, total=False):
+    """One (check, rack) as written to ``<records dir>/<check>/<rack>.json`` and kept in the history."""
+
+    check: str
+    rack: str
+    clique: str
+    run_id: str
+    outcome: str  # passed, failed, incomplete or error
+    verdict: str  # what a pipeline acts on: passed, failed (the rack) or error (the check could not run)
+    passed: bool
+    summary: str  # one line
+    nodes: List[str]  # the trays measured
+    failed_nodes: List[str]
+    node_problems: Dict[str, str]  # tray -> one line
+    trays: Dict[str, Any]  # found, used, skipped [{node, reason}]
+    details: Dict[str, Any]  # the check's own: measurements, violations, timings of its steps
+    started: str  # RFC 3339, UTC
+    finished: str
+    cluster: Dict[str, str]  # server_version, host, openshift
+    objects_left: Optional[int]  # None: they could not be counted
+    objects_uncounted: List[str]  # kinds that could not be counted
+    cleanup_error: str
+    timings: Dict[str, float]  # step -> seconds
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def verdict_of(outcome: str, passed: bool) -> str:
+    return OUTCOME_ERROR if outcome == OUTCOME_ERROR else OUTCOME_PASSED if passed else OUTCOME_FAILED
+
+
+def record_for(
+    check: str,
+    plan: RackPlan,
+    outcome: str,
+    summary: str,
+    details: Mapping[str, Any],
+    failed_nodes: Sequence[str] = (),
+    node_problems: Optional[Mapping[str, str]] = None,
+    run_id: str = "",
+    allow_incomplete: bool = False,
+) -> Record:
+    """The record of one (check, rack) of ``plan``; ``passed`` follows the outcome
+    (and allow_incomplete), ``verdict`` is what a pipeline acts on: passed, failed (the racks have a problem) or
+    error (the check could not run)."""
+    passed = outcome == OUTCOME_PASSED or (outcome == OUTCOME_INCOMPLETE and allow_incomplete)
+    return Record(
+        check=check,
+        rack=plan.name,
+        clique=plan.clique,
+        run_id=run_id,
+        outcome=outcome,
+        verdict=verdict_of(outcome, passed),
+        passed=passed,
+        summary=one_line(summary),
+        nodes=list(plan.nodes),
+        failed_nodes=by_name(failed_nodes),
+        node_problems={k: one_line((node_problems or {})[k]) for k in by_name(node_problems or {})},
+        trays=plan.trays(),
+        details=dict(details),
+    )
+
+
+def completed(
+    record: Record,
+    started: str,
+    finished: str,
+    cluster: Mapping[str, str],
+    objects_left: Optional[int] = 0,
+    objects_uncounted: Sequence[str] = (),
+    cleanup_error: str = "",
+    timings: Optional[Mapping[str, float]] = None,
+) -> Record:
+    """``record`` with the facts of its run: when, where, and what its cleanup left (fields already set stay)."""
+    facts = Record(
+        started=started,
+        finished=finished,
+        cluster=dict(cluster),
+        objects_left=objects_left,
+        objects_uncounted=list(objects_uncounted),
+        cleanup_error=cleanup_error,
+    )
+    if timings is not None:
+        facts["timings"] = dict(timings)
+    done = Record(**facts)  # type: ignore[typeddict-item]
+    done.update(record)
+    return done
+
+
+def failed_by(record: Record, violation: str, **details: Any) -> Record:
+    """A copy of ``record`` failed by a rule applied after the check (one line): the violation is added to its
+    summary and violations; ``details`` are merged into its details."""
+    text = one_line(violation)
+    new_details = dict(record.get("details") or {}, **details)
+    new_details["violations"] = [*(new_details.get("violations") or []), text]
+    failed = Record(**record)  # type: ignore[typeddict-item]
+    failed.update(
+        details=new_details,
+        summary=f"{record.get('summary', '')}; {text}",
+        outcome=OUTCOME_FAILED,
+        passed=False,
+        verdict=verdict_of(OUTCOME_FAILED, False),
+    )
+    return failed
+
+
+def incomplete_summary(check: str, plan: RackPlan) -> str:
+    skipped = "; ".join(f"{s['node']}: {s['reason']}" for s in plan.skipped[:4])
+    more = f" and {len(plan.skipped) - 4} more" if len(plan.skipped) > 4 else ""
+    return (
+        f"rack {plan.name}: {plural(len(plan.nodes), 'usable tray')} of {len(plan.found)}; the {check} check needs at "
+        f"least {MIN_TRAYS}"
+        + (f" (skipped {skipped}{more})" if skipped else "")
+        + "; free or uncordon trays, or set gpu_fabric_verify_allow_incomplete: true"
+    )
+
+
+def incomplete_record(check: str, plan: RackPlan, run_id: str, allow_incomplete: bool) -> Record:
+    """The record of a rack the check did not run on: it measured no tray."""
+    record = record_for(
+        check,
+        plan,
+        OUTCOME_INCOMPLETE,
+        incomplete_summary(check, plan),
+        {"violations": [incomplete_summary(check, plan)]},
+        run_id=run_id,
+        allow_incomplete=allow_incomplete,
+    )
+    # the usable trays were not measured either: the run did not cover them
+    reason = f"rack incomplete: the {check} check needs {MIN_TRAYS} usable trays"
+    record["trays"]["skipped"] = sorted(
+        record["trays"]["skipped"] + [{"node": node, "reason": reason} for node in plan.nodes],
+        key=lambda s: natural_key(s["node"]),
+    )
+    record["nodes"] = []
+    return record
+
+
+def _instant(text: Any) -> Optional[datetime]:
+    """A record's RFC 3339 time (``2026-12-06T01:02:48.691242Z``, fraction optional), or None."""
+    if not isinstance(text, str):
+        return None
+    for layout in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text, layout).replace(tzinfo=timezone.utc)
+        except ValueError:
+            continue
+    return None
+
+
+def superseded(old: Optional[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a record of a rack this run did not cover is an earlier run's, to be removed from the records.
+
+    Only when that run had finished before this one started (the earliest ``started`` of ``records``): a run
+    that overlaps this one (two runs started at once, each on its own racks) keeps its record, or its report
+    would lose its own verdict. A record whose times cannot be read is an earlier run's.
+    """
+    started = [t for t in (_instant(r.get("started")) for r in records) if t is not None]
+    finished = _instant((old or {}).get("finished"))
+    if not started or finished is None:
+        return True
+    return finished < min(started)
