@@ -49,9 +49,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     slice_nodes,
 )
 
-# An API server that refused a read, or gave no answer in time (poll retried the transient ones until its deadline)
-API_ERRORS = (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError)
-
 # ``lister(api_version, kind, namespace=None, label_selector=None)``: every object of a kind, as plain dicts
 Lister = Callable[..., List[Dict[str, Any]]]
 
@@ -76,7 +73,7 @@ def reading(component: str, known: Dict[str, Any]) -> Iterator[None]:
     """An API error in the block raised as :class:`NotReady` naming ``component``, with what ``known`` holds then."""
     try:
         yield
-    except API_ERRORS as exc:
+    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # refused, or no answer in time
         raise NotReady(f"cannot read {component}'s rollout: {error_line(exc)}", **known) from exc
 
 
