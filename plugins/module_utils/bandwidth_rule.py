@@ -51,7 +51,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_thresholds
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     RULE_FLOOR,
     RULE_MEDIAN,
@@ -66,12 +65,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresho
     pair_floor,
     positive_or_none,
 )
-
-# fabric_verify.py and checks/nvbandwidth.py, being rewritten, import these from here; they live in
-# bandwidth_thresholds. Drop them once those files import them from there.
-DEFAULT_MIN_FRACTION_OF_PEAK = bandwidth_thresholds.DEFAULT_MIN_FRACTION_OF_PEAK
-peak_table_problems = bandwidth_thresholds.peak_table_problems
-reference_table_problems = bandwidth_thresholds.reference_table_problems
 
 MAX_SUMMARY_ITEMS = 5
 
