@@ -24,6 +24,7 @@ Trays are nodes gb200-r<R>-t<T> labelled gpu-fabric.sim/rack=rack<R> and nvidia.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -66,6 +67,7 @@ from simrack import (  # noqa: E402
     faultspec,
     missing_binaries,
     nodes,
+    programs,
     read_faults,
     state_dir,
     write_faults,
@@ -447,12 +449,24 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return params
 
 
+@functools.lru_cache(maxsize=1)
+def known_faults() -> dict[str, str]:
+    """Every fault `sim/rack fault` takes, with its line: the sim's own (FAULTS) and the fault knobs of the
+    checks' stand-in programs (simrack/programs), as faultspec.validate accepts them."""
+    try:
+        return faultspec.all_descriptions()
+    except programs.ProgramError as exc:  # a broken program must not stop up, status or down
+        print(f"sim/rack: {exc}", file=sys.stderr, flush=True)
+        return dict(FAULTS)
+
+
 def cmd_fault(args: argparse.Namespace) -> int:
     paths = StatePaths(state_dir())
     config = load_config(paths)
+    known = known_faults()
     if args.list:
         active = read_faults(paths.root)
-        for name, text in FAULTS.items():
+        for name, text in known.items():
             mark = "ON " if name in active else "   "
             print(f"{mark} {name:<26} {text}{'  ' + json.dumps(active[name]) if active.get(name) else ''}")
         return 0
@@ -462,14 +476,14 @@ def cmd_fault(args: argparse.Namespace) -> int:
     if args.clear_all:
         faults = {}
     elif args.clear:
-        if args.clear not in FAULTS:
-            fail(f"unknown fault {args.clear!r}; known: {', '.join(FAULTS)}", 2)
+        if args.clear not in known and args.clear not in faults:
+            fail(f"unknown fault {args.clear!r}; known: {', '.join(known)}", 2)
         faults.pop(args.clear, None)
     else:
         if not args.name:
             fail("name a fault (see `sim/rack fault --list`), or use --clear NAME / --clear-all", 2)
-        if args.name not in FAULTS:
-            fail(f"unknown fault {args.name!r}; known: {', '.join(FAULTS)}", 2)
+        if args.name not in known:
+            fail(f"unknown fault {args.name!r}; known: {', '.join(known)}", 2)
         params = parse_params(args.params)
         if args.name == "unlabelled-node":
             params.setdefault("node", nodes.default_unlabelled_node(config.racks, config.trays_per_rack))
@@ -556,7 +570,7 @@ def main(argv: list[str]) -> int:
         "fault",
         help="switch a fault on or off",
         description="Switch a fault on (NAME key=value ...) or off (--clear NAME, --clear-all). Faults:\n"
-        + "\n".join(f"  {name:<25} {text}" for name, text in FAULTS.items()),
+        + "\n".join(f"  {name:<25} {text}" for name, text in known_faults().items()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fault.add_argument("name", nargs="?")

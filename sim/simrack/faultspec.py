@@ -3,6 +3,10 @@
 """Parameters of the faults (what ``sim/rack fault NAME key=value ...`` accepts) and the per-rack
 nvbandwidth faults as the log writer applies them.
 
+The sim's own faults are ``PARAMS``; the fault knobs of the checks' stand-in programs
+(``simrack/programs``, each module's ``FAULTS``) join them in ``all_params()``, which ``validate`` and the
+CLI use.
+
 Standard library only: the CLI validates with it before writing ``faults.json``, the pod log
 writer reads the matrix faults of one rack with it.
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from simrack import FAULTS
 from simrack.nodes import GPUS_PER_TRAY, tray_name
 
 # One NVLink of the 18 a GB200 GPU has to the NVLink switch trays lost: 17/18 of the bandwidth.
@@ -20,7 +25,8 @@ DEFAULT_LINK_GBPS = 400.0
 # rack-run-time: the launcher runs for the modelled time of a real rack x scale (1 = as long as a real one).
 DEFAULT_RUN_TIME_SCALE = 1.0
 
-# Accepted parameters per fault (the ones with a default are optional).
+# Accepted parameters per fault of the sim's own (the ones with a default are optional); all_params() adds
+# the checks' programs' knobs.
 PARAMS: dict[str, tuple[str, ...]] = {
     "unlabelled-node": ("node",),
     "split-clique": ("rack",),
@@ -39,6 +45,21 @@ PARAMS: dict[str, tuple[str, ...]] = {
 NODE_FAULTS = ("missing-gpu", "busy-node")
 # Faults that change one rack's nvbandwidth matrix (param rack, default 0).
 MATRIX_FAULTS = ("degraded-link", "degraded-gpu")
+
+
+def all_params() -> dict[str, tuple[str, ...]]:
+    """Every fault ``sim/rack fault`` accepts and its parameters: the sim's own, then the knobs of the
+    checks' stand-in programs (``simrack/programs``)."""
+    from simrack import programs  # imports this module
+
+    return {**PARAMS, **programs.fault_params()}
+
+
+def all_descriptions() -> dict[str, str]:
+    """Every fault and its line for ``sim/rack fault --list``: the sim's own, then the programs' knobs."""
+    from simrack import programs
+
+    return {**FAULTS, **programs.fault_descriptions()}
 
 
 def _int(name: str, key: str, value: Any) -> int:
@@ -109,15 +130,19 @@ def validate(name: str, params: dict[str, str], racks: int, trays_per_rack: int)
     """The parameters to record for fault ``name``; ValueError (one line) when they are wrong.
 
     Parameters given are kept as given; the new faults also record their defaults, so
-    ``faults.json`` and ``--list`` say what is in effect.
+    ``faults.json`` and ``--list`` say what is in effect. A knob of a check's program
+    (``simrack/programs``) gets the common checks and then the program's own ``validate_fault``.
     """
-    allowed = PARAMS.get(name)
+    accepted = all_params()
+    allowed = accepted.get(name)
     if allowed is None:
-        raise ValueError(f"unknown fault {name!r}; known: {', '.join(PARAMS)}")
+        raise ValueError(f"unknown fault {name!r}; known: {', '.join(accepted)}")
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         known = f"known: {', '.join(allowed)}" if allowed else "it takes no parameters"
         raise ValueError(f"{name}: unknown parameter {', '.join(unknown)} ({known})")
+    if name not in PARAMS:
+        return _program_fault(name, params, allowed, racks, trays_per_rack)
     out = dict(params)
     gpus = trays_per_rack * GPUS_PER_TRAY
     if name in NODE_FAULTS:
@@ -162,6 +187,29 @@ def validate(name: str, params: dict[str, str], racks: int, trays_per_rack: int)
             raise ValueError(f"{name}: scale={params['scale']} must be in [0, 10] (1 = a real rack's time)")
         out.setdefault("scale", str(DEFAULT_RUN_TIME_SCALE))
     return out
+
+
+def _program_fault(
+    name: str, params: dict[str, str], allowed: tuple[str, ...], racks: int, trays_per_rack: int
+) -> dict[str, str]:
+    """A program's knob: the common parameters checked (``node`` a tray of this sim, needed where the knob
+    has it; ``rack`` a rack of it; ``gpu`` GPUs of a tray, 0..3, a list, a range or all), then the
+    program's own ``validate_fault``, if it has one."""
+    from simrack import programs
+
+    if "node" in allowed:
+        _node(name, params, racks, trays_per_rack)
+    if "rack" in params:
+        _rack(name, params, racks)
+    if "gpu" in params:
+        try:
+            gpu_list(params["gpu"], GPUS_PER_TRAY)
+        except ValueError as exc:
+            raise ValueError(f"{name}: gpu={params['gpu']} {exc} (a tray has GPUs 0..{GPUS_PER_TRAY - 1})") from None
+    program = programs.owner_of(name)
+    if program is not None and program.validate_fault is not None:
+        return dict(program.validate_fault(name, dict(params)))
+    return dict(params)
 
 
 def run_time_scale(faults: dict[str, dict[str, Any]]) -> float:

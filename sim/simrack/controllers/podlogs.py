@@ -6,6 +6,9 @@ For each pod it writes a CRI-format file under ``<state>/podlogs/<namespace>/<po
 kwok ``Logs`` object (same name and namespace as the pod, owned by it) pointing at the file, so
 ``kubectl logs`` and ``kubernetes.core.k8s_log`` read it through kwok's kubelet server:
 
+* a pod labelled ``gpu-fabric.nvidia.com/check: <name>`` that a program of ``simrack/programs`` claims
+  (its ``CHECK``): what that program's ``log(pod, node, faults)`` returns, written once the pod is bound
+  to its tray (``node``: that Node object); the programs are consulted before everything below;
 * a pod claiming a ComputeDomain's channel template (and not an MPI worker): the
   ``ls -la /dev/nvidia-caps-imex-channels`` listing; without ``channel0`` when the fault
   ``channel-missing`` is on or the node has no clique label (the real driver injects no channel
@@ -47,7 +50,7 @@ import time
 from types import ModuleType
 from typing import Any, Optional
 
-from simrack import REPO_ROOT, faultspec, logs
+from simrack import REPO_ROOT, faultspec, logs, programs
 from simrack.controllers.base import Controller, labels_of
 from simrack.controllers.kube import COMPUTEDOMAINS, KWOK_LOGS, MPIJOBS, NODES, PODS, owner_reference
 from simrack.controllers.mpioperator import (
@@ -187,6 +190,24 @@ def launcher_log(
     return logs.nvbandwidth_text(run)
 
 
+def program_log(
+    program: programs.Program, pod: dict[str, Any], node: dict[str, Any], faults: dict[str, dict[str, Any]]
+) -> Optional[str]:
+    """What ``program`` says the pod prints on ``node``; None (and the error in the stand-in's log) when it
+    fails, so one broken program does not stop the other pods' logs."""
+    try:
+        text = program.log(pod, node, faults)
+        if not isinstance(text, str):
+            raise TypeError(f"log() returned {type(text).__name__}, not str")
+        return text
+    except Exception:
+        meta = pod["metadata"]
+        log.exception(
+            "simrack/programs/%s.py: no log for %s/%s", program.module, meta.get("namespace"), meta.get("name")
+        )
+        return None
+
+
 class PodLogsController(Controller):
     name = "podlogs"
     watched = (PODS,)
@@ -198,6 +219,11 @@ class PodLogsController(Controller):
         self.done: set[str] = set()  # pod UIDs whose Logs object exists
         self.lost: set[str] = set()  # launcher pod UIDs whose log says a worker was lost
         self.running: dict[str, float] = {}  # launcher pod UID -> when (monotonic) its modelled run ends
+        try:  # the checks' stand-in programs, found once (a program added later needs a restart of the stand-ins)
+            self.programs = programs.discover()
+        except programs.ProgramError as err:
+            log.error("no check programs: %s", err)
+            self.programs = {}
 
     def reconcile(self) -> None:
         pods = self.kube.list(PODS)
@@ -223,7 +249,14 @@ class PodLogsController(Controller):
             role = labels_of(pod).get(JOB_ROLE)
             text = None
             mpijob: Optional[dict[str, Any]] = None
-            if role == "launcher":
+            program = self.programs.get(labels_of(pod).get(programs.CHECK_LABEL) or "")
+            if program is not None:
+                node_name = (pod.get("spec") or {}).get("nodeName")
+                if not node_name:
+                    continue  # written once the pod is bound to its tray
+                node = self.kube.get(NODES, node_name) or {"metadata": {"name": node_name}}
+                text = program_log(program, pod, node, self.faults)
+            elif role == "launcher":
                 if mpijobs is None:
                     mpijobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in self.kube.list(MPIJOBS)}
                 job_name = labels_of(pod).get(JOB_NAME, "")
