@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Tuple
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_values as _chart_values
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import release_sets as _release_sets
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     CLIQUE_LABEL,
@@ -256,6 +257,18 @@ def dra_driver_problem(
     )
 
 
+def checks_selected(run_tags: Any, skip_tags: Any, enabled: Any, own_roles: Any = ()) -> List[str]:
+    try:
+        return checks.selected(
+            [str(t) for t in run_tags or []],
+            [str(t) for t in skip_tags or []],
+            [str(c) for c in enabled or []],
+            [str(c) for c in own_roles or []],
+        )
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
         return {
@@ -275,4 +288,5 @@ class FilterModule:
             "release_set": release_set,
             "gpu_operator_problem": gpu_operator_problem,
             "dra_driver_problem": dra_driver_problem,
+            "checks_selected": checks_selected,
         }

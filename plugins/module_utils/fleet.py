@@ -301,7 +301,7 @@ def verify(
     except ValueError as exc:
         raise Refused(str(exc)) from None
     try:
-        check: Optional[Check] = check_type.from_params(mirrored(params))
+        check: Optional[Check] = check_type.from_params(mirrored(checks.with_settings(params)))
         unusable = ""
     except ValueError as exc:  # the check cannot run as configured: every rack's record says why
         check, unusable = None, str(exc)

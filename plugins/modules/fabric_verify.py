@@ -181,6 +181,18 @@ options:
       pull Secrets.
     type: str
     default: gpu-operator
+  settings:
+    description:
+      - Option groups of the checks by group name, each as the check declares it (its file under
+        C(plugins/module_utils/checks/); docs/verification.md lists them), for instance C(dcgm_diag) or
+        C(nvbandwidth). A group given here replaces the option of the same name below. A group no option below
+        names (a check added since) is given here only; one neither gives is the check's defaults.
+      - A group or option no check declares, or a value of the wrong type, makes every rack's record an
+        V(error) naming it; nothing is created.
+      - The roles pass every check's settings here (C(verify_common_settings)).
+    type: dict
+    default: {}
+    version_added: 0.4.0
   imex_channel:
     description: Settings of the V(imex_channel) check.
     type: dict
@@ -424,8 +436,9 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import 
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
-# The options of every check; each check's own option groups (imex_channel, mpi, nvbandwidth, nccl) come from
-# the registry of checks, as do the choices of O(check).
+# The option groups that are options of their own (the checks of 0.4 and before); every group, these too, can be
+# given in O(settings). Their specs, and the choices of O(check), come from the registry of checks.
+NAMED_GROUPS = ("imex_channel", "mpi", "nvbandwidth", "nccl")
 ARGUMENT_SPEC = dict(
     check=dict(type="str", required=True, choices=list(checks.names())),
     racks=dict(type="dict", default={}),
@@ -455,7 +468,8 @@ ARGUMENT_SPEC = dict(
     tolerations=dict(type="list", elements="dict", default=[dict(t) for t in GPU_NODE_TOLERATIONS]),
     mnnvl_products=dict(type="list", elements="str", default=list(MNNVL_PRODUCTS)),
     image_pull_secrets_namespace=dict(type="str", default="gpu-operator", no_log=False),
-    **checks.option_specs(),
+    settings=dict(type="dict", default={}),
+    **{group: spec for group, spec in checks.option_specs().items() if group in NAMED_GROUPS},
 )
 
 

@@ -11,8 +11,9 @@ the module_utils it imports, so the registry names them rather than searching th
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Tuple, Type
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, Type
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import cliques, imex_channel, nccl, nvbandwidth
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check
 
@@ -53,3 +54,49 @@ def option_specs() -> Dict[str, Mapping[str, Any]]:
 def image_groups() -> Tuple[str, ...]:
     """The option groups that name an image (moved to the site's mirror before the check is made)."""
     return tuple(group for group, spec in option_specs().items() if "image" in (spec.get("options") or {}))
+
+
+def with_settings(params: Mapping[str, Any]) -> Dict[str, Any]:
+    """``params`` with every check's option groups: a group given in ``settings`` (by its name) replaces the
+    module's option of that name; a group neither gives is the check's defaults. A group or option no check
+    declares, or a value of the wrong type, raises ValueError with one line naming it."""
+    specs = option_specs()
+    given = params.get("settings") or {}
+    unknown = sorted(set(given) - set(specs))
+    if unknown:
+        raise ValueError(
+            f"settings: no check has an option group called {', '.join(unknown)}; the groups are "
+            + ", ".join(sorted(specs))
+        )
+    merged = dict(params)
+    for group, spec in specs.items():
+        if group in given or merged.get(group) is None:
+            result = ArgumentSpecValidator(dict(spec.get("options") or {})).validate(dict(given.get(group) or {}))
+            if result.error_messages:
+                raise ValueError(f"settings.{group}: " + "; ".join(result.error_messages))
+            merged[group] = result.validated_parameters
+    return merged
+
+
+def selected(
+    run_tags: Sequence[str], skip_tags: Sequence[str], enabled: Sequence[str], own_roles: Sequence[str]
+) -> List[str]:
+    """The checks a ``verify.yml`` run gives to the generic role (``verify_checks``), in the registry's order.
+
+    ``own_roles``: the checks the playbook runs through roles of their own (left out here). A check runs when
+    the run names it in ``--tags``, or when the site enables it (``gpu_fabric_verify_checks``) and the run is
+    not narrowed to other tags (no ``--tags``, or ``--tags verify``); never when ``--skip-tags`` names it.
+    An enabled name that is no check raises ValueError.
+    """
+    unknown = [name for name in enabled if name not in REGISTRY]
+    if unknown:
+        raise ValueError(
+            f"gpu_fabric_verify_checks names {', '.join(unknown)}, which is no check; the checks are "
+            + ", ".join(names())
+        )
+    whole_run = not run_tags or bool({"all", "verify"} & set(run_tags))
+    return [
+        name
+        for name in names()
+        if name not in own_roles and name not in skip_tags and (name in run_tags or (whole_run and name in enabled))
+    ]

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     FilterModule,
     chart_values,
+    checks_selected,
     clique_groups,
     dra_api_problem,
     dra_api_version,
@@ -54,7 +55,15 @@ def test_filters_are_exported():
         "release_set": release_set,
         "gpu_operator_problem": gpu_operator_problem,
         "dra_driver_problem": dra_driver_problem,
+        "checks_selected": checks_selected,
     }
+
+
+def test_checks_selected_refuses_a_name_that_is_no_check_in_one_line():
+    assert checks_selected(["gpu_fabric_none"], [], [], ["nvbandwidth"]) == []
+    assert checks_selected(["cliques"], [], [], []) == ["cliques"]
+    with pytest.raises(AnsibleFilterError, match=r"^gpu_fabric_verify_checks names dcgm, which is no check"):
+        checks_selected(["all"], [], ["dcgm"], [])
 
 
 def test_dra_api_version_reads_k8s_cluster_info_apis():

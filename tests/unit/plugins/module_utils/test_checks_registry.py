@@ -47,6 +47,9 @@ def test_an_unknown_check_is_named_with_the_known_ones():
 def test_the_modules_choices_and_check_options_are_the_registrys_and_its_documentation_agrees():
     assert fabric_verify.ARGUMENT_SPEC["check"]["choices"] == list(checks.names()) == DOC["check"]["choices"]
     for group, spec in checks.option_specs().items():
+        if group not in fabric_verify.NAMED_GROUPS:
+            assert group not in DOC, f"{group} is given in settings only"
+            continue
         assert fabric_verify.ARGUMENT_SPEC[group] is spec
         documented = DOC[group]["suboptions"]
         assert sorted(documented) == sorted(spec["options"]), group
@@ -67,3 +70,48 @@ def test_a_group_two_checks_read_is_declared_once(monkeypatch):
 
 def test_the_images_of_every_check_that_names_one_go_to_the_mirror():
     assert checks.image_groups() == ("imex_channel", "nvbandwidth", "nccl")
+
+
+def test_settings_give_a_group_by_name_and_a_group_neither_gives_is_the_checks_defaults():
+    merged = checks.with_settings({"settings": {"imex_channel": {"image": "busybox:1"}}, "nvbandwidth": None})
+    assert merged["imex_channel"] == {"image": "busybox:1", "run_as_user": 65534}
+    assert merged["nvbandwidth"]["min_fraction_of_peak"] == 0.85 and merged["mpi"]["run_as_user"] == 1000
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"dcgm": {}}, r"^settings: no check has an option group called dcgm; the groups are imex_channel, mpi, "),
+        ({"imex_channel": {"imgae": "x"}}, r"^settings.imex_channel: .*imgae"),
+        ({"mpi": {"run_as_user": "root"}}, r"^settings.mpi: .*run_as_user"),
+    ],
+)
+def test_a_group_or_option_no_check_declares_is_named(settings, message):
+    with pytest.raises(ValueError, match=message):
+        checks.with_settings({"settings": settings})
+
+
+SITE = ["nvbandwidth"]  # a check the site enables (the generic role leaves the four with roles of their own)
+OWN = ("cliques", "imex_channel", "nvbandwidth", "nccl")
+
+
+@pytest.mark.parametrize(
+    ("run_tags", "skip_tags", "enabled", "own", "wanted"),
+    [
+        ([], [], [], (), []),  # nothing enabled, no tag: nothing
+        (["all"], [], ["nccl", "cliques"], (), ["cliques", "nccl"]),  # the registry's order
+        (["verify"], [], ["nccl"], (), ["nccl"]),
+        (["nvbandwidth"], [], ["nccl"], (), ["nvbandwidth"]),  # narrowed to another check: not the enabled one
+        (["nccl"], [], [], (), ["nccl"]),  # named in --tags: runs without being enabled
+        (["all"], ["nccl"], ["nccl"], (), []),  # --skip-tags wins
+        (["all"], [], SITE, OWN, []),  # a check with a role of its own is that role's
+        (["report"], [], ["nccl"], (), []),
+    ],
+)
+def test_the_checks_a_run_selects(run_tags, skip_tags, enabled, own, wanted):
+    assert checks.selected(run_tags, skip_tags, enabled, own) == wanted
+
+
+def test_an_enabled_name_that_is_no_check_is_named():
+    with pytest.raises(ValueError, match=r"^gpu_fabric_verify_checks names dcgm, which is no check; the checks are "):
+        checks.selected([], [], ["dcgm"], ())
