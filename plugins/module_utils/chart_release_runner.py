@@ -30,7 +30,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets impo
     downgrade_problem,
     foreign_crds_problem,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import retry
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.server_side_apply import apply_reason
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
@@ -67,13 +67,12 @@ class Api:
         self.clock = clock
 
     def call(self, method: str, path: str, **params):
-        response = poll(
+        response = retry(
             lambda: self.client.client.request(method, path, serialize=False, **params),
-            lambda _: True,
             self.patience,
             1.0,
-            sleep=self.sleep,
-            clock=self.clock,
+            self.sleep,
+            self.clock,
         )
         return json_page(response)
 

@@ -319,14 +319,14 @@ def retry(
     delay: float = 2.0,
 ) -> Any:
     """``call()``, tried again while it fails transiently (:func:`is_transient`) for ``patience`` seconds
-    (``rollout.poll``); a failure that stays, or one not worth a retry, raises :class:`ApiUnreachable`
+    (``rollout.retry``); a failure that stays, or one not worth a retry, raises :class:`ApiUnreachable`
     with one line (``<what>: `` first when given)."""
     # rollout builds on this module: imported here, not at the top
-    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import rollout
 
     started = clock()
     try:
-        return poll(call, lambda _value: True, timeout=patience, delay=delay, sleep=sleep, clock=clock)
+        return rollout.retry(call, patience, delay, sleep, clock, started=started)
     except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # no answer, or one worth waiting out
         line = api_failure_text(exc, clock() - started)
         raise ApiUnreachable(f"{what}: {line}" if what else line) from exc

@@ -28,7 +28,14 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     json_page,
     to_dict,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, retry
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+
+# The pauses between two tries of a call: 1, 2, 4, 8, then 10 s until the patience is spent.
+API_BACKOFF = Backoff(1.0, 2.0, 10.0)
+# What a call may raise that is worth another try when transient: an API error, no answer, or a ComputeDomain
+# helper's error raised from one of these.
+CALL_ERRORS = (DynamicApiError, Urllib3Error, cd.ComputeDomainError, ConnectionError, TimeoutError)
 
 
 class ApiUnavailable(Exception):
@@ -80,20 +87,17 @@ class Api:
         self._lock = threading.Lock()
 
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """``fn()`` under ``rollout.retry`` (``API_BACKOFF``, for ``patience`` seconds); a failure that stays, or
+        one not worth a retry, is :class:`ApiUnavailable` naming ``what``. A ComputeDomain call raised from a
+        transient error is retried too; one that failed for another reason goes to the caller as it is."""
         started = self.clock()
-        deadline = started + self.patience
-        delay = 1.0
-        while True:
-            try:
-                return fn()
-            except (DynamicApiError, Urllib3Error, cd.ComputeDomainError, ConnectionError, TimeoutError) as exc:
-                if not is_transient(exc) or self.clock() + delay > deadline:
-                    if isinstance(exc, cd.ComputeDomainError) and not is_transient(exc):
-                        raise
-                    endpoint = str(getattr(getattr(self.client, "configuration", None), "host", "") or "")
-                    raise ApiUnavailable(f"{what}: {error_text(exc, self.clock() - started, endpoint)}") from exc
-                self.sleep(delay)
-                delay = min(delay * 2, 10.0)
+        try:
+            return retry(fn, self.patience, API_BACKOFF, self.sleep, self.clock, started=started, errors=CALL_ERRORS)
+        except (DynamicApiError, Urllib3Error, cd.ComputeDomainError, ConnectionError, TimeoutError) as exc:
+            if isinstance(exc, cd.ComputeDomainError) and not is_transient(exc):
+                raise
+            endpoint = str(getattr(getattr(self.client, "configuration", None), "host", "") or "")
+            raise ApiUnavailable(f"{what}: {error_text(exc, self.clock() - started, endpoint)}") from exc
 
     def resource(self, kind: str, api_version: str) -> Any:
         key = (kind, api_version)

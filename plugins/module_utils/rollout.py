@@ -8,6 +8,11 @@ reads until a judge is satisfied, retrying a read that fails for a transient rea
 answer), so that an API server restart during a wait is waited out, not reported. The messages name
 what is missing and where to look.
 
+:func:`poll` and its sibling :func:`retry` (a call tried again while it fails transiently) are the
+collection's one rule for waiting and retrying: pauses of a fixed length or of a :class:`Backoff`, never
+past the deadline, and at most so many attempts where a count bounds them. Every wait and retry of the
+collection goes through them; a watch (``kube_watch``) is not a poll and keeps its own loop.
+
 >>> not_ready_pods([{"metadata": {"name": "gpu-operator-1"}, "status": {"phase": "Pending"}}])
 ['gpu-operator-1 (Pending)']
 >>> missing(["t2", "t10", "t1"], {"t1"})
@@ -17,8 +22,25 @@ what is missing and where to look.
 from __future__ import annotations
 
 import json
+import math
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Sequence, Set, TypeVar
+from dataclasses import dataclass
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import GPU_RESOURCE, gpu_count
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
@@ -104,42 +126,145 @@ def missing(expected: Iterable[str], present: Iterable[str]) -> List[str]:
 # ---------------------------------------------------------------------------------------------
 
 
-class WaitTimeout(Exception):
-    """The judge was still unsatisfied at the deadline; ``last`` is what was read last."""
+# What a read or a call raises when the API server refused it or gave no answer; ``transient`` says which of
+# these are worth another try.
+API_ERRORS = (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError)
 
-    def __init__(self, last: Any) -> None:
+
+class WaitTimeout(Exception):
+    """The judge was still unsatisfied at the deadline; ``last`` is what was read last, ``reads`` how many reads."""
+
+    def __init__(self, last: Any, reads: int = 0) -> None:
         super().__init__("timed out")
         self.last = last
+        self.reads = reads
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The pauses between two tries: ``first``, then each ``factor`` times the one before, never above ``cap``.
+
+    >>> pauses = Backoff(1.0, 2.0, 10.0).pauses()
+    >>> [next(pauses) for _ in range(6)]
+    [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    """
+
+    first: float
+    factor: float = 1.0
+    cap: float = math.inf
+
+    def pauses(self) -> Iterator[float]:
+        pause = min(self.first, self.cap)
+        while True:
+            yield pause
+            pause = min(pause * self.factor, self.cap)
+
+
+class _Schedule:
+    """When the next try starts: after the backoff's next pause, cut short at the deadline (the last try is at
+    the deadline, never after it); none once the deadline has passed or every attempt was made."""
+
+    def __init__(
+        self,
+        timeout: Optional[float],
+        delay: Union[float, Backoff],
+        attempts: int,
+        clock: Callable[[], float],
+        started: Optional[float],
+    ) -> None:
+        # no deadline (timeout None): no clock is read, the attempts alone bound the tries
+        self.deadline = None if timeout is None else (clock() if started is None else started) + timeout
+        self.pauses = (delay if isinstance(delay, Backoff) else Backoff(delay)).pauses()
+        self.attempts = attempts
+        self.clock = clock
+
+    def pause(self, tries: int) -> Optional[float]:
+        """The pause before the next try, after ``tries`` tries; None: no try is left."""
+        if self.attempts and tries >= self.attempts:
+            return None
+        pause = next(self.pauses)
+        if self.deadline is not None:
+            left = self.deadline - self.clock()
+            if left <= 0:
+                return None
+            pause = min(pause, left)
+        return pause
 
 
 def poll(
     read: Callable[[], T],
     done: Callable[[T], bool],
-    timeout: float,
-    delay: float,
+    timeout: Optional[float],
+    delay: Union[float, Backoff],
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     transient: Callable[[BaseException], bool] = is_transient,
+    *,
+    attempts: int = 0,
+    started: Optional[float] = None,
+    errors: Tuple[Type[BaseException], ...] = API_ERRORS,
 ) -> T:
-    """``read()`` until ``done`` holds for what it returns, for at most ``timeout`` seconds.
+    """``read()`` until ``done`` holds for what it returns, for at most ``timeout`` seconds from ``started`` (now
+    when not given; None: no deadline) and at most ``attempts`` reads (0: no bound).
 
-    A read that fails transiently is tried again until the deadline, then its error propagates; any other
-    error propagates at once. Raises :class:`WaitTimeout` with the last value read.
+    The collection's one rule for waiting and retrying. Between two reads it pauses ``delay`` seconds, or the
+    next pause of a :class:`Backoff`; a pause never runs past the deadline, so the last read is at the deadline.
+    A read that fails with one of ``errors`` that ``transient`` calls passing (429, a 5xx, no answer) is tried
+    again the same way; once no try is left, its error propagates. Any other error propagates at once. A
+    judge still unsatisfied when no read is left raises :class:`WaitTimeout` with the last value read.
     """
-    deadline = clock() + timeout
+    schedule = _Schedule(timeout, delay, attempts, clock, started)
+    reads = 0
     while True:
+        reads += 1
         try:
             value = read()
-        except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
-            if not transient(exc) or clock() >= deadline:
+        except errors as exc:  # pylint: disable=catching-non-exception  # a tuple of exception classes
+            pause = schedule.pause(reads) if transient(exc) else None
+            if pause is None:
                 raise
-            sleep(delay)
+            _pause(sleep, pause)
             continue
         if done(value):
             return value
-        if clock() >= deadline:
-            raise WaitTimeout(value)
-        sleep(delay)
+        pause = schedule.pause(reads)
+        if pause is None:
+            raise WaitTimeout(value, reads)
+        _pause(sleep, pause)
+
+
+def _pause(sleep: Callable[[float], None], seconds: float) -> None:
+    if seconds > 0:  # a retry without a pause (a conflict answered by a fresh read) sleeps not at all
+        sleep(seconds)
+
+
+def retry(
+    call: Callable[[], T],
+    patience: Optional[float],
+    delay: Union[float, Backoff],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    transient: Callable[[BaseException], bool] = is_transient,
+    *,
+    attempts: int = 0,
+    started: Optional[float] = None,
+    errors: Tuple[Type[BaseException], ...] = API_ERRORS,
+) -> T:
+    """``call()``, tried again under :func:`poll`'s rule while it fails transiently, for at most ``patience``
+    seconds (None: no bound) and ``attempts`` tries (0: no bound); the error of the last try propagates, as
+    does at once an error that is not transient."""
+    return poll(
+        call,
+        lambda _value: True,
+        patience,
+        delay,
+        sleep,
+        clock,
+        transient,
+        attempts=attempts,
+        started=started,
+        errors=errors,
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -92,6 +92,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     deployment_message,
     mpi_operator_summary,
     poll,
+    retry,
     served_versions,
 )
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -128,7 +129,7 @@ def main() -> None:
                 msg=deployment_message(namespace, name, timeout, exc.last), images=deployment_images(exc.last)
             )
         crds = resource_api(client, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
-        crd = poll(lambda: get_object(client, crds, p["crd_name"]), lambda _: True, timeout, p["wait_sleep"])
+        crd = retry(lambda: get_object(client, crds, p["crd_name"]), timeout, p["wait_sleep"])
     except CoreException as exc:
         module.fail_from_exception(exc)
     except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # refused, or no answer in time
