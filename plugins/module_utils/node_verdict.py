@@ -36,6 +36,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     resource_api,
     to_dict,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, retry
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 try:
@@ -68,10 +69,11 @@ JSON_MERGE_PATCH = "application/merge-patch+json"
 # RFC 3339 date-time: 2026-12-01T10:15:00Z, 2026-12-01T10:15:00.123456+01:00
 _RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
-# API calls: attempts per call on a transient error, and the pause before each retry.
+# API calls (rollout.retry): attempts per call on a transient error, and the pauses between them (0.5, 1, 2 s).
 API_ATTEMPTS = 4
-API_BACKOFF = (0.5, 1.0, 2.0)
-# Reads and rewrites of one node's taints when other writers keep changing the node.
+API_BACKOFF = Backoff(0.5, 2.0, 2.0)
+# Reads and rewrites of one node's taints when other writers keep changing the node: a conflict is answered by a
+# fresh read at once, not waited out.
 CONFLICT_ATTEMPTS = 5
 ERROR_TEXT_LIMIT = 300
 
@@ -377,8 +379,11 @@ class _Writer:
             self.warnings.append(f"node {tray.node} does not exist; its verdict ({tray.verdict}) was not written")
 
     def _apply(self, tray: TrayVerdict, plan: NodePlan) -> NodePlan:
-        """Send the plan's patches; on a conflict read the node again and recompute."""
-        for _attempt in range(CONFLICT_ATTEMPTS):
+        """Send the plan's patches; on a conflict read the node again and send the patches recomputed from it
+        (``rollout.retry``, no pause, ``CONFLICT_ATTEMPTS`` tries)."""
+
+        def send() -> NodePlan:
+            nonlocal plan
             try:
                 # taints first: the labels patch would move resourceVersion past the taints' precondition
                 if plan.taints_patch is not None:
@@ -387,15 +392,19 @@ class _Writer:
                     self._patch(tray.node, plan.metadata_patch, STRATEGIC_MERGE_PATCH)
                 return plan
             except ConflictError:
-                node = self._get(tray.node)
-                plan = plan_node(node, tray, self.request.time, self.settings)
+                plan = plan_node(self._get(tray.node), tray, self.request.time, self.settings)
                 if not plan.needed:
                     return plan
-        raise NodeVerdictError(
-            f"cannot write the verdict to node {tray.node}: the node changed {CONFLICT_ATTEMPTS} times while its "
-            f"taints were rewritten (409 Conflict each time); run again once whatever updates it has settled",
-            self.result(),
-        )
+                raise
+
+        try:
+            return retry(send, None, 0.0, self.sleep, transient=_is_conflict, attempts=CONFLICT_ATTEMPTS)
+        except ConflictError:
+            raise NodeVerdictError(
+                f"cannot write the verdict to node {tray.node}: the node changed {CONFLICT_ATTEMPTS} times while "
+                "its taints were rewritten (409 Conflict each time); run again once whatever updates it has settled",
+                self.result(),
+            ) from None
 
     def _patch(self, name: str, body: Dict[str, Any], content_type: str) -> None:
         try:
@@ -437,17 +446,22 @@ def call_with_retries(
     Exceptions in ``reraise`` (a conflict, a node that is gone) go to the caller at once; anything
     that is not an API or connection error is a bug and propagates as it is.
     """
-    for attempt in range(1, API_ATTEMPTS + 1):
-        try:
-            return call()
-        except reraise:
-            raise
-        except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
-            if is_transient(exc) and attempt < API_ATTEMPTS:
-                sleep(API_BACKOFF[min(attempt, len(API_BACKOFF)) - 1])
-                continue
-            raise NodeVerdictError(failure_message(what, exc, attempt)) from None
-    raise AssertionError("unreachable")  # pragma: no cover
+    tries = []
+
+    def counted() -> Any:
+        tries.append(call)
+        return call()
+
+    try:
+        return retry(counted, None, API_BACKOFF, sleep, attempts=API_ATTEMPTS)
+    except reraise:
+        raise
+    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
+        raise NodeVerdictError(failure_message(what, exc, len(tries))) from None
+
+
+def _is_conflict(exc: BaseException) -> bool:
+    return isinstance(exc, ConflictError)
 
 
 def failure_message(what: str, exc: BaseException, attempts: int) -> str:

@@ -128,7 +128,7 @@ def test_bad_input_fails_with_every_problem(monkeypatch):
 def test_unreachable_api_server_fails_with_one_clean_line(monkeypatch):
     for var in ("K8S_AUTH_KUBECONFIG", "KUBECONFIG"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(verdict_utils, "API_BACKOFF", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(verdict_utils, "API_BACKOFF", verdict_utils.Backoff(0.0))  # no pause between the attempts
     args = {"host": "https://127.0.0.1:9", "validate_certs": False, "api_key": "none", "trays": TRAYS, "time": TIME}
     result = run_module(node_verdict.main, args)
     assert result["failed"] is True
