@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
@@ -173,41 +174,50 @@ def settle(
     ``helm(*args)`` runs Helm in the release's namespace and returns ``(rc, stdout, stderr)``;
     ``release`` is ``namespace/name`` for the messages. Check mode reads and says, and changes nothing.
     """
-    waited = 0.0
-    while True:
+    reads = 0
+
+    def read() -> Optional[Tuple[List[Revision], Action]]:
+        """The release's history and what it calls for; None when there is no release."""
+        nonlocal reads
+        reads += 1
         rc, out, err = helm("history", name, "--output", "json", "--max", "20")
         if rc != 0:
             if history_missing(err):
-                return Settled(False, "none", f"release {release}: not installed")
+                return None
             raise SettleError(f"helm history {release} failed (rc {rc}): {one_line(err, 300)}")
         try:
             revisions = parse_history(out)
         except HelmHistoryError as exc:
             raise SettleError(f"release {release}: {exc}") from exc
-        action = decide(release, revisions, now(), stale_after)
-        summary = summarize(revisions)
-        latest = revisions[-1] if revisions else None
-        if action.kind == "none":
-            if not waited:
-                return Settled(False, "none", action.message, summary, latest=latest)
-            msg = f"release {release}: the other operation ended after {waited:.0f} s"
-            return Settled(False, "waited", msg, summary, [msg], latest=latest)
-        if action.kind == "wait":
-            if check_mode:
-                return Settled(False, "none", action.message, summary, latest=latest)
-            sleep(poll_delay)
-            waited += poll_delay
-            continue
-        if check_mode:
-            return Settled(True, action.kind, action.message, summary, latest=latest)
-        if action.kind == "rollback":
-            args = ["rollback", name, str(action.revision), "--wait", "--timeout", f"{stale_after:.0f}s"]
-        else:
-            args = ["uninstall", name, "--wait", "--timeout", f"{stale_after:.0f}s"]
-        rc, out, err = helm(*args)
-        if rc != 0:
-            raise SettleError(f"{action.message}; helm {args[0]} failed (rc {rc}): {one_line(err, 300)}")
-        return Settled(True, action.kind, action.message, summary, [action.message])
+        return revisions, decide(release, revisions, now(), stale_after)
+
+    def settled(found: Optional[Tuple[List[Revision], Action]]) -> bool:
+        # check mode says what it would wait for; a live operation has no deadline of ours: decide() takes it as
+        # interrupted once it is older than stale_after
+        return found is None or found[1].kind != "wait" or check_mode
+
+    found = poll(read, settled, None, poll_delay, sleep)
+    if found is None:
+        return Settled(False, "none", f"release {release}: not installed")
+    revisions, action = found
+    summary = summarize(revisions)
+    latest = revisions[-1] if revisions else None
+    waited = (reads - 1) * poll_delay
+    if action.kind in ("none", "wait"):  # "wait": check mode, which waits for nothing
+        if not waited:
+            return Settled(False, "none", action.message, summary, latest=latest)
+        msg = f"release {release}: the other operation ended after {waited:.0f} s"
+        return Settled(False, "waited", msg, summary, [msg], latest=latest)
+    if check_mode:
+        return Settled(True, action.kind, action.message, summary, latest=latest)
+    if action.kind == "rollback":
+        args = ["rollback", name, str(action.revision), "--wait", "--timeout", f"{stale_after:.0f}s"]
+    else:
+        args = ["uninstall", name, "--wait", "--timeout", f"{stale_after:.0f}s"]
+    rc, _out, err = helm(*args)
+    if rc != 0:
+        raise SettleError(f"{action.message}; helm {args[0]} failed (rc {rc}): {one_line(err, 300)}")
+    return Settled(True, action.kind, action.message, summary, [action.message])
 
 
 def latest_revision(helm: Helm, name: str, release: str) -> Optional[Revision]:

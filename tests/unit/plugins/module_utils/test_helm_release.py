@@ -168,6 +168,14 @@ def test_settle_waits_for_a_live_operation_to_end_and_says_so():
     assert helm.calls == [("history", "rel", "--output", "json", "--max", "20")] * 2
 
 
+def test_settle_reads_every_poll_delay_until_the_other_operation_ends():
+    live = history(*DEPLOYED, pending("pending-upgrade", 30))
+    helm = ScriptedHelm(live, live, live, history(*DEPLOYED))
+    done, sleeps = settle(helm)
+    assert (done.action, sleeps, len(helm.calls)) == ("waited", [5.0, 5.0, 5.0], 4)
+    assert done.msg == "release ns/rel: the other operation ended after 15 s"
+
+
 def test_settle_rolls_back_an_interrupted_upgrade_and_check_mode_only_says_it():
     stale = history(*DEPLOYED, pending("pending-upgrade", 3600))
     done = settle(ScriptedHelm(stale), check_mode=True)[0]
