@@ -37,6 +37,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     now_rfc3339,
     record_for,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import WaitTimeout, poll
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     RackPlan,
@@ -221,17 +222,14 @@ class RackRun:
 
     def _wait_for(self, what: str, probe: Callable[[], Any], describe: Optional[Callable[[], str]]) -> Any:
         started = self.clock()
-        reads = 0
-        while True:
-            value = probe()
-            reads += 1
-            if value:
-                return value
-            if self.clock() >= self.deadline:
-                waited = self.clock() - started
-                extra = f"; {describe()}" if describe else ""
-                raise CheckFailed(f"{what}: still not done after {reads} reads ({waited:.0f} s){extra}")
-            self.sleep(min(self.settings.poll, max(self.deadline - self.clock(), 0.1)))
+        try:
+            return poll(
+                probe, bool, self.deadline - started, self.settings.poll, self.sleep, self.clock, started=started
+            )
+        except WaitTimeout as exc:
+            waited = self.clock() - started
+            extra = f"; {describe()}" if describe else ""
+            raise CheckFailed(f"{what}: still not done after {exc.reads} reads ({waited:.0f} s){extra}") from None
 
     def watch_for(
         self,
@@ -353,19 +351,23 @@ class RackRun:
     def read_uid_range(self) -> openshift.UidRange:
         """The namespace's SCC user range, which OpenShift's namespace controller writes a moment after the
         namespace is created; waited for a bounded time (``openshift_annotation_wait``)."""
-        started, reads = self.clock(), 0
-        while True:
-            found = openshift.namespace_uid_range(self.api.get("Namespace", "v1", self.namespace))
-            reads += 1
-            if found is not None:
-                return found
-            if self.clock() - started >= self.settings.openshift_annotation_wait:
-                raise NotRun(
-                    f"namespace {self.namespace} has no {openshift.UID_RANGE_ANNOTATION} annotation after "
-                    f"{reads} reads ({self.clock() - started:.0f} s): OpenShift's namespace controller (in "
-                    "openshift-controller-manager) did not annotate it; check that it runs"
-                )
-            self.sleep(min(self.settings.poll, 1.0))
+        started = self.clock()
+        try:
+            return poll(
+                lambda: openshift.namespace_uid_range(self.api.get("Namespace", "v1", self.namespace)),
+                lambda found: found is not None,
+                self.settings.openshift_annotation_wait,
+                min(self.settings.poll, 1.0),
+                self.sleep,
+                self.clock,
+                started=started,
+            )
+        except WaitTimeout as exc:
+            raise NotRun(
+                f"namespace {self.namespace} has no {openshift.UID_RANGE_ANNOTATION} annotation after "
+                f"{exc.reads} reads ({self.clock() - started:.0f} s): OpenShift's namespace controller (in "
+                "openshift-controller-manager) did not annotate it; check that it runs"
+            ) from None
 
     def with_pull_secrets(self, body: Dict[str, Any]) -> Dict[str, Any]:
         """``body`` (a Pod or an MPIJob) with the run's image pull Secrets on every pod template."""
@@ -430,20 +432,23 @@ class RackRun:
     def _read_log(self, pod: str, reads: int = 10) -> str:
         """Retries a log that is not served yet (``no logs found``, an empty answer): never judged as empty."""
         last = "the API server answered with an empty log"
-        for attempt in range(reads):
+
+        def read() -> str:
+            nonlocal last
             try:
-                text = self.api.log(pod, self.namespace)
+                return self.api.log(pod, self.namespace)
             except ApiUnavailable as exc:
                 if "no logs" not in str(exc).lower() and " 400 " not in f" {exc} ":
                     raise
-                last, text = str(exc), ""
-            if text.strip():
-                return text
-            if attempt < reads - 1:
-                self.sleep(1.0)
-        raise ApiUnavailable(
-            f"read the log of the finished pod {self.namespace}/{pod} after {reads} tries ({one_line(last)})"
-        )
+                last = str(exc)
+                return ""
+
+        try:
+            return poll(read, lambda text: bool(text.strip()), None, 1.0, self.sleep, attempts=reads)
+        except WaitTimeout:
+            raise ApiUnavailable(
+                f"read the log of the finished pod {self.namespace}/{pod} after {reads} tries ({one_line(last)})"
+            ) from None
 
     def clean_up(self) -> List[str]:
         """Delete the check's objects and its own namespace; every step is tried, the failures are returned.

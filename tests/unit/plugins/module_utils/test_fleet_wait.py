@@ -102,3 +102,34 @@ def test_a_wait_that_runs_out_says_what_the_model_expected():
         "no pod was created; the run models to 16 min 18 s (5112 pairs) after the start, the wait was "
         "10 min 0 s: if the rack is only slow, raise verify_nvbandwidth_timeout"
     )
+
+
+class Clock:
+    """Moves only when slept: a wait takes no time in the tests."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+        self.slept: list = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_a_rack_wait_reads_until_its_deadline_and_says_how_often_it_read():
+    clock = Clock(100.0)
+    settings = rack_run.Settings(timeout=10, poll=3.0)
+    run = rack_run.RackRun(imex_check.ImexChannelCheck("img"), object(), nvl72(2), settings, clock.sleep, clock)
+    run.deadline = clock() + 10
+    with pytest.raises(base.CheckFailed) as caught:
+        run.wait_for("the pods Running", lambda: None, lambda: "2 pods Pending")
+    # rollout.poll's rule: the last pause is cut short, the last read is at the deadline
+    assert clock.slept == [3.0, 3.0, 3.0, 1.0] and clock.now == 110.0
+    assert caught.value.summary == "the pods Running: still not done after 5 reads (10 s); 2 pods Pending"
+    answers = iter([None, None, "ready"])
+    run.deadline = clock() + 10
+    assert run.wait_for("the pods Running", lambda: next(answers)) == "ready"
+    assert clock.slept[4:] == [3.0, 3.0]
