@@ -14,15 +14,13 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 from ansible.module_utils.parsing.convert_bool import BOOLEANS_FALSE, BOOLEANS_TRUE
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.driver_owner import DRIVER_ROOT, OWNERS
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.existing_install import merge
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import dra_name_override
 
 GPU_OPERATOR = "gpu-operator"
 DRA_DRIVER = "nvidia-dra-driver-gpu"
 CHARTS = (GPU_OPERATOR, DRA_DRIVER)
-OWNERS = ("operator", "host")
-# Where the DRA driver finds the driver: the GPU Operator's driver container mounts it here.
-DRIVER_ROOT = {"operator": "/run/nvidia/driver", "host": "/"}
 
 
 class ValuesError(ValueError):

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.driver_owner import DRIVER_ROOT
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.versions import compare_versions
 
 _KUBELET_VERSION_RE = re.compile(r"v(\d+\.\d+\.\d+)")
@@ -29,9 +30,6 @@ _KERNEL_RE = re.compile(r"^(\d+)\.(\d+)")
 PYTHON_MODULES = {
     "tomlkit": ("python3-tomlkit", "tomlkit>=0.12.0", "containerd_config edits containerd's config.toml with it"),
 }
-
-# The driver root each owner's driver lives under (what nvidia_driver_root must be, when it is set).
-DRIVER_ROOTS = {"operator": "/run/nvidia/driver", "host": "/"}
 
 
 @dataclass(frozen=True)
@@ -148,7 +146,7 @@ def python_module_problem(name: str, python: str) -> str:
 
 def _driver_problems(state: HostState, policy: Policy) -> List[str]:
     owner = policy.driver_owner
-    if owner not in DRIVER_ROOTS:
+    if owner not in DRIVER_ROOT:
         return [
             f"gpu_fabric_driver_owner is '{owner}', expected operator (GPU Operator driver container)"
             " or host (driver packages on the host)"
@@ -171,10 +169,10 @@ def _driver_problems(state: HostState, policy: Policy) -> List[str]:
             " nvidia_driver_install is false; install the driver, set nvidia_driver_install to true, or set"
             " gpu_fabric_driver_owner to operator"
         )
-    if policy.driver_root is not None and policy.driver_root != DRIVER_ROOTS[owner]:
+    if policy.driver_root is not None and policy.driver_root != DRIVER_ROOT[owner]:
         found.append(
             f"nvidia_driver_root is {policy.driver_root} but gpu_fabric_driver_owner is {owner}, whose driver root is"
-            f" {DRIVER_ROOTS[owner]}; remove nvidia_driver_root"
+            f" {DRIVER_ROOT[owner]}; remove nvidia_driver_root"
         )
     if policy.imex_mode == "host" and owner == "operator":
         found.append(

@@ -13,6 +13,7 @@ from typing import List
 import yaml
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import FilterModule as MnnvlFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.nccl_tests_parse import FilterModule as NcclFilters
+from ansible_collections.gpu_fabric.mnnvl.plugins.filter.shared_values import FilterModule as SharedValueFilters
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "build"))
@@ -20,7 +21,7 @@ sys.path.insert(0, str(REPO / "tests" / "build"))
 import check_artifact  # noqa: E402
 
 README = (REPO / "README.md").read_text()
-ROW_NAME = re.compile(r"^\| `([a-z_]+)` \|")
+ROW_NAME = re.compile(r"^\| `([a-z0-9_]+)` \|")
 
 
 def table_names(text: str, header: str) -> List[str]:
@@ -54,7 +55,7 @@ def test_the_module_table_lists_every_module_once():
 
 def test_the_filter_table_lists_every_filter_once():
     listed = table_names(README, "filter")
-    plugins = sorted({*MnnvlFilters().filters(), *NcclFilters().filters()})
+    plugins = sorted({*MnnvlFilters().filters(), *NcclFilters().filters(), *SharedValueFilters().filters()})
     documented = sorted(path.stem for path in (REPO / "plugins" / "filter").glob("*.yml"))
     assert len(listed) == len(set(listed))
     assert plugins == documented, "every filter has its plugins/filter/<name>.yml documentation"
