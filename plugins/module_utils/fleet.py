@@ -295,8 +295,8 @@ def verify(
     started = now_rfc3339()
     name = params["check"]
     writer = None if check_mode else write
-    check_type = checks.get(name)
     try:
+        check_type = checks.get(name)
         scope = scope_of(params)
     except ValueError as exc:
         raise Refused(str(exc)) from None

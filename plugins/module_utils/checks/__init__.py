@@ -14,7 +14,13 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Sequence, Tuple, Type
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import cliques, imex_channel, nccl, nvbandwidth
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import (
+    cliques,
+    gpu_health,
+    imex_channel,
+    nccl,
+    nvbandwidth,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check
 
 REGISTRY: Dict[str, Type[Check]] = {
@@ -24,7 +30,8 @@ REGISTRY: Dict[str, Type[Check]] = {
         imex_channel,
         nvbandwidth,
         nccl,
-    )
+        gpu_health,
+        )
 }
 
 

@@ -22,6 +22,7 @@ does with the ClusterPolicy (``controllers/state_manager.go``, ``object_controls
   tolerations, priority class, labels and annotations; owned by the ClusterPolicy (controller, blocking
   deletion: the garbage collector removes them with it); updated when its ``nvidia.com/last-applied-hash``
   differs; deleted when its state is disabled; without GPU nodes none is created;
+* the RuntimeClass ``nvidia`` (``operator.runtimeClass``) that GPU pods name, owned by the ClusterPolicy;
 * the DCGM exporter's Service, and its ServiceMonitor when ``dcgmExporter.serviceMonitor.enabled`` and the
   CRD ``servicemonitors.monitoring.coreos.com`` is served;
 * each state walks its operand: a DaemonSet is ready when it schedules no pod, else when
@@ -56,6 +57,7 @@ from simrack.controllers.kube import (
     DAEMONSETS,
     DEPLOYMENTS,
     NODES,
+    RUNTIMECLASSES,
     SERVICES,
     Resource,
     owner_reference,
@@ -392,6 +394,13 @@ def _created(obj: dict[str, Any]) -> tuple[str, str]:
     return (meta.get("creationTimestamp") or "", meta.get("name") or "")
 
 
+def runtime_class(spec: dict[str, Any]) -> dict[str, Any]:
+    """The RuntimeClass the operator makes for its operands and for GPU pods (transformRuntimeClass): named, and
+    with a handler named, after ``operator.runtimeClass`` (default ``nvidia``)."""
+    name = str((spec.get("operator") or {}).get("runtimeClass") or "nvidia")
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name}, "handler": name}
+
+
 def exporter_service(namespace: str) -> dict[str, Any]:
     """The DCGM exporter's metrics Service (assets/state-dcgm-exporter/0700_service.yaml)."""
     return {
@@ -491,6 +500,11 @@ class GPUOperatorController(Controller):
                     namespace,
                 )
                 log.info("%s: DaemonSet %s/%s updated", operand.state, namespace, operand.daemonset)
+        runtime = runtime_class(spec)
+        if self.kube.get(RUNTIMECLASSES, runtime["metadata"]["name"]) is None:
+            runtime["metadata"]["ownerReferences"] = [owner]
+            self.kube.create(RUNTIMECLASSES, runtime)
+            log.info("RuntimeClass %s created", runtime["metadata"]["name"])
         exporter = _enabled(spec, "dcgmExporter", True)
         self.ensure(SERVICES, exporter_service(namespace), exporter, owner)
         monitor = exporter and _enabled(spec.get("dcgmExporter") or {}, "serviceMonitor", False)

@@ -66,6 +66,7 @@ NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
 DAEMONSETS = Resource("apps", "v1", "daemonsets")
 JOBS = Resource("batch", "v1", "jobs")
+RUNTIMECLASSES = Resource("node.k8s.io", "v1", "runtimeclasses", namespaced=False)
 # resource.k8s.io kinds are written in v1 and sent in the newest version the API server serves (v1 from
 # Kubernetes 1.34, v1beta2 on 1.33, v1beta1 on 1.32), as the real DRA driver's client does.
 DRA_GROUP = "resource.k8s.io"

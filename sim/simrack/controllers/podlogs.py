@@ -192,14 +192,16 @@ def launcher_log(
 
 def program_log(
     program: programs.Program, pod: dict[str, Any], node: dict[str, Any], faults: dict[str, dict[str, Any]]
-) -> Optional[str]:
-    """What ``program`` says the pod prints on ``node``; None (and the error in the stand-in's log) when it
-    fails, so one broken program does not stop the other pods' logs."""
+) -> Optional[tuple[str, int]]:
+    """What ``program`` says the pod prints on ``node``, and the exit code its container ends with (a program's
+    ``log`` returns the text, or the text and a code); None (and the error in the stand-in's log) when it fails,
+    so one broken program does not stop the other pods' logs."""
     try:
-        text = program.log(pod, node, faults)
-        if not isinstance(text, str):
-            raise TypeError(f"log() returned {type(text).__name__}, not str")
-        return text
+        answer = program.log(pod, node, faults)
+        text, code = answer if isinstance(answer, tuple) and len(answer) == 2 else (answer, 0)
+        if not isinstance(text, str) or not isinstance(code, int):
+            raise TypeError(f"log() returned {type(answer).__name__}, not str or (str, int)")
+        return text, code
     except Exception:
         meta = pod["metadata"]
         log.exception(
@@ -255,7 +257,15 @@ class PodLogsController(Controller):
                 if not node_name:
                     continue  # written once the pod is bound to its tray
                 node = self.kube.get(NODES, node_name) or {"metadata": {"name": node_name}}
-                text = program_log(program, pod, node, self.faults)
+                output = program_log(program, pod, node, self.faults)
+                if output is None:
+                    self.done.add(meta["uid"])
+                    continue
+                text = output[0]
+                self.publish(pod, text)
+                self.mark_written(pod, exit_code=output[1])  # the kwok stages gb200-check-pod-* let it exit
+                self.done.add(meta["uid"])
+                continue
             elif role == "launcher":
                 if mpijobs is None:
                     mpijobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in self.kube.list(MPIJOBS)}
@@ -322,13 +332,15 @@ class PodLogsController(Controller):
         """A launcher whose worker was lost fails now, not after its modelled run."""
         return pod["metadata"]["uid"] in self.lost
 
-    def mark_written(self, pod: dict[str, Any]) -> None:
-        """Let the kwok stages finish a Job's pod: its log (if any) is served from now on."""
+    def mark_written(self, pod: dict[str, Any], exit_code: Optional[int] = None) -> None:
+        """Let the kwok stages finish a Job's pod, or a check's pod whose program wrote its log (``exit_code``
+        given: the code its container exits with): its log (if any) is served from now on."""
         meta = pod["metadata"]
-        if owned_by_job(pod) and (meta.get("annotations") or {}).get(LOG_WRITTEN) != "true":
-            self.kube.merge_patch(
-                PODS, meta["name"], {"metadata": {"annotations": {LOG_WRITTEN: "true"}}}, meta["namespace"]
-            )
+        if (owned_by_job(pod) or exit_code is not None) and (meta.get("annotations") or {}).get(LOG_WRITTEN) != "true":
+            annotations = {LOG_WRITTEN: "true"}
+            if exit_code:
+                annotations[EXIT_CODE_ANNOTATION] = str(exit_code)
+            self.kube.merge_patch(PODS, meta["name"], {"metadata": {"annotations": annotations}}, meta["namespace"])
 
     def publish(self, pod: dict[str, Any], text: str) -> None:
         meta = pod["metadata"]

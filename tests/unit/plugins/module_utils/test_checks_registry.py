@@ -23,7 +23,7 @@ def test_the_registry_lists_every_check_file_of_the_folder_in_the_reports_order(
         if hasattr(importlib.import_module(f"{checks.__name__}.{m.name}"), "CHECK")
     )
     assert sorted(checks.names()) == files
-    assert checks.names() == ("cliques", "imex_channel", "nvbandwidth", "nccl")
+    assert checks.names()[:4] == ("cliques", "imex_channel", "nvbandwidth", "nccl")
     assert checks.names() == report_model.CHECK_ORDER
 
 
@@ -39,13 +39,15 @@ def test_each_check_declares_what_it_is(name):
 
 def test_an_unknown_check_is_named_with_the_known_ones():
     with pytest.raises(
-        ValueError, match=r"^no check is called 'dcgm': the checks are cliques, imex_channel, nvbandwidth, nccl$"
+        ValueError, match=r"^no check is called 'dcgm': the checks are cliques, imex_channel, nvbandwidth, nccl, "
     ):
         checks.get("dcgm")
 
 
 def test_the_modules_choices_and_check_options_are_the_registrys_and_its_documentation_agrees():
-    assert fabric_verify.ARGUMENT_SPEC["check"]["choices"] == list(checks.names()) == DOC["check"]["choices"]
+    assert "choices" not in fabric_verify.ARGUMENT_SPEC["check"] and "choices" not in DOC["check"]
+    described = " ".join(DOC["check"]["description"])
+    assert all(f"V({name})" in described for name in checks.names()), "the documentation names every check"
     for group, spec in checks.option_specs().items():
         if group not in fabric_verify.NAMED_GROUPS:
             assert group not in DOC, f"{group} is given in settings only"
@@ -69,7 +71,8 @@ def test_a_group_two_checks_read_is_declared_once(monkeypatch):
 
 
 def test_the_images_of_every_check_that_names_one_go_to_the_mirror():
-    assert checks.image_groups() == ("imex_channel", "nvbandwidth", "nccl")
+    assert checks.image_groups()[:3] == ("imex_channel", "nvbandwidth", "nccl")
+    assert "gpu_health" in checks.image_groups()
 
 
 def test_settings_give_a_group_by_name_and_a_group_neither_gives_is_the_checks_defaults():
@@ -81,7 +84,10 @@ def test_settings_give_a_group_by_name_and_a_group_neither_gives_is_the_checks_d
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"dcgm": {}}, r"^settings: no check has an option group called dcgm; the groups are imex_channel, mpi, "),
+        (
+            {"dcgm": {}},
+            r"^settings: no check has an option group called dcgm; the groups are dcgm_diag, gpu_health, imex_channel",
+        ),
         ({"imex_channel": {"imgae": "x"}}, r"^settings.imex_channel: .*imgae"),
         ({"mpi": {"run_as_user": "root"}}, r"^settings.mpi: .*run_as_user"),
     ],

@@ -105,3 +105,8 @@ def test_every_check_of_the_registry_can_be_planned():
     for name in checks.names():
         given = {"nccl": {"image": "nccl-tests:1"}} if name == "nccl" else {}
         assert fleet.verify(params(name, **given), True, Cluster, never_write)["passed"] is True
+
+
+def test_an_unknown_check_refuses_the_run_naming_the_checks():
+    with pytest.raises(fleet.Refused, match=r"^no check is called 'dcgm': the checks are cliques, imex_channel, "):
+        fleet.verify(params("dcgm"), True, Cluster, never_write)

@@ -1,0 +1,334 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The check ``gpu_health``: the passive signals that predict a failing tray, read on every usable tray.
+
+One pod per tray prints, between markers, ``nvidia-smi -q -x`` (fabric state and health, ECC errors, row
+remapping, retired pages), ``nvidia-smi nvlink -e`` (NVLink error and recovery counters), the kernel log
+(``dmesg``: the ``NVRM: Xid`` lines of the GPUs and the ``SXid`` lines of NVSwitches) and the clock and
+uptime that date the kernel log's lines. A tray fails, naming the GPU, on:
+
+* an Xid in the last ``xid_window_hours`` that is not in ``xid_ignore`` (by default the codes NVIDIA's Xid
+  catalogue resolves by restarting the application or ignoring: 13, 31, 43, 45, 63, 94), and a fatal SXid;
+  an Xid 154 that sets the recovery action to None is a note;
+* a non-zero NVLink counter of ``nvlink_fail_counters``: on Blackwell the failed link recoveries, malformed
+  packets, buffer overruns, local link integrity and effective (post-FEC) errors; on Hopper and before the
+  recovery errors. A successful link recovery is a note, as in DCGM's NVLink health watch (warn, not fail);
+* a volatile uncorrectable ECC error, a row remapping pending or failed, a page retirement pending;
+* a GPU whose fabric is not Completed/Success, has no clique or whose fabric health is Unhealthy
+  (``nvidia_smi.fabric_verdict``; Limited capacity is a note).
+
+DCGM's NVLink health watch marks IMEX unhealthy (DCGM_FR_IMEX_UNHEALTHY, code 122) on a tray where no
+IMEX daemon runs, which is every idle tray of a cluster whose IMEX daemons come with ComputeDomains (the
+DRA driver): this check does not read DCGM's health, so it raises no such alarm; the IMEX channel itself
+is what the ``imex_channel`` check proves, inside a ComputeDomain.
+
+Formats: the Xid and SXid lines and ``nvidia-smi -q -x`` as captured on real GPUs
+(``tests/fixtures/nvidia-smi``); the Blackwell ``nvlink -e`` counter names as NVIDIA's driver prints them on a
+B300 and DCGM's fields name them (no GB200 capture is public: the GB200 fixture is synthesized from them).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.tray_pods import TrayFinding, TrayPodCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import fabric_verdict, parse_query_xml
+
+if TYPE_CHECKING:  # the lifecycle runs the check: its type only
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
+
+MARK = "#### gpu-fabric"
+SECTIONS = (
+    ("clock", "date +%s; cat /proc/uptime"),
+    ("nvidia-smi -q -x", "nvidia-smi -q -x"),
+    ("nvidia-smi nvlink -e", "nvidia-smi nvlink -e"),
+    ("dmesg", "dmesg"),
+)
+# NVIDIA's Xid catalogue: the codes whose resolution is restarting the application or nothing (the tray is fine).
+APPLICATION_XIDS = [13, 31, 43, 45, 63, 94]
+XID_MEANING = {
+    13: "graphics engine exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "preemptive cleanup after an earlier error",
+    48: "double-bit ECC error",
+    63: "row remapping event",
+    64: "row remapping failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained memory error",
+    95: "uncontained memory error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    121: "C2C link error",
+    136: "NVLink link training failed",
+    137: "NVLink privilege error",
+    140: "unrecovered ECC error",
+    143: "GPU initialization error",
+    144: "NVLink SAW error",
+    145: "NVLink RLW error",
+    146: "NVLink TLW error",
+    147: "NVLink TREX error",
+    148: "NVLink NVLPW control error",
+    149: "NVLink NETIR error",
+    150: "NVLink MSE error",
+    154: "GPU recovery action changed",
+    155: "NVLink software-defined error",
+    156: "resource retirement event",
+}
+NVLINK_FAIL_COUNTERS = [
+    "Link recovery failed events",
+    "Malformed packet Errors",
+    "Buffer overrun Errors",
+    "Local link integrity Errors",
+    "Effective Errors",
+    "Recovery Errors",
+]
+NVLINK_NOTE_COUNTERS = ("Link recovery successful events",)
+
+_SECTION = re.compile(rf"^{MARK} (begin|end) ([^\n]+?)(?: rc=(\d+))?$", re.M)
+_STAMP = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)(?:\.\d+)?\): (\d+),\s*(.*)$")
+_SXID = re.compile(r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+), (Fatal|Non-fatal),?\s*(.*)$")
+_NVLINK_GPU = re.compile(r"^GPU (\d+): ")
+_NVLINK_COUNTER = re.compile(r"^\s*Link (\d+): (.+?): (\S+)\s*$")
+
+
+def script() -> str:
+    """The pod's shell script: each section between markers, with its exit status."""
+    return "; ".join(
+        f"echo '{MARK} begin {name}'; {command}; echo \"{MARK} end {name} rc=$?\"" for name, command in SECTIONS
+    )
+
+
+def sections(log: str) -> Dict[str, Tuple[str, Optional[int]]]:
+    """The output of each section of the pod's log: name -> (text, exit status; None when it did not end)."""
+    found: Dict[str, Tuple[str, Optional[int]]] = {}
+    begun: Dict[str, int] = {}
+    for match in _SECTION.finditer(log):
+        kind, name = match.group(1), match.group(2)
+        if kind == "begin":
+            begun[name] = match.end() + 1
+        elif name in begun:
+            found[name] = (log[begun.pop(name) : match.start()], int(match.group(3) or 0))
+    for name, start in begun.items():
+        found[name] = (log[start:], None)
+    return found
+
+
+def pci_key(text: str) -> Tuple[int, int, int]:
+    """``00000009:01:00.0`` and ``0009:01:00`` (an Xid line's) as one key: (domain, bus, device)."""
+    parts = text.split(".")[0].split(":")
+    return int(parts[-3], 16), int(parts[-2], 16), int(parts[-1], 16)
+
+
+def parse_xid_lines(dmesg: str) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """The Xid and SXid events of a kernel log (``dmesg``, raw ``[seconds]`` stamps), in order."""
+    xids, sxids = [], []
+    for line in dmesg.splitlines():
+        stamp = _STAMP.match(line)
+        seconds = float(stamp.group(1)) if stamp else None
+        xid = _XID.search(line)
+        if xid:
+            domain, bus, device, code, text = xid.groups()
+            pci = (int(domain, 16), int(bus, 16), int(device, 16))
+            xids.append({"seconds": seconds, "pci": pci, "code": int(code), "text": text.strip()})
+            continue
+        sxid = _SXID.search(line)
+        if sxid:
+            switch, pci_text, code, severity, text = sxid.groups()
+            sxids.append(
+                {
+                    "seconds": seconds,
+                    "switch": switch,
+                    "pci": pci_text,
+                    "code": int(code),
+                    "fatal": severity == "Fatal",
+                    "text": text.strip(),
+                }
+            )
+    return xids, sxids
+
+
+def parse_nvlink_errors(text: str) -> Dict[int, Dict[int, Dict[str, str]]]:
+    """``nvidia-smi nvlink -e``: GPU index -> link -> counter -> value (as printed: a count, or a BER)."""
+    counters: Dict[int, Dict[int, Dict[str, str]]] = {}
+    gpu: Optional[int] = None
+    for line in text.splitlines():
+        head = _NVLINK_GPU.match(line)
+        if head:
+            gpu = int(head.group(1))
+            counters.setdefault(gpu, {})
+            continue
+        counter = _NVLINK_COUNTER.match(line)
+        if counter and gpu is not None:
+            counters[gpu].setdefault(int(counter.group(1)), {})[counter.group(2)] = counter.group(3)
+    return counters
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
+
+
+def memory_findings(xml: str) -> Dict[int, List[str]]:
+    """Per GPU index, its uncorrectable ECC errors, pending or failed row remapping and pending page retirement."""
+    root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", xml, count=1))
+    found: Dict[int, List[str]] = {}
+    for index, gpu in enumerate(root.findall("gpu")):
+        problems = []
+        volatile = gpu.find("ecc_errors/volatile")
+        for tag in (
+            "dram_uncorrectable",
+            "sram_uncorrectable",
+            "sram_uncorrectable_parity",
+            "sram_uncorrectable_secded",
+            "double_bit/total",
+        ):
+            count = _count(volatile.findtext(tag) if volatile is not None else None)
+            if count:
+                problems.append(f"{count} volatile uncorrectable ECC error(s) ({tag.replace('/', ' ')})")
+        if (gpu.findtext("remapped_rows/remapped_row_pending") or "").strip() == "Yes":
+            problems.append("a row remapping is pending: reset the GPU to apply it")
+        if (gpu.findtext("remapped_rows/remapped_row_failure") or "").strip() == "Yes":
+            problems.append("row remapping failed: the GPU has no spare rows left; replace it")
+        if (gpu.findtext("retired_pages/pending_retirement") or "").strip() == "Yes":
+            problems.append("a page retirement is pending: reset the GPU to apply it")
+        if problems:
+            found[index] = problems
+    return found
+
+
+class GpuHealthCheck(TrayPodCheck):
+    name = "gpu_health"
+    uses_gpus = False  # reads, claims no GPU: a tray a tenant's job holds is read too
+    pod_security_level = "privileged"  # the kernel log needs CAP_SYSLOG
+    pod_prefix = "gpu-health"
+    what = "GPU health signals"
+    options = {
+        "gpu_health": dict(
+            type="dict",
+            default={},
+            options=dict(
+                image=dict(type="str", default="ubuntu:22.04"),
+                runtime_class=dict(type="str", default="nvidia"),
+                xid_window_hours=dict(type="int", default=24),
+                xid_ignore=dict(type="list", elements="int", default=list(APPLICATION_XIDS)),
+                nvlink_fail_counters=dict(type="list", elements="str", default=list(NVLINK_FAIL_COUNTERS)),
+            ),
+        ),
+    }
+
+    def __init__(
+        self,
+        image: str,
+        runtime_class: str = "nvidia",
+        xid_window_hours: int = 24,
+        xid_ignore: Sequence[int] = tuple(APPLICATION_XIDS),
+        nvlink_fail_counters: Sequence[str] = tuple(NVLINK_FAIL_COUNTERS),
+    ) -> None:
+        self.image = image
+        self.runtime_class = runtime_class
+        self.xid_window_hours = xid_window_hours
+        self.xid_ignore = set(xid_ignore)
+        self.nvlink_fail_counters = list(nvlink_fail_counters)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> GpuHealthCheck:
+        given = params["gpu_health"]
+        if given["xid_window_hours"] < 0:
+            raise ValueError(f"gpu_health.xid_window_hours is {given['xid_window_hours']}: 0 (since boot) or more")
+        return cls(**given)
+
+    def container(self, run: RackRun, node: str) -> Dict[str, Any]:
+        return {
+            "image": self.image,
+            "command": ["sh", "-c", script()],
+            "env": [
+                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+            ],
+            "securityContext": {"privileged": True},
+        }
+
+    def pod_spec(self, run: RackRun, node: str) -> Dict[str, Any]:
+        return {"runtimeClassName": self.runtime_class} if self.runtime_class else {}
+
+    def judge_tray(self, node: str, log: str) -> TrayFinding:
+        finding = TrayFinding()
+        parts = sections(log)
+        missing = [name for name, _command in SECTIONS if name not in parts or parts[name][1] is None]
+        if missing:
+            finding.problems.append(f"the pod's output lacks {', '.join(missing)}: it did not run to its end")
+            return finding
+        try:
+            report = parse_query_xml(parts["nvidia-smi -q -x"][0])
+            memory = memory_findings(parts["nvidia-smi -q -x"][0])
+        except (ValueError, ET.ParseError) as exc:
+            finding.problems.append(f"nvidia-smi -q -x gave no report (rc {parts['nvidia-smi -q -x'][1]}): {exc}")
+            return finding
+        gpu_of = {pci_key(gpu.pci_bus_id): gpu.index for gpu in report.gpus if gpu.pci_bus_id}
+        verdict = fabric_verdict(report.gpus)
+        finding.problems += verdict.problems + verdict.pending
+        finding.notes += verdict.warnings
+        for index, problems in sorted(memory.items()):
+            finding.problems += [f"GPU {index}: {problem}" for problem in problems]
+        self._judge_nvlink(parse_nvlink_errors(parts["nvidia-smi nvlink -e"][0]), finding)
+        self._judge_kernel_log(parts["dmesg"][0], parts["clock"][0], gpu_of, finding)
+        finding.details = {
+            "gpus": len(report.gpus),
+            "driver_version": report.driver_version,
+            "fabric": sorted({f"{g.fabric.state}/{g.fabric.status}" for g in report.gpus}),
+        }
+        return finding
+
+    def _judge_nvlink(self, counters: Dict[int, Dict[int, Dict[str, str]]], finding: TrayFinding) -> None:
+        for gpu, links in sorted(counters.items()):
+            for link, values in sorted(links.items()):
+                for counter, value in values.items():
+                    if counter in self.nvlink_fail_counters and _count(value):
+                        finding.problems.append(f"GPU {gpu} NVLink {link}: {counter} {value}")
+                    elif counter in NVLINK_NOTE_COUNTERS and _count(value):
+                        finding.notes.append(f"GPU {gpu} NVLink {link}: {counter} {value}")
+
+    def _judge_kernel_log(
+        self, dmesg: str, clock: str, gpu_of: Dict[Tuple[int, int, int], int], finding: TrayFinding
+    ) -> None:
+        since = self._since_boot(clock)
+        xids, sxids = parse_xid_lines(dmesg)
+        ignored: Dict[int, int] = {}
+        for event in xids:
+            if since is not None and event["seconds"] is not None and event["seconds"] < since:
+                continue
+            gpu = gpu_of.get(event["pci"])
+            where = f"GPU {gpu}" if gpu is not None else "GPU at PCI {:04x}:{:02x}:{:02x}".format(*event["pci"])
+            meaning = XID_MEANING.get(event["code"], "see NVIDIA's Xid catalogue")
+            text = f"{where}: Xid {event['code']} ({meaning}): {event['text'][:160]}"
+            if event["code"] in self.xid_ignore or (event["code"] == 154 and "to 0x0 (None)" in event["text"]):
+                ignored[event["code"]] = ignored.get(event["code"], 0) + 1
+            elif text not in finding.problems:  # one event can print several lines
+                finding.problems.append(text)
+        finding.notes += [
+            f"Xid {code} x{count} (an application's error, not the tray's)" for code, count in sorted(ignored.items())
+        ]
+        for event in sxids:
+            severity = "fatal" if event["fatal"] else "non-fatal"
+            text = f"{event['switch']}: SXid {event['code']} ({severity}): {event['text'][:160]}"
+            (finding.problems if event["fatal"] else finding.notes).append(text)
+
+    def _since_boot(self, clock: str) -> Optional[float]:
+        """Seconds after boot from which the kernel log's events count (None: every event since boot); read from
+        the tray's own uptime, so the clocks of this machine and the tray need not agree."""
+        if not self.xid_window_hours:
+            return None
+        numbers = re.findall(r"\d+(?:\.\d+)?", clock)
+        if len(numbers) < 2:
+            return None  # no clock: every event counts
+        uptime = float(numbers[1])
+        return uptime - self.xid_window_hours * 3600.0
+
+
+CHECK = GpuHealthCheck

@@ -1,0 +1,144 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The check gpu_health: its parsers on real kernel logs and nvidia-smi reports, and its judge of a tray on what
+the sim's stand-in prints (sim/simrack/programs/gpu_health.py), healthy and under each fault."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import gpu_health
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.gpu_health import (
+    MARK,
+    GpuHealthCheck,
+    memory_findings,
+    parse_nvlink_errors,
+    parse_xid_lines,
+    sections,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+SMI = REPO_ROOT / "tests" / "fixtures" / "nvidia-smi"
+sys.path.insert(0, str(REPO_ROOT / "sim"))
+from simrack.programs import gpu_health as standin  # noqa: E402
+
+TRAY = {
+    "metadata": {"name": "gb200-r0-t3", "labels": {"nvidia.com/gpu.clique": "5c0d8b4e-0000-4000-8000-000000000000.1"}}
+}
+
+
+def check(**given) -> GpuHealthCheck:
+    params = checks.with_settings({"settings": {"gpu_health": given}})
+    return GpuHealthCheck.from_params(params)
+
+
+def judged(faults=None, **given):
+    return check(**given).judge_tray("gb200-r0-t3", standin.log({}, TRAY, faults or {}))
+
+
+def test_real_xid_lines_of_a_kernel_log_are_read_with_their_gpu_and_time():
+    xids, sxids = parse_xid_lines((SMI / "h100-device-dmesg-nvrm-xid.txt").read_text())
+    assert [x["code"] for x in xids] == [31, 43, 13, 13, 13] and sxids == []
+    assert xids[0]["pci"] == (0, 0, 6) and xids[0]["seconds"] == 25.000706
+    assert xids[0]["text"].startswith("pid=688, name=python3, channel 0x0000000a")
+    # the boot log of the same machine has none
+    assert parse_xid_lines((SMI / "h100-device-dmesg-nvrm-boot.txt").read_text()) == ([], [])
+
+
+def test_an_sxid_line_is_read_with_its_switch_and_severity():
+    line = "[131453.740743] nvidia-nvswitch0: SXid (PCI:0000:00:00.0): 20034, Fatal, Link 30 LTSSM Fault Up"
+    (_xids, (sxid,)) = parse_xid_lines(line)
+    assert (sxid["switch"], sxid["code"], sxid["fatal"], sxid["text"]) == (
+        "nvidia-nvswitch0",
+        20034,
+        True,
+        "Link 30 LTSSM Fault Up",
+    )
+
+
+def test_the_ecc_and_row_remapping_of_a_real_report_are_clean():
+    assert memory_findings((SMI / "h100-device-nvidia-smi-q.xml").read_text()) == {}
+
+
+def test_a_real_machine_with_nvlink_off_prints_no_counter():
+    assert (SMI / "h100-device-nvidia-smi-nvlink-e.txt").read_text() == ""
+    assert parse_nvlink_errors("") == {}
+
+
+def test_hopper_counters_are_read_too():
+    text = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)\n\t Link 0: Replay Errors: 0\n\t Link 0: Recovery Errors: 2\n"
+    assert parse_nvlink_errors(text) == {0: {0: {"Replay Errors": "0", "Recovery Errors": "2"}}}
+    finding = gpu_health.TrayFinding()
+    check()._judge_nvlink(parse_nvlink_errors(text), finding)
+    assert finding.problems == ["GPU 0 NVLink 0: Recovery Errors 2"]
+
+
+def test_a_healthy_gb200_tray_passes_with_its_four_gpus_in_one_clique():
+    finding = judged()
+    assert finding.passed, finding.problems
+    assert finding.details == {"gpus": 4, "driver_version": "580.95.05", "fabric": ["Completed/Success"]}
+    assert finding.notes == []
+
+
+def test_an_xid_fails_the_tray_naming_the_gpu_and_what_it_means():
+    finding = judged({"xid": {"node": "gb200-r0-t3", "gpu": "2", "code": "79"}})
+    assert finding.problems == [
+        "GPU 2: Xid 79 (GPU has fallen off the bus): pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    ]
+
+
+def test_an_application_xid_is_a_note_and_an_older_one_than_the_window_does_not_count():
+    assert judged({"xid": {"node": "gb200-r0-t3", "gpu": "0", "code": "31"}}).notes == [
+        "Xid 31 x1 (an application's error, not the tray's)"
+    ]
+    # the sim's Xid is 10 minutes old: outside a window of 0.1 h (6 minutes), inside the default 24 h
+    assert judged({"xid": {"node": "gb200-r0-t3", "code": "79"}}, xid_window_hours=1).problems
+    older = check(xid_window_hours=1)
+    older.xid_window_hours = 0.1
+    assert older.judge_tray("t", standin.log({}, TRAY, {"xid": {"node": "gb200-r0-t3", "code": "79"}})).passed
+
+
+def test_a_failed_link_recovery_fails_the_tray_naming_gpu_and_link():
+    finding = judged({"nvlink-errors": {"node": "gb200-r0-t3", "gpu": "1", "link": "7", "count": "3"}})
+    assert finding.problems == ["GPU 1 NVLink 7: Link recovery failed events 3"]
+
+
+def test_a_pending_row_remapping_fails_the_tray_naming_the_gpu():
+    finding = judged({"row-remap-pending": {"node": "gb200-r0-t3", "gpu": "3"}})
+    assert finding.problems == [
+        "GPU 3: 1 volatile uncorrectable ECC error(s) (dram_uncorrectable)",
+        "GPU 3: a row remapping is pending: reset the GPU to apply it",
+    ]
+
+
+def test_a_fault_on_another_tray_leaves_this_one_healthy():
+    assert judged({"xid": {"node": "gb200-r0-t4", "code": "79"}}).passed
+
+
+def test_an_unfinished_output_fails_the_tray_saying_what_is_missing():
+    log = standin.log({}, TRAY, {})
+    cut = log[: log.index(f"{MARK} begin dmesg")]
+    assert check().judge_tray("t", cut).problems == ["the pod's output lacks dmesg: it did not run to its end"]
+    assert set(sections(log)) == {"clock", "nvidia-smi -q -x", "nvidia-smi nvlink -e", "dmesg"}
+
+
+def test_the_pod_reads_every_gpu_without_claiming_one():
+    health = check(image="mirror.example/ubuntu:22.04")
+    plan = verification.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    run = rack_run.RackRun(health, object(), plan, rack_run.Settings())
+    pod = health.manifest(run, "t1")
+    (container,) = pod["spec"]["containers"]
+    assert pod["metadata"]["name"] == "gpu-health-t1" and pod["spec"]["runtimeClassName"] == "nvidia"
+    assert container["image"] == "mirror.example/ubuntu:22.04" and "resources" not in container
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in container["env"]
+    assert container["securityContext"] == {"privileged": True}
+    assert health.pod_security_level == "privileged" and health.uses_gpus is False
+    assert pod["metadata"]["labels"]["gpu-fabric.nvidia.com/check"] == "gpu_health"
+
+
+def test_a_negative_window_is_refused():
+    with pytest.raises(ValueError, match=r"^gpu_health.xid_window_hours is -1: 0 \(since boot\) or more$"):
+        check(xid_window_hours=-1)
