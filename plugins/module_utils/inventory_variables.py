@@ -24,9 +24,9 @@ SET_FACT_ACTIONS = ("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_
 TASK_LISTS = ("block", "rescue", "always")
 # how close a name must be to a known one to count as a misspelling of it when it has none of our prefixes
 CLOSE_ENOUGH = 0.85
-# a role default that is a shared variable's value: verify_common_parallel_racks: "{{ gpu_fabric_verify_parallel_racks
-# | default(8) }}"
-PASSED_ON = re.compile(r"^\{\{\s*(gpu_fabric_[a-z0-9_]*[a-z0-9])\s*\|\s*default\(")
+# a role default that is a shared variable's value: dra_driver_registry: "{{ gpu_fabric_registry }}" (the gpu_fabric
+# role defines it), verify_common_parallel_racks: "{{ gpu_fabric_verify_parallel_racks | default(8) }}"
+PASSED_ON = re.compile(r"^\{\{\s*(gpu_fabric_[a-z0-9_]*[a-z0-9])\s*(?:\}\}|\|\s*default\()")
 # keys of an argument spec option that say nothing about the value's type
 NOT_TYPE = ("required", "description", "default", "version_added")
 PLAYBOOKS = "playbooks"
@@ -139,7 +139,7 @@ def type_spec(option: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def passed_on(defaults: Mapping[str, Any]) -> Dict[str, str]:
-    """A role's options whose default is a shared variable's value (``| default(...)``): option -> variable."""
+    """A role's options whose default is a shared variable's value (alone or ``| default(...)``): option -> variable."""
     found = {}
     for name, value in (defaults or {}).items():
         match = PASSED_ON.match(value.strip()) if isinstance(value, str) else None

@@ -135,8 +135,10 @@ def test_a_wrong_type_for_any_role_is_found_before_the_role_runs(values, problem
 
 
 def test_a_shared_variable_that_several_roles_declare_is_reported_once():
+    # declared by the gpu_fabric role, the one home of the shared values, and passed on by the roles' own variables
+    # (preflight_driver_owner takes any string: host_preflight names a wrong one among its problems)
     assert iv.type_problems(FOUND["options"], {"gpu_fabric_driver_owner": "hostt"}, validate) == [
-        "roles dra_driver, gpu_operator, nvidia_driver, nvidia_imex, preflight: value of gpu_fabric_driver_owner "
+        "roles dra_driver, gpu_fabric, gpu_operator, nvidia_driver, nvidia_imex: value of gpu_fabric_driver_owner "
         "must be one of: operator, host, got: hostt"
     ]
 
@@ -168,8 +170,13 @@ def test_a_shared_variable_that_no_role_declares_takes_the_type_of_the_option_it
     shared = FOUND["shared"]
     assert shared["gpu_fabric_verify_parallel_racks"] == {"verify_common": {"type": "int"}}
     assert shared["gpu_fabric_trays_per_clique"] == {"verify_common": {"type": "int"}}
+    # declared by the gpu_fabric role, and fed by the roles' options whose default is the shared value alone
     assert shared["gpu_fabric_gpu_tolerations"] == {
-        role: {"type": "list", "elements": "dict"} for role in ("dra_driver", "gpu_operator", "verify_common")
+        role: {"type": "list", "elements": "dict"}
+        for role in ("dra_driver", "gpu_fabric", "gpu_operator", "verify_common")
+    }
+    assert shared["gpu_fabric_registry"] == {
+        role: {"type": "str"} for role in ("dra_driver", "gpu_fabric", "gpu_operator", "mpi_operator", "verify_common")
     }
     assert shared["gpu_fabric_verify_nccl"] == {iv.PLAYBOOKS: {"type": "bool"}}
 
@@ -188,6 +195,10 @@ def test_a_role_default_that_passes_a_shared_variable_on_is_found():
         "verify_common_timeout": 600,
     }
     assert iv.passed_on(defaults) == {"verify_common_parallel_racks": "gpu_fabric_verify_parallel_racks"}
+    assert iv.passed_on({"dra_driver_registry": "{{ gpu_fabric_registry }}"}) == {
+        "dra_driver_registry": "gpu_fabric_registry"
+    }
+    assert iv.passed_on({"x_release": "{{ gpu_fabric_release.dra_driver_image }}"}) == {}
 
 
 @pytest.mark.parametrize(
@@ -205,9 +216,9 @@ def test_a_role_default_that_passes_a_shared_variable_on_is_found():
         ),
         (
             {"gpu_fabric_gpu_tolerations": "all"},
-            "roles dra_driver, gpu_operator, verify_common: Elements value for option 'gpu_fabric_gpu_tolerations' is "
-            "of type str and we were unable to convert to dict: dictionary requested, could not parse JSON or "
-            "key=value",
+            "roles dra_driver, gpu_fabric, gpu_operator, verify_common: Elements value for option "
+            "'gpu_fabric_gpu_tolerations' is of type str and we were unable to convert to dict: dictionary requested, "
+            "could not parse JSON or key=value",
         ),
     ],
 )
@@ -256,7 +267,7 @@ def test_one_bad_value_of_a_shared_variable_is_one_message_for_the_variable_set(
     result = run_check(gpu_fabric_driver_owner="bogus")
     assert result["failed"] is True
     assert result["problems"] == [
-        "roles dra_driver, gpu_operator, nvidia_driver, nvidia_imex, preflight: value of gpu_fabric_driver_owner "
+        "roles dra_driver, gpu_fabric, gpu_operator, nvidia_driver, nvidia_imex: value of gpu_fabric_driver_owner "
         "must be one of: operator, host, got: bogus"
     ]
     assert result["msg"] == result["problems"][0]

@@ -58,7 +58,8 @@ def test_an_unknown_set_is_refused_naming_the_sets():
 
 @pytest.mark.parametrize("role", ["gpu_operator", "dra_driver", "mpi_operator"])
 def test_each_role_documents_the_default_sets_versions(role):
-    """The argument specs state the default set's values; the defaults read the set (one home for versions)."""
+    """The argument specs state the default set's values; the defaults read the set, which the gpu_fabric role
+    resolves once (one home for versions)."""
     spec = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"][
         "options"
     ]
@@ -74,10 +75,14 @@ def test_each_role_documents_the_default_sets_versions(role):
         "mpi_operator": {"mpi_operator_manifest_url": current["mpi_operator_manifest_url"]},
     }[role]
     assert {key: spec[key]["default"] for key in documented} == documented
-    assert spec["gpu_fabric_release_set"]["choices"] == list(rs.SETS)
-    assert spec["gpu_fabric_release_set"]["default"] == rs.DEFAULT
+    shared = yaml.safe_load((ROLES / "gpu_fabric" / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    assert shared["main"]["options"]["gpu_fabric_release_set"]["choices"] == list(rs.SETS)
+    assert shared["main"]["options"]["gpu_fabric_release_set"]["default"] == rs.DEFAULT
+    assert "gpu_fabric_release_set" not in spec  # declared once, by the gpu_fabric role
     defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
-    assert all("gpu_fabric.mnnvl.release_set" in defaults[key] for key in documented)
+    assert all("gpu_fabric_release." in defaults[key] for key in documented)
+    shared_defaults = yaml.safe_load((ROLES / "gpu_fabric" / "defaults" / "main.yml").read_text())
+    assert "gpu_fabric.mnnvl.release_set" in shared_defaults["gpu_fabric_release"]
 
 
 def test_gpu_cluster_mode_is_refused_in_one_line():
