@@ -39,8 +39,8 @@ options:
   check:
     description:
       - The check to run, one of the collection's registry of checks (C(plugins/module_utils/checks/)) - V(cliques),
-        V(imex_channel), V(nvbandwidth), V(nccl), V(gpu_health) and any added since. An unknown name fails, naming
-        the checks.
+        V(imex_channel), V(nvbandwidth), V(nccl), V(gpu_health), V(dcgm_diag) and any added since. An unknown name
+        fails, naming the checks.
     type: str
     required: true
   racks:

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple, Type
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import (
     cliques,
+    dcgm_diag,
     gpu_health,
     imex_channel,
     nccl,
@@ -31,7 +32,8 @@ REGISTRY: Dict[str, Type[Check]] = {
         nvbandwidth,
         nccl,
         gpu_health,
-        )
+        dcgm_diag,
+    )
 }
 
 

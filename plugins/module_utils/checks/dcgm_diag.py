@@ -1,0 +1,451 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The check ``dcgm_diag``: DCGM's active diagnostics (``dcgmi diag``) on every usable tray.
+
+One pod per tray holds every GPU of the tray (``nvidia.com/gpu``, as the MPI workers request them), so no job
+shares a GPU with the diagnostic and a busy tray is skipped with its reason. The pod runs ``dcgmi diag -r <level>
+-j``: by default against a host engine of its own (the DCGM image's ``nv-hostengine``, started in the pod on a Unix
+socket and stopped after), or, with ``hostengine``, against the GPU Operator's (``nvidia-dcgm.<ns>.svc:5555``).
+``--host`` is always given: without it ``dcgmi diag`` silently starts an embedded host engine when it cannot
+connect (``StartDiag::DoExecuteConnectionFailure`` in DCGM's ``dcgmi/Diag.cpp``).
+
+Levels as ``dcgmi diag --help`` sizes them: 1 the software deployment checks (seconds), 2 adds ``memory`` and
+``pcie`` (about 2 minutes), 3 adds ``diagnostic``, ``nvbandwidth``, ``nccl_tests``, ``memory_bandwidth``,
+``targeted_stress`` and ``targeted_power`` (about 15 minutes). Level 4 (hours) is not offered.
+
+The judge reads the JSON ``dcgmi diag -j`` prints (DCGM 4.x: ``"DCGM Diagnostic" -> test_categories -> tests ->
+results`` per entity, ``warnings`` with DCGM's text and its ``DCGM_FR`` code; the ``runtime_error`` form; the
+``iterations`` form). Per GPU: an error fails the tray, naming the GPU, the test, DCGM's text and code; a skip is a
+note with DCGM's reason. ``dcgmi diag -j`` prints a Warn result as ``Fail`` (``HelperDisplayDiagResult`` without
+``DDR_DISPLAY_WARN``; DCGM's own test asserts it) and exits non-zero for it, so a warning cannot be told from a
+failure here and fails the tray as it fails ``dcgmi``. A GPU that DCGM marked Fail only because the whole test
+failed (``SetResult`` of every GPU for another GPU's error) is a note, and the error is named on its own GPU.
+
+DCGM_FR_IMEX_UNHEALTHY (code 122) is a note, never a failure: DCGM raises it when ``nvidia-imex-ctl`` finds no
+IMEX daemon, which with the DRA driver is every tray outside a running ComputeDomain (NVIDIA/DCGM issue 308); the
+IMEX channel is what ``imex_channel`` proves, inside one. At DCGM 4.6.0 only the NVLink health watch raises it,
+not a diagnostic plugin; the rule guards against a DCGM that brings it into the diagnostic.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.tray_pods import TrayFinding, TrayPodCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+
+if TYPE_CHECKING:  # the lifecycle runs the check: its type only
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+
+MARK = "#### gpu-fabric"
+DEFAULT_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"  # the GPU Operator's dcgm image
+SOCKET = "/tmp/nv-hostengine.sock"
+PID_FILE = "/tmp/nv-hostengine.pid"
+# What each level runs and how long NVIDIA says it takes (``dcgmi diag --help``; the test names of
+# ``NvidiaValidationSuite::FillTestVectors``): the wait for a rack is the start allowance plus twice the run.
+LEVELS: Dict[int, Tuple[str, float]] = {
+    1: ("software deployment checks, seconds", 60.0),
+    2: ("+ memory and pcie, about 2 minutes", 120.0),
+    3: ("+ diagnostic, nvbandwidth, nccl_tests, memory_bandwidth, targeted_stress/power, about 15 minutes", 900.0),
+}
+# DCGM_FR codes that are notes, not failures, and why.
+NOTE_CODES = {
+    122: "DCGM finds no IMEX daemon where none runs, as on every tray outside a ComputeDomain when the DRA driver "
+    "brings IMEX; the imex_channel check proves the channel",
+}
+# dcgmi's exit status for a diagnostic that ran and found errors: DCGM_ST_NVVS_ERROR (-30) and
+# DCGM_ST_NVVS_ISOLATE_ERROR (-51), as the pod's shell sees them (256 + the dcgmReturn_t).
+FOUND_ERRORS_EXIT = (226, 205)
+
+
+@dataclass
+class DiagWarning:
+    """One error DCGM attached to a result: its text (message and next steps) and its DCGM_FR code."""
+
+    text: str
+    error_id: int
+    category: int = 0
+    severity: int = 0
+
+
+@dataclass
+class DiagResult:
+    """One test's result for one entity (``entity_id`` None: the test's summary, every entity's errors)."""
+
+    test: str
+    status: str
+    entity_group: str = "GPU"
+    entity_id: Optional[int] = None
+    warnings: List[DiagWarning] = field(default_factory=list)
+    info: List[str] = field(default_factory=list)
+
+    @property
+    def entity(self) -> str:
+        return f"{self.entity_group} {self.entity_id}"
+
+
+@dataclass
+class DiagRun:
+    """One run of ``dcgmi diag -j``: the results per entity, each test's summary, the entities and versions."""
+
+    results: List[DiagResult] = field(default_factory=list)
+    summaries: Dict[str, DiagResult] = field(default_factory=dict)
+    categories: Dict[str, str] = field(default_factory=dict)  # test -> category
+    serials: Dict[int, str] = field(default_factory=dict)  # GPU entity id -> serial number
+    device_ids: Dict[int, str] = field(default_factory=dict)
+    dcgm_version: str = ""
+    driver_version: str = ""
+    runtime_error: str = ""
+
+
+@dataclass
+class DiagReport:
+    """What ``dcgmi diag -j`` printed: one run, or several (``--iterations``) with DCGM's overall result."""
+
+    runs: List[DiagRun]
+    overall: str = ""
+    warning: str = ""
+
+
+def script(level: int, hostengine: str = "", extra_args: Sequence[str] = ()) -> str:
+    """The pod's shell script: each command between markers with its exit status; the pod exits with dcgmi's."""
+    host = hostengine or f"unix://{SOCKET}"
+    diag = _command(["dcgmi", "diag", "-r", str(level), "-j", "--host", host, *extra_args])
+    steps = [f"echo '{MARK} begin dcgmi diag'; {diag}; rc=$?; echo \"{MARK} end dcgmi diag rc=$rc\""]
+    if not hostengine:
+        engine = _command(["nv-hostengine", "--pid", PID_FILE, "-d", SOCKET, "--log-level", "ERROR"])
+        steps.insert(0, f"echo '{MARK} begin nv-hostengine'; {engine}; echo \"{MARK} end nv-hostengine rc=$?\"")
+        steps.append(f"nv-hostengine --term --pid {PID_FILE} >/dev/null 2>&1")
+    return "; ".join([*steps, "exit $rc"])
+
+
+def _command(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(arg) for arg in argv)
+
+
+def sections(log: str) -> Dict[str, Tuple[str, Optional[int]]]:
+    """The output of each step of the pod's log: name -> (text, exit status; None when it did not end)."""
+    found: Dict[str, Tuple[str, Optional[int]]] = {}
+    begun: Dict[str, int] = {}
+    for line_start, line in _lines(log):
+        if not line.startswith(MARK + " "):
+            continue
+        words = line[len(MARK) + 1 :].split(" ")
+        kind, rest = words[0], " ".join(words[1:])
+        if kind == "begin":
+            begun[rest] = line_start + len(line) + 1
+        elif kind == "end" and " rc=" in rest:
+            name, status = rest.rsplit(" rc=", 1)
+            if name in begun:
+                found[name] = (log[begun.pop(name) : line_start], int(status) if status.lstrip("-").isdigit() else -1)
+    for name, start in begun.items():
+        found[name] = (log[start:], None)
+    return found
+
+
+def _lines(text: str) -> List[Tuple[int, str]]:
+    out, start = [], 0
+    for line in text.split("\n"):
+        out.append((start, line))
+        start += len(line) + 1
+    return out
+
+
+def json_documents(text: str) -> List[Any]:
+    """Every JSON value printed at the start of a line of ``text`` (dcgmi prints one, or an error and one)."""
+    decoder = json.JSONDecoder()
+    found, index = [], 0
+    while True:
+        start = text.find("{", index)
+        if start < 0:
+            return found
+        if start and text[start - 1] != "\n":
+            index = start + 1
+            continue
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except ValueError:
+            index = start + 1
+            continue
+        found.append(value)
+        index = end
+
+
+def _warnings(entries: Any) -> List[DiagWarning]:
+    return [
+        DiagWarning(
+            str(w.get("warning", "")),
+            int(w.get("error_id", 0)),
+            int(w.get("error_category", 0)),
+            int(w.get("error_severity", 0)),
+        )
+        for w in entries or []
+        if isinstance(w, dict)
+    ]
+
+
+def parse_diag_run(document: Mapping[str, Any]) -> DiagRun:
+    """One ``dcgmi diag -j`` object (DCGM 4.x); a document without ``"DCGM Diagnostic"`` raises ValueError."""
+    body = document.get("DCGM Diagnostic")
+    if not isinstance(body, dict):
+        raise ValueError(f"no 'DCGM Diagnostic' object (keys: {', '.join(sorted(document)) or 'none'})")
+    run = DiagRun(runtime_error=str(body.get("runtime_error") or ""))
+    for category in body.get("test_categories") or []:
+        for test in category.get("tests") or []:
+            name = str(test.get("name", "?"))
+            run.categories[name] = str(category.get("category", ""))
+            for entry in test.get("results") or []:
+                run.results.append(
+                    DiagResult(
+                        name,
+                        str(entry.get("status", "")),
+                        str(entry.get("entity_group", "GPU")),
+                        int(entry["entity_id"]) if "entity_id" in entry else None,
+                        _warnings(entry.get("warnings")),
+                        [str(i) for i in entry.get("info") or []],
+                    )
+                )
+            summary = test.get("test_summary")
+            if isinstance(summary, dict):
+                run.summaries[name] = DiagResult(
+                    name,
+                    str(summary.get("status", "")),
+                    "",
+                    None,
+                    _warnings(summary.get("warnings")),
+                    [str(i) for i in summary.get("info") or []],
+                )
+    for group in document.get("entity_groups") or []:
+        if group.get("entity_group") == "GPU":
+            for entity in group.get("entities") or []:
+                run.serials[int(entity["entity_id"])] = str(entity.get("serial_num", ""))
+                run.device_ids[int(entity["entity_id"])] = str(entity.get("device_id", ""))
+    metadata = document.get("metadata") or {}
+    run.dcgm_version = str(metadata.get("version") or body.get("version") or "")
+    run.driver_version = str(metadata.get("Driver Version Detected") or "")
+    return run
+
+
+def parse_diag_json(text: str) -> DiagReport:
+    """What ``dcgmi diag -j`` printed: the iterations form when there is one, else the last diagnostic object;
+    ValueError when it printed no JSON of DCGM's diagnostic."""
+    documents = [d for d in json_documents(text) if isinstance(d, dict)]
+    for document in documents:
+        if isinstance(document.get("iterations"), list):
+            runs = [parse_diag_run(d) for d in document["iterations"] if isinstance(d, dict) and d]
+            return DiagReport(runs, str(document.get("Overall Result", "")), str(document.get("warning", "")))
+    diagnostic = [d for d in documents if "DCGM Diagnostic" in d]
+    if not diagnostic:
+        raise ValueError("no JSON of DCGM's diagnostic")
+    return DiagReport([parse_diag_run(diagnostic[-1])])
+
+
+def judge_run(run: DiagRun, finding: TrayFinding, prefix: str = "") -> None:
+    """The problems and notes of one run: per GPU, named; errors no GPU carries, under their test."""
+    if run.runtime_error:
+        finding.problems.append(f"{prefix}dcgmi diag did not run: {one_line(run.runtime_error, 300, '...')}")
+        return
+    for test in dict.fromkeys([r.test for r in run.results] + list(run.summaries)):
+        _judge_test(test, [r for r in run.results if r.test == test], run.summaries.get(test), finding, prefix)
+
+
+def _names(entities: Sequence[str]) -> str:
+    """``GPU 0, 2, 3`` for entities of one group, else each in full."""
+    groups = {e.rsplit(" ", 1)[0] for e in entities}
+    if len(groups) == 1 and all(" " in e for e in entities):
+        return f"{groups.pop()} " + ", ".join(e.rsplit(" ", 1)[1] for e in entities)
+    return ", ".join(entities)
+
+
+def _failed(warning: DiagWarning) -> str:
+    return f"{one_line(warning.text)} (DCGM_FR code {warning.error_id})"
+
+
+def _judge_test(
+    test: str, results: List[DiagResult], summary: Optional[DiagResult], finding: TrayFinding, prefix: str
+) -> None:
+    carried = {(w.text, w.error_id) for r in results for w in r.warnings}
+    loose = [w for w in (summary.warnings if summary else []) if (w.text, w.error_id) not in carried]
+    noted: Dict[int, List[Tuple[str, DiagWarning]]] = {}
+    skipped: Dict[str, List[str]] = {}
+    collateral: List[str] = []
+    for result in sorted(results, key=lambda r: (r.entity_group, r.entity_id or 0)):
+        if result.status == "Skip":
+            said = result.info or (summary.info if summary else [])  # nvvs logs most reasons, prints few
+            reason = "; ".join(one_line(i) for i in said) or "DCGM printed no reason (see its nvvs.log)"
+            skipped.setdefault(reason, []).append(result.entity)
+        elif result.status not in ("Pass", "Not Run"):  # Fail, or Warn from a DCGM that prints it
+            for warning in result.warnings:
+                if warning.error_id in NOTE_CODES:
+                    noted.setdefault(warning.error_id, []).append((result.entity, warning))
+                else:
+                    finding.problems.append(f"{prefix}{result.entity}: {test} failed: {_failed(warning)}")
+            if not result.warnings and (carried or loose):
+                collateral.append(result.entity)  # DCGM failed the whole test for another entity's error
+            elif not result.warnings:
+                finding.problems.append(f"{prefix}{result.entity}: {test} {result.status} with no error from DCGM")
+    for warning in loose:  # errors of no GPU: the test's own (Denylist, Permissions, ...)
+        if warning.error_id in NOTE_CODES:
+            noted.setdefault(warning.error_id, []).append((test, warning))
+        else:
+            finding.problems.append(f"{prefix}{test} failed: {_failed(warning)}")
+    if summary and summary.status not in ("Pass", "Skip", "Not Run") and not results and not summary.warnings:
+        finding.problems.append(f"{prefix}{test}: {summary.status} with no error from DCGM")
+    for reason, entities in skipped.items():
+        finding.notes.append(f"{prefix}{_names(entities)}: {test} skipped: {reason}")
+    for code, found in noted.items():
+        where = _names([entity for entity, _warning in found])
+        finding.notes.append(f"{prefix}{where}: {test}: {_failed(found[0][1])}, not counted: {NOTE_CODES[code]}")
+    if collateral:
+        finding.notes.append(
+            f"{prefix}{_names(collateral)}: {test} marked Fail with the whole test, no error of its own"
+        )
+
+
+class DcgmDiagCheck(TrayPodCheck):
+    name = "dcgm_diag"
+    uses_gpus = True  # the pod holds every GPU of the tray: a tray a job holds is skipped, with its reason
+    pod_prefix = "dcgm-diag"
+    what = "DCGM diagnostics"
+    fails_with_findings = True  # dcgmi exits 226 or 205 when a test fails; its JSON says which
+    options = {
+        "dcgm_diag": dict(
+            type="dict",
+            default={},
+            options=dict(
+                image=dict(type="str", default=DEFAULT_IMAGE),
+                level=dict(type="int", default=1),
+                hostengine=dict(type="str", default=""),
+                extra_args=dict(type="list", elements="str", default=[]),
+                runtime_class=dict(type="str", default="nvidia"),
+            ),
+        ),
+    }
+
+    def __init__(
+        self,
+        image: str = DEFAULT_IMAGE,
+        level: int = 1,
+        hostengine: str = "",
+        extra_args: Sequence[str] = (),
+        runtime_class: str = "nvidia",
+    ) -> None:
+        self.image = image
+        self.level = level
+        self.hostengine = hostengine
+        self.extra_args = list(extra_args)
+        self.runtime_class = runtime_class
+        # its own host engine runs the diagnostic's plugins in the pod: privileged, as the GPU Operator's
+        # nvidia-dcgm container is; through the operator's, the pod only runs the client
+        self.pod_security_level = "baseline" if hostengine else "privileged"
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DcgmDiagCheck:
+        given = dict(params["dcgm_diag"])
+        if given["level"] not in LEVELS:
+            raise ValueError(
+                f"dcgm_diag.level is {given['level']}: 1 ({LEVELS[1][0]}), 2 ({LEVELS[2][0]}) or 3 ({LEVELS[3][0]})"
+            )
+        given["hostengine"] = given["hostengine"].strip()
+        for arg in given["extra_args"]:
+            if arg.split("=", 1)[0] in ("-r", "--run", "-j", "--json", "--host"):
+                raise ValueError(
+                    f"dcgm_diag.extra_args gives {arg}, which the check sets itself: use dcgm_diag.level and "
+                    "dcgm_diag.hostengine"
+                )
+        return cls(**given)
+
+    def container(self, run: RackRun, node: str) -> Dict[str, Any]:
+        container: Dict[str, Any] = {
+            "image": self.image,
+            "command": ["sh", "-c", script(self.level, self.hostengine, self.extra_args)],
+            # every GPU of the tray, as an MPI worker requests them: the diagnostic has them to itself
+            "resources": {"limits": {"nvidia.com/gpu": run.plan.gpus_per_tray}},
+        }
+        if not self.hostengine:
+            container["securityContext"] = {"privileged": True}
+        return container
+
+    def pod_spec(self, run: RackRun, node: str) -> Dict[str, Any]:
+        return {"runtimeClassName": self.runtime_class} if self.runtime_class else {}
+
+    def expected_seconds(self) -> float:
+        return LEVELS[self.level][1]
+
+    def timeout(self, plan: RackPlan, configured: float) -> float:
+        """The site's timeout when > 0, else the start allowance (image pull on every tray) plus twice the
+        level's run as NVIDIA sizes it: 1020 s at level 1, 1140 s at 2, 2700 s at 3."""
+        if configured > 0:
+            return configured
+        return runtime.START_ALLOWANCE_S + runtime.SAFETY_FACTOR * self.expected_seconds()
+
+    def plan_view(self, run: RackRun) -> Dict[str, Any]:
+        view = super().plan_view(run)
+        view.update(
+            level=self.level,
+            hostengine=self.hostengine or "its own, in the pod",
+            gpus_per_pod=run.plan.gpus_per_tray,
+            timeout_s=run.timeout,
+            expected=f"dcgmi diag -r {self.level} ({LEVELS[self.level][0]}); waits up to "
+            + runtime.duration_text(run.timeout),
+        )
+        return view
+
+    def passed_summary(self, run: RackRun, findings: Dict[str, TrayFinding]) -> str:
+        nodes = run.plan.nodes
+        notes = sum(len(f.notes) for f in findings.values())
+        return (
+            f"{self.what} (level {self.level}): no failure on {len(nodes)} of {len(nodes)} trays "
+            f"({nodes[0]} .. {nodes[-1]})" + (f", {notes} note(s)" if notes else "")
+        )
+
+    def judge_tray(self, node: str, log: str) -> TrayFinding:
+        finding = TrayFinding()
+        parts = sections(log)
+        engine = parts.get("nv-hostengine")
+        if "dcgmi diag" not in parts or parts["dcgmi diag"][1] is None:
+            finding.problems.append("the pod's output lacks the end of dcgmi diag: it did not run to its end")
+            return finding
+        text, status = parts["dcgmi diag"]
+        finding.details = {"level": self.level, "exit_code": status}
+        try:
+            report = parse_diag_json(text)
+        except ValueError as exc:
+            started = ""
+            if engine and engine[1]:
+                started = f"; nv-hostengine exited {engine[1]}: {one_line(engine[0], 200, '...')}"
+            printed = one_line(text, 300, "...") or "nothing"
+            finding.problems.append(f"dcgmi diag printed no result (exit {status}, {exc}): {printed}{started}")
+            return finding
+        for index, run in enumerate(report.runs):
+            judge_run(run, finding, f"iteration {index + 1}: " if len(report.runs) > 1 else "")
+        if report.overall == "Fail" and not finding.problems:
+            finding.problems.append(
+                f"dcgmi diag iterations failed: {one_line(report.warning) or 'DCGM gave no reason'}"
+            )
+        gpus = sorted({r.entity_id for run in report.runs for r in run.results if r.entity_group == "GPU"} - {None})
+        if not gpus and not finding.problems:
+            finding.problems.append(f"dcgmi diag reported no result for any GPU (exit {status})")
+        if not finding.problems and status not in (0, *FOUND_ERRORS_EXIT):
+            code = status - 256 if status > 127 else status
+            finding.problems.append(
+                f"dcgmi diag exited {status} (DCGM return code {code}) though its results show no failure"
+            )
+        last = report.runs[-1] if report.runs else DiagRun()
+        finding.details.update(
+            gpus=gpus,
+            serials={str(gpu): serial for gpu, serial in sorted(last.serials.items())},
+            tests=sorted(last.categories),
+            dcgm_version=last.dcgm_version,
+            driver_version=last.driver_version,
+        )
+        return finding
+
+
+CHECK = DcgmDiagCheck
