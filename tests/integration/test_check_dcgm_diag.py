@@ -7,11 +7,10 @@ tray whose GPUs a job holds is skipped with its reason; nothing is left behind."
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
 import pytest
-from verify_helpers import ZERO, gpu_trays, run_verify, verification_objects
+from verify_helpers import ZERO, faults, gpu_trays, run_verify, verification_objects
 
 if TYPE_CHECKING:
     from conftest import SimRack
@@ -24,17 +23,6 @@ ROW_REMAP = (
     "GPU 2: software failed: GPU 2 had memory errors and row remappings are pending Check DCGM and system logs for "
     "errors. Reset GPU. Restart DCGM. Rerun diagnostics. (DCGM_FR code 85)"
 )
-
-
-@contextlib.contextmanager
-def faults(sim_rack: SimRack, *specs: tuple[str, dict]):
-    try:
-        for name, params in specs:
-            sim_rack.fault(name, **params)
-        yield
-    finally:
-        for name, _params in specs:
-            sim_rack.rack("fault", "--clear", name, check=False)
 
 
 def test_the_healthy_fleet_passes_on_every_tray_of_both_racks(cluster_stage: SimRack, tmp_path):

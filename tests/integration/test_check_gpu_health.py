@@ -6,27 +6,15 @@ the tray and the GPU, in the record, the report and JUnit; nothing is left behin
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
 import pytest
-from verify_helpers import ZERO, gpu_trays, run_verify, verification_objects
+from verify_helpers import ZERO, faults, gpu_trays, run_verify, verification_objects
 
 if TYPE_CHECKING:
     from conftest import SimRack
 
 pytestmark = pytest.mark.sim
-
-
-@contextlib.contextmanager
-def faults(sim_rack: SimRack, *specs: tuple[str, dict]):
-    try:
-        for name, params in specs:
-            sim_rack.fault(name, **params)
-        yield
-    finally:
-        for name, _params in specs:
-            sim_rack.rack("fault", "--clear", name, check=False)
 
 
 def test_the_healthy_fleet_passes_on_every_tray_of_both_racks(cluster_stage: SimRack, tmp_path):

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pytest
-from verify_helpers import ZERO, gpu_trays, run_verify, verification_objects
+from verify_helpers import ZERO, faults, gpu_trays, run_verify, verification_objects
 
 if TYPE_CHECKING:
     from conftest import SimRack
@@ -25,17 +25,6 @@ pytestmark = pytest.mark.sim
 FAST = {"verify_imex_channel_timeout": 60, "verify_nvbandwidth_timeout": 90}
 VERIFIED = "gpu-fabric.nvidia.com/verified"
 TAINT = "gpu-fabric.nvidia.com/unverified"
-
-
-@contextlib.contextmanager
-def faults(sim_rack: SimRack, *specs: tuple[str, dict]):
-    try:
-        for name, params in specs:
-            sim_rack.fault(name, **params)
-        yield
-    finally:
-        for name, _params in specs:
-            sim_rack.rack("fault", "--clear", name, check=False)
 
 
 @contextlib.contextmanager

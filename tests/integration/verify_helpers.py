@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -73,6 +74,18 @@ class VerifyRun:
             failure = case.find("failure")
             cases[(case.get("classname"), case.get("name"))] = "" if failure is None else (failure.text or "")
         return cases
+
+
+@contextlib.contextmanager
+def faults(sim_rack: SimRack, *specs: tuple[str, dict]):
+    """The sim's faults ``(name, params)`` on while the block runs, and cleared after it, also when it fails."""
+    try:
+        for name, params in specs:
+            sim_rack.fault(name, **params)
+        yield
+    finally:
+        for name, _params in specs:
+            sim_rack.rack("fault", "--clear", name, check=False)
 
 
 def run_verify(
