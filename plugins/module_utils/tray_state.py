@@ -49,6 +49,7 @@ class TrayState:
     run: str = ""
     valid_until: Optional[datetime] = None
     summary: str = ""
+    skipped: bool = False  # the last run skipped the tray (the annotation holds ``skipped``)
     skipped_time: Optional[datetime] = None
     skipped_reason: str = ""
     problem: str = ""
@@ -120,6 +121,7 @@ def read_state(node: Mapping[str, Any], annotation_key: str = ANNOTATION_KEY) ->
         run=str(data.get("run") or ""),
         valid_until=parse_time(data.get("valid_until")),
         summary=str(data.get("summary") or ""),
+        skipped=bool(skipped),
         skipped_time=parse_time(skipped.get("time")),
         skipped_reason=str(skipped.get("reason") or ""),
     )
@@ -131,8 +133,10 @@ def due_reason(state: TrayState, now: datetime, within_hours: float = 0.0) -> st
         return f"unreadable verdict ({state.problem})"
     if not state.verified:
         return "never verified"
-    if state.skipped_time is not None and (state.time is None or state.skipped_time >= state.time):
-        return f"skipped at {rfc3339(state.skipped_time)}: {state.skipped_reason or 'no reason given'}"
+    # a skip older than the verdict was left by a writer that did not remove it: the newer verdict counts
+    if state.skipped and not (state.skipped_time and state.time and state.skipped_time < state.time):
+        when = f" at {rfc3339(state.skipped_time)}" if state.skipped_time else ""
+        return f"skipped{when}: {state.skipped_reason or 'no reason given'}"
     if state.verdict == FAILED:
         return f"failed at {rfc3339(state.time)}" if state.time else "failed"
     if state.valid_until is None:

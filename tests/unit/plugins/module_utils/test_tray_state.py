@@ -1,0 +1,183 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""tray_state: the verdict a Node carries between runs, read back, and why a tray is due (or not) for a new one.
+
+The Nodes are the GB200 tray Node the Kubernetes 1.34 API server returned (``tests/fixtures/k8s/gb200-tray-node.json``)
+with the annotation a run writes; the annotations that cannot be read are invented.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import tray_state
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
+    ANNOTATION_KEY,
+    TrayState,
+    annotation_fields,
+    due_reason,
+    epoch_label,
+    is_selection_skip,
+    not_due_reason,
+    parse_time,
+    read_state,
+)
+
+TRAY = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "gb200-tray-node.json").read_text())
+NOW = datetime(2026, 12, 6, 17, 40, tzinfo=timezone.utc)
+WEEK_AGO = NOW - timedelta(days=7)
+
+
+def node(annotation=None) -> dict:
+    tray = copy.deepcopy(TRAY)
+    annotations = tray["metadata"].setdefault("annotations", {})
+    annotations.pop(ANNOTATION_KEY, None)
+    if annotation is not None:
+        annotations[ANNOTATION_KEY] = annotation if isinstance(annotation, str) else json.dumps(annotation)
+    return tray
+
+
+def written(time=WEEK_AGO + timedelta(days=1), verdict="passed", hours=tray_state.DEFAULT_VALID_HOURS, **more) -> dict:
+    """The annotation a run that finished at ``time`` writes."""
+    return dict(
+        annotation_fields(time, verdict, f"{verdict} cliques, nvbandwidth", "20261130T174000Z-ab12", hours), **more
+    )
+
+
+def state_of(annotation=None) -> TrayState:
+    return read_state(node(annotation))
+
+
+def test_a_verdict_written_by_a_run_reads_back_as_it_was_written():
+    fields = annotation_fields(WEEK_AGO, "passed", "passed cliques", "20261129T174000Z-ab12", 168)
+    assert fields == {
+        "time": "2026-11-29T17:40:00Z",
+        "verdict": "passed",
+        "summary": "passed cliques",
+        "run": "20261129T174000Z-ab12",
+        "valid_until": "2026-12-06T17:40:00Z",
+    }
+    state = state_of(fields)
+    assert (state.verdict, state.run, state.summary) == ("passed", "20261129T174000Z-ab12", "passed cliques")
+    assert (state.time, state.valid_until) == (WEEK_AGO, NOW)
+    assert state.verified and not state.skipped and state.problem == ""
+
+
+def test_the_valid_until_label_is_unix_seconds_for_node_affinity():
+    assert epoch_label(NOW) == "1796578800"
+    assert datetime.fromtimestamp(int(epoch_label(NOW)), timezone.utc) == NOW
+
+
+def test_the_fixture_node_was_never_verified():
+    assert read_state(TRAY) == TrayState()
+    assert due_reason(read_state(TRAY), NOW) == "never verified"
+
+
+def test_a_node_without_metadata_was_never_verified():
+    assert due_reason(read_state({}), NOW) == "never verified"
+    assert due_reason(read_state({"metadata": {"annotations": None}}), NOW) == "never verified"
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reason"),
+    [
+        (written(verdict="failed", time=NOW - timedelta(hours=2)), "failed at 2026-12-06T15:40:00Z"),
+        (written(verdict="failed") | {"time": "yesterday"}, "failed"),
+        (written(time=WEEK_AGO), "expired at 2026-12-06T17:40:00Z"),  # valid until exactly now: expired
+        (written(time=WEEK_AGO - timedelta(days=1)), "expired at 2026-12-05T17:40:00Z"),
+        (
+            written(time=WEEK_AGO, skipped={"time": "2026-12-05T10:00:00Z", "run": "r2", "reason": "cordoned"}),
+            "skipped at 2026-12-05T10:00:00Z: cordoned",
+        ),
+        (
+            written(skipped={"time": "2026-12-05T10:00:00Z", "run": "r2", "reason": "GPUs in use: 4 of 4"}),
+            "skipped at 2026-12-05T10:00:00Z: GPUs in use: 4 of 4",
+        ),
+        (written(skipped={"run": "r2"}), "skipped: no reason given"),  # a skip whose time cannot be read still counts
+        (
+            written(verdict="failed", skipped={"time": "2026-12-05T10:00:00Z", "reason": "cordoned"}),
+            "skipped at 2026-12-05T10:00:00Z: cordoned",
+        ),
+    ],
+)
+def test_a_tray_is_due(annotation, reason):
+    assert due_reason(state_of(annotation), NOW) == reason
+
+
+def test_a_verdict_written_before_verdicts_expired_is_due():
+    old = {"time": "2026-12-01T10:15:00Z", "verdict": "passed", "summary": "passed cliques"}  # the annotation of 0.4
+    state = state_of(old)
+    assert state.valid_until is None and state.verified
+    assert due_reason(state, NOW) == "verdict without an expiry (written before verdicts expired)"
+
+
+@pytest.mark.parametrize(
+    ("annotation", "problem"),
+    [
+        ("{not json", "annotation gpu-fabric.nvidia.com/verification is not JSON"),
+        ("", "annotation gpu-fabric.nvidia.com/verification is not JSON"),
+        ('["passed"]', "annotation gpu-fabric.nvidia.com/verification is not a JSON object"),
+        ('{"verdict": "ok"}', "annotation gpu-fabric.nvidia.com/verification has verdict 'ok'"),
+        ("{}", "annotation gpu-fabric.nvidia.com/verification has verdict None"),
+    ],
+)
+def test_an_annotation_that_cannot_be_read_makes_the_tray_due(annotation, problem):
+    state = state_of(annotation)
+    assert state.problem == problem and not state.verified
+    assert due_reason(state, NOW) == f"unreadable verdict ({problem})"
+
+
+def test_a_valid_verdict_is_not_due_and_says_until_when():
+    state = state_of(written(time=NOW - timedelta(days=1)))
+    assert due_reason(state, NOW) == ""
+    assert not_due_reason(state) == "not due (passed until 2026-12-12T17:40:00Z)"
+
+
+def test_a_verdict_that_expires_within_the_window_is_due():
+    state = state_of(written(time=NOW - timedelta(days=6)))  # valid one more day
+    assert due_reason(state, NOW, within_hours=23.5) == ""
+    assert due_reason(state, NOW, within_hours=24) == "expires at 2026-12-07T17:40:00Z, within 24 h"
+    assert due_reason(state, NOW, within_hours=36.5) == "expires at 2026-12-07T17:40:00Z, within 36.5 h"
+
+
+def test_a_skip_older_than_the_verdict_is_a_leftover_and_the_verdict_counts():
+    leftover = {"time": "2026-11-29T10:00:00Z", "run": "r0", "reason": "cordoned"}
+    state = state_of(written(time=NOW - timedelta(days=1), skipped=leftover))
+    assert state.skipped and state.skipped_reason == "cordoned"
+    assert due_reason(state, NOW) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-12-06T17:40:00Z", NOW),
+        ("2026-12-06t17:40:00z", NOW),
+        ("2026-12-06T18:40:00+01:00", NOW),
+        ("2026-12-06T17:40:00", NOW),  # no offset: UTC
+        ("2026-12-06T17:40:00.500000Z", NOW + timedelta(microseconds=500000)),
+        ("next week", None),
+        ("", None),
+        (1796578800, None),
+        (None, None),
+    ],
+)
+def test_times_are_read_as_rfc_3339(text, expected):
+    assert parse_time(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("reason", "chosen"),
+    [
+        ("not due (passed until 2026-12-12T17:40:00Z)", True),
+        ("not selected (gpu_fabric_verify_nodes_per_clique is 2)", True),
+        ("cordoned", False),
+        ("GPUs in use: 4 of 4 nvidia.com/gpu held by team-a/train-0 (4)", False),
+        ("rack incomplete: the nvbandwidth check needs 2 usable trays", False),
+    ],
+)
+def test_the_runs_own_skips_say_nothing_of_the_tray(reason, chosen):
+    assert is_selection_skip(reason) is chosen
