@@ -1,21 +1,33 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Write the verification verdict back onto the Nodes: a label, an annotation, optionally a taint.
+"""Write the verification verdict back onto the Nodes: labels, an annotation, optionally a taint and a condition.
 
-Every tray that ``passed`` or ``failed`` gets ``<label_key>=passed|failed`` and an annotation holding
-``{"time", "verdict", "summary"}`` as compact JSON; a ``skipped`` tray is left as it is. With
-``taint_failed`` a failed tray also gets ``<taint_key>=true:NoSchedule`` and a tray that passed loses
-that taint; every other taint keeps its place.
+The format is ``tray_state``'s: every tray that ``passed`` or ``failed`` gets ``<label_key>=passed|failed``,
+``<valid_until_label_key>=<Unix seconds>`` and the annotation ``{"time", "verdict", "summary", "run",
+"valid_until"}`` as compact JSON. A ``skipped`` tray keeps its labels; when the run skipped it for its own
+state (a reason that is not ``tray_state.is_selection_skip``) and it carries a verdict, the annotation keeps that
+verdict and gains ``"skipped": {"time", "run", "reason"}`` (a tray never verified is due anyway and is left
+unwritten). With ``taint_failed`` a failed tray also gets ``<taint_key>=true:NoSchedule`` and a tray that passed
+loses that taint; every other taint keeps its place.
 
-The patch for a node is computed first, from the Node as read (``plan_node``/``desired_patch``, pure
-functions), and sent only when it changes something:
+With ``condition`` each tray's ``status.conditions`` carries one condition of the collection's own type
+(``GPUFabricVerified``): ``True``/``Passed``, ``False``/``CheckFailed`` (the message names the failing checks
+and what they blamed), or ``Unknown``/``VerdictExpired`` for every node whose verdict expired and that this run
+did not verify. ``lastHeartbeatTime`` is the verdict's time (the expiry for ``Unknown``), ``lastTransitionTime``
+changes only when the status does: the same verdict written again changes nothing.
+
+The patch for a node is computed first, from the Node as read (``plan_node``, ``plan_expired``,
+``plan_removal``: pure functions), and sent only when it changes something:
 
 - labels and annotations: a strategic merge patch naming only the keys that change;
 - taints: the whole new ``spec.taints`` list in a JSON merge patch that carries the
   ``metadata.resourceVersion`` it was computed from, so a concurrent writer (the node lifecycle
   controller, an operator) makes the API server answer 409 Conflict instead of losing its taint;
-  on a conflict the node is read again and the patch recomputed.
+  on a conflict the node is read again and the patch recomputed;
+- the condition: a strategic merge patch of the ``status`` subresource naming only our condition
+  (``conditions`` merge by ``type``, so the kubelet's conditions and a node problem detector's are kept);
+  removed with ``$patch: delete`` on that type.
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ import json
 import re
 import time as _time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
@@ -38,6 +51,20 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, retry
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
+    ANNOTATION_KEY,
+    DEFAULT_VALID_HOURS,
+    LABEL_KEY,
+    VALID_UNTIL_LABEL_KEY,
+    TrayState,
+    annotation_fields,
+    epoch_label,
+    is_selection_skip,
+    parse_time,
+    read_state,
+    rfc3339,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import valid_until as verdict_valid_until
 
 try:
     from kubernetes.dynamic.exceptions import ConflictError
@@ -45,17 +72,30 @@ except ImportError:  # reported by AnsibleK8SModule's requires("kubernetes")
     ConflictError = DynamicApiError  # type: ignore[assignment,misc]
 
 
-DEFAULT_LABEL_KEY = "gpu-fabric.nvidia.com/verified"
-DEFAULT_ANNOTATION_KEY = "gpu-fabric.nvidia.com/verification"
+DEFAULT_LABEL_KEY = LABEL_KEY
+DEFAULT_VALID_UNTIL_LABEL_KEY = VALID_UNTIL_LABEL_KEY
+DEFAULT_ANNOTATION_KEY = ANNOTATION_KEY
 DEFAULT_TAINT_KEY = "gpu-fabric.nvidia.com/unverified"
+# The Node condition's type: positive like Ready (True when the tray passed), so that Unknown can say "the
+# verdict expired" as Ready's Unknown says "no news from the kubelet"; CamelCase like the kubelet's and node
+# problem detector's types; kube-state-metrics exports it as kube_node_status_condition{condition="GPUFabricVerified"}.
+DEFAULT_CONDITION_TYPE = "GPUFabricVerified"
+CONDITION_PASSED = "Passed"
+CONDITION_FAILED = "CheckFailed"
+CONDITION_EXPIRED = "VerdictExpired"
+CONDITION_MESSAGE_LIMIT = 1000
 
 PASSED = "passed"
 FAILED = "failed"
 SKIPPED = "skipped"
 VERDICTS = (PASSED, FAILED, SKIPPED)
 WRITTEN_VERDICTS = (PASSED, FAILED)
+# NodePlan.verdict of the nodes the run did not verify: a condition turned Unknown, the uninstall's removal.
+EXPIRED = "expired"
+REMOVED = "removed"
 
 SUMMARY_LIMIT = 500
+STATUS_OF = {PASSED: "True", FAILED: "False"}
 TAINT_VALUE = "true"
 TAINT_EFFECT = "NoSchedule"
 
@@ -84,9 +124,13 @@ class Settings:
 
     label: bool = True
     taint_failed: bool = False
+    condition: bool = False
+    valid_hours: float = DEFAULT_VALID_HOURS
     label_key: str = DEFAULT_LABEL_KEY
+    valid_until_label_key: str = DEFAULT_VALID_UNTIL_LABEL_KEY
     annotation_key: str = DEFAULT_ANNOTATION_KEY
     taint_key: str = DEFAULT_TAINT_KEY
+    condition_type: str = DEFAULT_CONDITION_TYPE
 
 
 @dataclass(frozen=True)
@@ -98,6 +142,22 @@ class TrayVerdict:
     summary: str = ""
     rack: str = ""
     checks_failed: Tuple[str, ...] = ()
+    skip_reasons: Tuple[str, ...] = ()
+
+    @property
+    def own_skip_reason(self) -> str:
+        """The reasons of a skip for the tray's own state (busy, cordoned, ...), joined; '' for a skip the run
+        chose (not selected, not due) or none."""
+        return "; ".join(reason for reason in self.skip_reasons if not is_selection_skip(reason))
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """The run a verdict is written for: its finish time (RFC 3339), its id, and the moment expiries are judged at."""
+
+    time: str
+    run: str = ""
+    now: Optional[datetime] = None
 
 
 @dataclass(frozen=True)
@@ -112,10 +172,12 @@ class NodePlan:
     before: Dict[str, Any]
     after: Dict[str, Any]
     label: Optional[str]
+    status_patch: Optional[Dict[str, Any]] = None
+    condition: Optional[str] = None
 
     @property
     def needed(self) -> bool:
-        return self.metadata_patch is not None or self.taints_patch is not None
+        return self.metadata_patch is not None or self.taints_patch is not None or self.status_patch is not None
 
 
 class NodeVerdictError(Exception):
@@ -154,6 +216,9 @@ def parse_trays(trays: Mapping[str, Any]) -> Tuple[List[TrayVerdict], List[str]]
         checks_failed = entry.get("checks_failed") or []
         if isinstance(checks_failed, str):
             checks_failed = [checks_failed]
+        skip_reasons = entry.get("skip_reasons") or []
+        if isinstance(skip_reasons, str):
+            skip_reasons = [skip_reasons]
         records.append(
             TrayVerdict(
                 node=str(node),
@@ -161,6 +226,7 @@ def parse_trays(trays: Mapping[str, Any]) -> Tuple[List[TrayVerdict], List[str]]
                 summary="" if entry.get("summary") is None else str(entry.get("summary")),
                 rack="" if entry.get("rack") is None else str(entry.get("rack")),
                 checks_failed=tuple(str(check) for check in checks_failed),
+                skip_reasons=tuple(str(reason) for reason in skip_reasons),
             )
         )
     return records, problems
@@ -171,9 +237,24 @@ def parse_trays(trays: Mapping[str, Any]) -> Tuple[List[TrayVerdict], List[str]]
 # ---------------------------------------------------------------------------------------------
 
 
-def verdict_annotation(time: str, verdict: str, summary: str) -> str:
-    """The annotation value: compact JSON, summary on one line and at most SUMMARY_LIMIT characters."""
-    record = {"time": time, "verdict": verdict, "summary": one_line(summary, SUMMARY_LIMIT, "...")}
+def verdict_annotation(time: str, verdict: str, summary: str, run: str = "", hours: float = DEFAULT_VALID_HOURS) -> str:
+    """The annotation value of a verdict written now: compact JSON (``tray_state.annotation_fields``), the summary
+    on one line and at most SUMMARY_LIMIT characters."""
+    moment = parse_time(time)
+    if moment is None:
+        raise ValueError(f"time {time!r} is not an RFC 3339 date-time")
+    fields = annotation_fields(moment, verdict, one_line(summary, SUMMARY_LIMIT, "..."), run, hours)
+    return _compact(fields)
+
+
+def skipped_annotation(current: str, time: str, run: str, reason: str) -> str:
+    """The annotation of a verified tray this run skipped for its own state: its verdict kept, ``skipped`` added."""
+    record = json.loads(current)
+    record["skipped"] = {"time": time, "run": run, "reason": one_line(reason, SUMMARY_LIMIT, "...")}
+    return _compact(record)
+
+
+def _compact(record: Mapping[str, Any]) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -212,12 +293,86 @@ def desired_taints(taints: Sequence[Mapping[str, Any]], verdict: str, key: str) 
     return current, TAINT_UNCHANGED
 
 
+# --- the condition -----------------------------------------------------------------------------
+
+
+def find_condition(conditions: Sequence[Mapping[str, Any]], condition_type: str) -> Optional[Dict[str, Any]]:
+    for condition in conditions:
+        if isinstance(condition, Mapping) and condition.get("type") == condition_type:
+            return dict(condition)
+    return None
+
+
+def state_condition(state: TrayState, now: datetime, condition_type: str) -> Optional[Dict[str, Any]]:
+    """The condition a tray's verdict asks for at ``now``, without ``lastTransitionTime``; None for a tray that
+    carries no verdict (nothing is said of it).
+
+    ``True``/``Passed`` and ``False``/``CheckFailed`` carry the verdict's summary (which names the failing checks
+    and the pairs or trays they blamed) and the verdict's time as ``lastHeartbeatTime``; a verdict past its
+    ``valid_until`` gives ``Unknown``/``VerdictExpired`` with the expiry as ``lastHeartbeatTime``.
+    """
+    if not state.verified:
+        return None
+    time = rfc3339(state.time) if state.time else ""
+    if state.valid_until is not None and state.valid_until <= now:
+        until = rfc3339(state.valid_until)
+        message = (
+            f"the {state.verdict} verdict of {time or 'an unknown time'} expired at {until}; verify the tray again"
+        )
+        return _condition(condition_type, "Unknown", CONDITION_EXPIRED, message, until)
+    if state.verdict == PASSED:
+        message = state.summary or "every check that ran on the tray passed"
+        return _condition(condition_type, "True", CONDITION_PASSED, message, time)
+    return _condition(condition_type, "False", CONDITION_FAILED, state.summary or "a check failed on the tray", time)
+
+
+def _condition(condition_type: str, status: str, reason: str, message: str, heartbeat: str) -> Dict[str, Any]:
+    condition = {
+        "type": condition_type,
+        "status": status,
+        "reason": reason,
+        "message": one_line(message, CONDITION_MESSAGE_LIMIT, "..."),
+    }
+    if heartbeat:
+        condition["lastHeartbeatTime"] = heartbeat
+    return condition
+
+
+def with_transition(current: Optional[Mapping[str, Any]], wanted: Dict[str, Any]) -> Dict[str, Any]:
+    """``wanted`` with its ``lastTransitionTime``: the current one while the status stays, else the heartbeat (the
+    verdict's time, or the expiry)."""
+    kept = current is not None and current.get("status") == wanted["status"] and current.get("lastTransitionTime")
+    since = current.get("lastTransitionTime") if kept and current else wanted.get("lastHeartbeatTime")
+    return {**wanted, **({"lastTransitionTime": since} if since else {})}
+
+
+def condition_differs(current: Optional[Mapping[str, Any]], wanted: Mapping[str, Any]) -> bool:
+    return current is None or any(current.get(key) != value for key, value in wanted.items())
+
+
+def condition_patch(condition: Dict[str, Any]) -> Dict[str, Any]:
+    """The strategic merge patch of ``status``: ``conditions`` merge by ``type``, every other condition is kept."""
+    return {"status": {"conditions": [condition]}}
+
+
+def condition_removal_patch(condition_type: str) -> Dict[str, Any]:
+    return {"status": {"conditions": [{"type": condition_type, "$patch": "delete"}]}}
+
+
+# --- one node ----------------------------------------------------------------------------------
+
+
 def verdict_view(
-    labels: Mapping[str, Any], annotations: Mapping[str, Any], taints: Sequence[Any], settings: Settings
+    labels: Mapping[str, Any],
+    annotations: Mapping[str, Any],
+    taints: Sequence[Any],
+    settings: Settings,
+    condition: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
-    """What ``--diff`` shows of a node: our label, our annotation and the whole taint list."""
-    return {
-        "labels": {settings.label_key: labels[settings.label_key]} if settings.label_key in labels else {},
+    """What ``--diff`` shows of a node: our labels, our annotation, the whole taint list and (with ``condition``
+    on) our condition."""
+    view = {
+        "labels": {key: labels[key] for key in (settings.label_key, settings.valid_until_label_key) if key in labels},
         "annotations": (
             {settings.annotation_key: annotations[settings.annotation_key]}
             if settings.annotation_key in annotations
@@ -225,63 +380,190 @@ def verdict_view(
         ),
         "taints": [dict(taint) for taint in taints],
     }
+    if settings.condition:
+        view["condition"] = dict(condition) if condition else None
+    return view
 
 
-def plan_node(node: Mapping[str, Any], tray: TrayVerdict, time: str, settings: Settings) -> NodePlan:
-    """Compare a Node as read with the state the tray's verdict asks for."""
-    metadata = node.get("metadata") or {}
-    labels = dict(metadata.get("labels") or {})
-    annotations = dict(metadata.get("annotations") or {})
-    taints = list((node.get("spec") or {}).get("taints") or [])
-    before = verdict_view(labels, annotations, taints, settings)
+@dataclass
+class _NodeState:
+    """A Node as read, in the parts this module writes, and the changes planned to them."""
 
-    changes: Dict[str, Dict[str, str]] = {}
-    new_taints = taints
-    taint_action = TAINT_UNCHANGED
+    name: str
+    resource_version: str
+    labels: Dict[str, Any]
+    annotations: Dict[str, Any]
+    taints: List[Dict[str, Any]]
+    condition: Optional[Dict[str, Any]]
+    settings: Settings
+    before: Dict[str, Any] = field(default_factory=dict)
+    metadata_changes: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    new_taints: Optional[List[Dict[str, Any]]] = None
+    taint: str = TAINT_UNCHANGED
+    status_patch: Optional[Dict[str, Any]] = None
+    new_condition: Optional[Dict[str, Any]] = None
+
+    @classmethod
+    def read(cls, node: Mapping[str, Any], settings: Settings) -> _NodeState:
+        metadata = node.get("metadata") or {}
+        conditions = (node.get("status") or {}).get("conditions") or []
+        state = cls(
+            name=str(metadata.get("name") or ""),
+            resource_version=str(metadata.get("resourceVersion") or ""),
+            labels=dict(metadata.get("labels") or {}),
+            annotations=dict(metadata.get("annotations") or {}),
+            taints=[dict(t) for t in (node.get("spec") or {}).get("taints") or []],
+            condition=find_condition(conditions, settings.condition_type),
+            settings=settings,
+        )
+        state.before = verdict_view(state.labels, state.annotations, state.taints, settings, state.condition)
+        state.new_condition = state.condition
+        return state
+
+    def set_meta(self, kind: str, key: str, value: Optional[str]) -> None:
+        current = self.labels if kind == "labels" else self.annotations
+        if value is None and key not in current:
+            return
+        if value is not None and current.get(key) == value:
+            return
+        self.metadata_changes.setdefault(kind, {})[key] = value
+
+    def set_taints(self, verdict: str) -> None:
+        self.new_taints, self.taint = desired_taints(self.taints, verdict, self.settings.taint_key)
+
+    def set_condition(self, wanted: Optional[Dict[str, Any]]) -> None:
+        if wanted is None:
+            return
+        wanted = with_transition(self.condition, wanted)
+        if condition_differs(self.condition, wanted):
+            self.status_patch = condition_patch(wanted)
+            self.new_condition = wanted
+
+    def remove_condition(self) -> None:
+        if self.condition is not None:
+            self.status_patch = condition_removal_patch(self.settings.condition_type)
+            self.new_condition = None
+
+    def plan(self, verdict: str) -> NodePlan:
+        metadata_patch = {"metadata": self.metadata_changes} if self.metadata_changes else None
+        taints_patch: Optional[Dict[str, Any]] = None
+        taints = self.taints
+        if self.taint != TAINT_UNCHANGED and self.new_taints is not None:
+            taints = self.new_taints
+            taints_patch = {"spec": {"taints": taints}}
+            if self.resource_version:
+                # a precondition: the API server refuses the patch (409) if the node changed since it was read
+                taints_patch = {"metadata": {"resourceVersion": self.resource_version}, **taints_patch}
+        labels = _applied(self.labels, self.metadata_changes.get("labels", {}))
+        annotations = _applied(self.annotations, self.metadata_changes.get("annotations", {}))
+        return NodePlan(
+            node=self.name,
+            verdict=verdict,
+            metadata_patch=metadata_patch,
+            taints_patch=taints_patch,
+            taint=self.taint,
+            before=self.before,
+            after=verdict_view(labels, annotations, taints, self.settings, self.new_condition),
+            label=labels.get(self.settings.label_key),
+            status_patch=self.status_patch,
+            condition=(self.new_condition or {}).get("status") if self.settings.condition else None,
+        )
+
+
+def _applied(current: Mapping[str, Any], changes: Mapping[str, Optional[str]]) -> Dict[str, Any]:
+    result = dict(current)
+    for key, value in changes.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = value
+    return result
+
+
+def _now(now: Optional[datetime]) -> datetime:
+    return now if now is not None else datetime.now(timezone.utc)
+
+
+def plan_node(
+    node: Mapping[str, Any],
+    tray: TrayVerdict,
+    time: str,
+    settings: Settings,
+    run: str = "",
+    now: Optional[datetime] = None,
+) -> NodePlan:
+    """Compare a Node as read with the state the tray's verdict of the run ``run``, finished at ``time``, asks for
+    (``now``: when expiries are judged, for the condition of a skipped tray)."""
+    state = _NodeState.read(node, settings)
     if tray.verdict in WRITTEN_VERDICTS:
+        annotation = verdict_annotation(time, tray.verdict, tray.summary, run, settings.valid_hours)
         if settings.label:
-            if labels.get(settings.label_key) != tray.verdict:
-                changes.setdefault("labels", {})[settings.label_key] = tray.verdict
-            annotation = verdict_annotation(time, tray.verdict, tray.summary)
-            if annotations.get(settings.annotation_key) != annotation:
-                changes.setdefault("annotations", {})[settings.annotation_key] = annotation
+            until = verdict_valid_until(parse_time(time), settings.valid_hours)  # type: ignore[arg-type]
+            state.set_meta("labels", settings.label_key, tray.verdict)
+            state.set_meta("labels", settings.valid_until_label_key, epoch_label(until))
+            state.set_meta("annotations", settings.annotation_key, annotation)
         if settings.taint_failed:
-            new_taints, taint_action = desired_taints(taints, tray.verdict, settings.taint_key)
-
-    metadata_patch = {"metadata": changes} if changes else None
-    taints_patch: Optional[Dict[str, Any]] = None
-    if taint_action != TAINT_UNCHANGED:
-        taints_patch = {"spec": {"taints": new_taints}}
-        resource_version = metadata.get("resourceVersion")
-        if resource_version:
-            # a precondition: the API server refuses the patch (409) if the node changed since it was read
-            taints_patch = {"metadata": {"resourceVersion": resource_version}, **taints_patch}
-
-    labels.update(changes.get("labels", {}))
-    annotations.update(changes.get("annotations", {}))
-    return NodePlan(
-        node=tray.node,
-        verdict=tray.verdict,
-        metadata_patch=metadata_patch,
-        taints_patch=taints_patch,
-        taint=taint_action,
-        before=before,
-        after=verdict_view(labels, annotations, new_taints, settings),
-        label=labels.get(settings.label_key),
-    )
+            state.set_taints(tray.verdict)
+        if settings.condition:
+            verdict = read_state(
+                {"metadata": {"annotations": {settings.annotation_key: annotation}}}, settings.annotation_key
+            )
+            state.set_condition(state_condition(verdict, _now(now), settings.condition_type))
+    else:
+        current = read_state(node, settings.annotation_key)
+        reason = tray.own_skip_reason
+        if settings.label and reason and current.verified:
+            written = skipped_annotation(state.annotations[settings.annotation_key], time, run, reason)
+            state.set_meta("annotations", settings.annotation_key, written)
+        if settings.condition:
+            state.set_condition(state_condition(current, _now(now), settings.condition_type))
+    return state.plan(tray.verdict)
 
 
-def desired_patch(node: Mapping[str, Any], tray: TrayVerdict, time: str, settings: Settings) -> Optional[NodePlan]:
-    """The patch a node needs for the tray's verdict, or None when it already carries it."""
-    plan = plan_node(node, tray, time, settings)
+def plan_expired(node: Mapping[str, Any], now: datetime, settings: Settings) -> Optional[NodePlan]:
+    """For a node this run did not verify: ``Unknown``/``VerdictExpired`` when its verdict expired and its
+    condition does not say so yet; None otherwise."""
+    current = read_state(node, settings.annotation_key)
+    wanted = state_condition(current, now, settings.condition_type)
+    if wanted is None or wanted["status"] != "Unknown":
+        return None
+    state = _NodeState.read(node, settings)
+    state.set_condition(wanted)
+    plan = state.plan(EXPIRED)
     return plan if plan.needed else None
 
 
-def node_outcome(plan: Optional[NodePlan], changed: bool) -> Dict[str, Any]:
-    """A node's entry in the module's ``nodes`` result."""
-    if plan is None:  # the node does not exist
-        return {"label": None, "taint": TAINT_UNCHANGED, "changed": False}
-    return {"label": plan.label, "taint": plan.taint, "changed": changed}
+def plan_removal(node: Mapping[str, Any], settings: Settings) -> Optional[NodePlan]:
+    """What the uninstall removes from a node: both labels, the annotation, every taint of ``taint_key`` and the
+    condition; None when the node carries none of them."""
+    state = _NodeState.read(node, settings)
+    for key in (settings.label_key, settings.valid_until_label_key):
+        state.set_meta("labels", key, None)
+    state.set_meta("annotations", settings.annotation_key, None)
+    state.set_taints(PASSED)  # a pass removes every taint of the key
+    state.remove_condition()
+    plan = state.plan(REMOVED)
+    return plan if plan.needed else None
+
+
+def desired_patch(
+    node: Mapping[str, Any], tray: TrayVerdict, time: str, settings: Settings, run: str = ""
+) -> Optional[NodePlan]:
+    """The patch a node needs for the tray's verdict, or None when it already carries it."""
+    plan = plan_node(node, tray, time, settings, run)
+    return plan if plan.needed else None
+
+
+def node_outcome(plan: Optional[NodePlan], changed: bool, settings: Settings) -> Dict[str, Any]:
+    """A node's entry in the module's ``nodes`` result (``condition``: our condition's status, with the option)."""
+    outcome: Dict[str, Any] = (
+        {"label": None, "taint": TAINT_UNCHANGED, "changed": False}  # the node does not exist
+        if plan is None
+        else {"label": plan.label, "taint": plan.taint, "changed": changed}
+    )
+    if settings.condition:
+        outcome["condition"] = plan.condition if plan is not None else None
+    return outcome
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,12 +593,26 @@ class Request:
     time: str
     settings: Settings = field(default_factory=Settings)
     check_mode: bool = False
+    run_id: str = ""
+    # when expiries are judged (the condition's Unknown); None: the moment the nodes are read
+    now: Optional[datetime] = None
+    # "absent": remove everything this module writes from every node (the uninstall); trays and time unused
+    state: str = "present"
+
+
+def settings_problems(settings: Settings) -> List[str]:
+    if not settings.valid_hours > 0:
+        return [f"valid_hours is {settings.valid_hours!r}; expected a number of hours above 0"]
+    return []
 
 
 def write_verdicts(client: Any, request: Request, sleep: Callable[[float], None] = _time.sleep) -> Dict[str, Any]:
-    """Bring every tray's node to its verdict; the module result (``diff`` and ``warnings`` included)."""
+    """Bring every tray's node to its verdict (with ``state=absent``: remove it from every node); the module result
+    (``diff`` and ``warnings`` included)."""
+    if request.state == "absent":
+        return _Writer(client, request, sleep).remove()
     trays, problems = parse_trays(request.trays)
-    problems = time_problems(request.time) + problems
+    problems = time_problems(request.time) + settings_problems(request.settings) + problems
     if problems:
         raise NodeVerdictError("; ".join(problems))
     return _Writer(client, request, sleep).run(trays)
@@ -334,28 +630,61 @@ class _Writer:
         self.diff: Dict[str, Dict[str, Any]] = {"before": {}, "after": {}}
         self.warnings: List[str] = []
 
-    def run(self, trays: List[TrayVerdict]) -> Dict[str, Any]:
-        if not trays:
-            return self.result()
+    def _list(self) -> Dict[str, Dict[str, Any]]:
         self.resource = self._call("look up the Node API", lambda: resource_api(self.client, "v1", "Node"))
-        current = {
+        return {
             (item.get("metadata") or {}).get("name"): item
             for item in self._call("list the nodes", lambda: list_all(self.client, "v1", "Node"))
         }
+
+    def run(self, trays: List[TrayVerdict]) -> Dict[str, Any]:
+        if not trays and not self.settings.condition:
+            return self.result()
+        current = self._list()
+        now = _now(self.request.now)
         for tray in trays:
             node = current.get(tray.node)
             if node is None:
                 self._missing(tray)
                 continue
-            plan = plan_node(node, tray, self.request.time, self.settings)
-            if plan.needed and not self.request.check_mode:
-                try:
-                    plan = self._apply(tray, plan)
-                except _NodeGone:
-                    self._missing(tray)
-                    continue
-            self._record(plan)
+
+            def replan(fresh: Mapping[str, Any], tray: TrayVerdict = tray) -> NodePlan:
+                return plan_node(fresh, tray, self.request.time, self.settings, self.request.run_id, now)
+
+            self._bring(tray.node, replan(node), replan, lambda tray=tray: self._missing(tray))
+        if self.settings.condition:
+            # the nodes this run did not verify: a verdict that expired turns the condition Unknown
+            given = {tray.node for tray in trays}
+            for name in sorted(set(current) - given, key=str):
+                plan = plan_expired(current[name], now, self.settings)
+                if plan is not None:
+                    self._bring(name, plan, lambda fresh: plan_expired(fresh, now, self.settings))
         return self.result()
+
+    def remove(self) -> Dict[str, Any]:
+        current = self._list()
+        for name in sorted(current, key=str):
+            plan = plan_removal(current[name], self.settings)
+            if plan is not None:
+                self._bring(name, plan, lambda fresh: plan_removal(fresh, self.settings))
+        return self.result()
+
+    def _bring(
+        self,
+        name: str,
+        plan: NodePlan,
+        replan: Callable[[Mapping[str, Any]], Optional[NodePlan]],
+        gone: Optional[Callable[[], None]] = None,
+    ) -> None:
+        """Send the plan (not in check mode) and record it; a node deleted meanwhile is ``gone()`` or dropped."""
+        if plan.needed and not self.request.check_mode:
+            try:
+                plan = self._apply(name, plan, replan)
+            except _NodeGone:
+                if gone is not None:
+                    gone()
+                return
+        self._record(plan)
 
     def result(self) -> Dict[str, Any]:
         return {
@@ -367,18 +696,18 @@ class _Writer:
         }
 
     def _record(self, plan: NodePlan) -> None:
-        self.nodes[plan.node] = node_outcome(plan, plan.needed)
+        self.nodes[plan.node] = node_outcome(plan, plan.needed, self.settings)
         if plan.needed:
             self.changed_nodes.append(plan.node)
             self.diff["before"][plan.node] = plan.before
             self.diff["after"][plan.node] = plan.after
 
     def _missing(self, tray: TrayVerdict) -> None:
-        self.nodes[tray.node] = node_outcome(None, False)
+        self.nodes[tray.node] = node_outcome(None, False, self.settings)
         if tray.verdict in WRITTEN_VERDICTS:
             self.warnings.append(f"node {tray.node} does not exist; its verdict ({tray.verdict}) was not written")
 
-    def _apply(self, tray: TrayVerdict, plan: NodePlan) -> NodePlan:
+    def _apply(self, name: str, plan: NodePlan, replan: Callable[[Mapping[str, Any]], Optional[NodePlan]]) -> NodePlan:
         """Send the plan's patches; on a conflict read the node again and send the patches recomputed from it
         (``rollout.retry``, no pause, ``CONFLICT_ATTEMPTS`` tries)."""
 
@@ -387,30 +716,34 @@ class _Writer:
             try:
                 # taints first: the labels patch would move resourceVersion past the taints' precondition
                 if plan.taints_patch is not None:
-                    self._patch(tray.node, plan.taints_patch, JSON_MERGE_PATCH)
+                    self._patch(name, plan.taints_patch, JSON_MERGE_PATCH)
                 if plan.metadata_patch is not None:
-                    self._patch(tray.node, plan.metadata_patch, STRATEGIC_MERGE_PATCH)
+                    self._patch(name, plan.metadata_patch, STRATEGIC_MERGE_PATCH)
+                if plan.status_patch is not None:
+                    self._patch(name, plan.status_patch, STRATEGIC_MERGE_PATCH, status=True)
                 return plan
             except ConflictError:
-                plan = plan_node(self._get(tray.node), tray, self.request.time, self.settings)
-                if not plan.needed:
+                fresh = replan(self._get(name))
+                if fresh is None or not fresh.needed:
                     return plan
+                plan = fresh
                 raise
 
         try:
             return retry(send, None, 0.0, self.sleep, transient=_is_conflict, attempts=CONFLICT_ATTEMPTS)
         except ConflictError:
             raise NodeVerdictError(
-                f"cannot write the verdict to node {tray.node}: the node changed {CONFLICT_ATTEMPTS} times while "
+                f"cannot write the verdict to node {name}: the node changed {CONFLICT_ATTEMPTS} times while "
                 "its taints were rewritten (409 Conflict each time); run again once whatever updates it has settled",
                 self.result(),
             ) from None
 
-    def _patch(self, name: str, body: Dict[str, Any], content_type: str) -> None:
+    def _patch(self, name: str, body: Dict[str, Any], content_type: str, status: bool = False) -> None:
+        resource = self.resource.subresources["status"] if status else self.resource
         try:
             self._call(
-                f"patch node {name}",
-                lambda: self.client.patch(self.resource, body, name=name, content_type=content_type),
+                f"patch node {name}{'/status' if status else ''}",
+                lambda: self.client.patch(resource, body, name=name, content_type=content_type),
                 reraise=(ConflictError, NotFoundError),
             )
         except NotFoundError as exc:

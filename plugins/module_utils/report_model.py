@@ -181,11 +181,13 @@ def _tray_summary(node: str, verdict: str, records: list[dict[str, Any]]) -> str
 
 
 def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """node -> {verdict, rack, checks_failed, checks_passed, summary}: the tray's worst verdict over the records.
+    """node -> {verdict, rack, checks_failed, checks_passed, summary, skip_reasons}: the tray's worst verdict.
 
     Failed when a record blames the tray; passed when records measured it, every one of them vouches
     for it and none skipped it; skipped otherwise (skipped by any record, even when another measured it;
-    unmeasured; or measured by a failure that names no tray).
+    unmeasured; or measured by a failure that names no tray). ``skip_reasons``: the reasons the records skipped the
+    tray for, each once (empty unless a record skipped it), for ``node_verdict`` to tell a skip for the tray's own
+    state from one the run chose (``tray_state.is_selection_skip``).
     """
     by_rack: dict[str, list[dict[str, Any]]] = {}
     for record in records:
@@ -196,6 +198,7 @@ def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         measured = [record for record in own if node in record["nodes"]]
         checks_failed = [record["check"] for record in own if node in record["failed_nodes"]]
         skipped_by = [record for record in own if any(skip["node"] == node for skip in record["trays"]["skipped"])]
+        skip_reasons = [skip["reason"] for record in own for skip in record["trays"]["skipped"] if skip["node"] == node]
         if checks_failed:
             verdict = FAILED
         elif measured and not skipped_by and all(_clears(record, node) for record in measured):
@@ -208,6 +211,7 @@ def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "checks_failed": checks_failed,
             "checks_passed": [record["check"] for record in measured if record["passed"]],
             "summary": _tray_summary(node, verdict, own),
+            "skip_reasons": list(dict.fromkeys(skip_reasons)),
         }
     return verdicts
 

@@ -10,10 +10,28 @@ short_description: Write the verification verdict of each GPU tray onto its Kube
 version_added: 0.1.0
 description:
   - Labels every tray whose verdict is V(passed) or V(failed) with C(<label_key>=passed) or C(<label_key>=failed)
-    and annotates it with C(<annotation_key>), a compact JSON object with the keys C(time), C(verdict) and
-    C(summary) (the summary on one line, cut to 500 characters). Trays with verdict V(skipped) are left as they are.
+    and C(<valid_until_label_key>=<Unix seconds>) (when the verdict stops holding, O(valid_hours) after O(time); a
+    workload's node affinity can ask for C(Gt) now), and annotates it with C(<annotation_key>), a compact JSON object
+    with the keys C(time), C(verdict), C(summary) (on one line, cut to 500 characters), C(run) (O(run_id)) and
+    C(valid_until) (RFC 3339).
+  - A tray with verdict V(skipped) keeps its labels. When the run skipped it for its own state (GPUs held by a job,
+    cordoned, not ready, tainted; its C(skip_reasons)) and it already carries a verdict, the annotation keeps that
+    verdict and gains C(skipped) (C(time), C(run), C(reason)), so that a run of the due trays verifies it next; the
+    next verdict drops it. A skip the run chose (C(not selected ...), C(not due ...)) and a tray never verified
+    (due anyway) are not written.
   - With O(taint_failed=true), a failed tray also gets the taint C(<taint_key>=true:NoSchedule), so that new
     workloads avoid it, and a tray that passed has that taint removed. Every other taint is kept, in its order.
+  - With O(condition=true), each tray's Node status carries the condition O(condition_type) (as a node problem
+    detector writes its own), for node readiness gates, dashboards and kube-state-metrics'
+    C(kube_node_status_condition) - V(True) with reason C(Passed), V(False) with reason C(CheckFailed) (the message
+    is the verdict's summary, naming the failing checks and the pairs or trays they blamed), or V(Unknown) with
+    reason C(VerdictExpired) once the verdict is past its C(valid_until). C(lastHeartbeatTime) is the verdict's time
+    (the expiry for V(Unknown)); C(lastTransitionTime) changes only when the status does. Every node that this
+    run did not verify and whose verdict expired gets V(Unknown) (the nodes are listed once). The condition is
+    written with a strategic merge patch of the C(status) subresource naming only its type, so the kubelet's
+    conditions and those of other writers are kept.
+  - With O(state=absent), every node loses both labels, the annotation, the taint O(taint_key) and the condition
+    O(condition_type) (the uninstall); O(trays) and O(time) are not used.
   - Each node's patch is computed from the Node as read and sent only when it changes something; a strategic
     merge patch for the label and the annotation, and for the taints a JSON merge patch with the whole new
     C(spec.taints) and the C(metadata.resourceVersion) it was computed from; when another writer changed the
@@ -32,23 +50,40 @@ attributes:
   diff_mode:
     support: full
     details:
-      - Per changed node, the label O(label_key), the annotation O(annotation_key) and the whole
-        C(spec.taints) list before and after.
+      - Per changed node, the labels O(label_key) and O(valid_until_label_key), the annotation O(annotation_key), the
+        whole C(spec.taints) list and (with O(condition=true)) the condition O(condition_type), before and after.
 options:
   trays:
     description:
       - Node name -> the tray's outcome of the verification run.
       - Each value is a dict with C(verdict) (V(passed), V(failed) or V(skipped), required) and C(summary)
-        (one line that says why). C(rack) and C(checks_failed) (a list of check names) are accepted as well,
-        so that the run's per-tray record can be passed as it is; they are not written to the node.
+        (one line that says why). C(skip_reasons) (a list) tells why a skipped tray was skipped. C(rack),
+        C(checks_failed) and C(checks_passed) are accepted as well, so that the report's per-tray record
+        (M(gpu_fabric.mnnvl.verification_report)'s C(trays)) can be passed as it is; they are not written to the node.
+      - Required with O(state=present).
     type: dict
-    required: true
   time:
     description:
       - Finish time of the verification run, an RFC 3339 date-time (for example V(2026-12-01T10:15:00Z)).
-      - Written into the annotation. Passing the same O(trays) and O(time) again changes nothing.
+      - Written into the annotation. Passing the same O(trays), O(time) and O(run_id) again changes nothing.
+      - Required with O(state=present).
     type: str
-    required: true
+  run_id:
+    description: Identifier of the verification run, written as C(run) into the annotation.
+    type: str
+    default: ""
+  valid_hours:
+    description:
+      - How long a verdict holds, in hours after O(time); the end is the label O(valid_until_label_key) and the
+        annotation's C(valid_until).
+    type: float
+    default: 168.0
+  state:
+    description:
+      - V(present) writes the verdicts of O(trays); V(absent) removes what this module writes from every node.
+    type: str
+    choices: [present, absent]
+    default: present
   label:
     description:
       - Write the label O(label_key) and the annotation O(annotation_key) on trays that passed or failed.
@@ -61,10 +96,25 @@ options:
       - With V(false) no taint is added or removed.
     type: bool
     default: false
+  condition:
+    description:
+      - Write the Node condition O(condition_type) on every tray of O(trays) that carries a verdict, and turn it
+        V(Unknown) on every node whose verdict expired.
+      - Needs C(patch) on C(nodes/status).
+    type: bool
+    default: false
   label_key:
     description: Key of the verdict label.
     type: str
     default: gpu-fabric.nvidia.com/verified
+  valid_until_label_key:
+    description: Key of the label holding the end of the verdict's validity in Unix seconds.
+    type: str
+    default: gpu-fabric.nvidia.com/verified-until
+  condition_type:
+    description: Type of the Node condition.
+    type: str
+    default: GPUFabricVerified
   annotation_key:
     description: Key of the annotation that holds the verdict's time, value and summary.
     type: str
@@ -101,14 +151,22 @@ EXAMPLES = r"""
       gb200-r0-t4:
         verdict: skipped
         rack: rack0
-        summary: "gb200-r0-t4 cordoned"
+        summary: "skipped: cordoned"
+        skip_reasons: [cordoned]
 
-- name: Also keep new workloads off the trays that failed
+- name: Also keep new workloads off the trays that failed, and say each tray's state in a Node condition
   gpu_fabric.mnnvl.node_verdict:
     time: "{{ verification.finished }}"
+    run_id: "{{ verification.run_id }}"
     trays: "{{ verification.trays }}"
+    valid_hours: 168
     taint_failed: true
+    condition: true
   register: written
+
+- name: Remove the verdicts from every node
+  gpu_fabric.mnnvl.node_verdict:
+    state: absent
 
 - name: Show the nodes that were changed
   ansible.builtin.debug:
@@ -121,12 +179,15 @@ nodes:
     - Node name -> what the node carries after this run (predicted in check mode), for every tray given.
     - C(label) is the value of O(label_key) on the node (null when it has none, or the node does not exist).
     - C(taint) says whether the taint O(taint_key) was V(added), V(removed) or left V(unchanged).
+    - C(condition) (with O(condition=true) only) is the status of the condition O(condition_type) (null: none).
     - C(changed) says whether the node was patched.
+    - With O(condition=true) the nodes outside O(trays) whose condition turned V(Unknown) are here as well; with
+      O(state=absent), the nodes that were cleaned.
   returned: always
   type: dict
   sample: {"gb200-r0-t0": {"label": "passed", "taint": "removed", "changed": true},
            "gb200-r0-t3": {"label": "failed", "taint": "added", "changed": true},
-           "gb200-r0-t4": {"label": null, "taint": "unchanged", "changed": false}}
+           "gb200-r0-t4": {"label": "passed", "taint": "unchanged", "changed": true}}
 changed_nodes:
   description: Sorted names of the nodes that were patched (that would be, in check mode).
   returned: always
@@ -138,47 +199,66 @@ changed_nodes:
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import (
     DEFAULT_ANNOTATION_KEY,
+    DEFAULT_CONDITION_TYPE,
     DEFAULT_LABEL_KEY,
     DEFAULT_TAINT_KEY,
+    DEFAULT_VALID_UNTIL_LABEL_KEY,
     NodeVerdictError,
     Request,
     Settings,
     call_with_retries,
     write_verdicts,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import DEFAULT_VALID_HOURS
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
 
 ARGUMENT_SPEC = dict(
-    trays=dict(type="dict", required=True),
-    time=dict(type="str", required=True),
+    trays=dict(type="dict"),
+    time=dict(type="str"),
+    run_id=dict(type="str", default=""),
+    valid_hours=dict(type="float", default=DEFAULT_VALID_HOURS),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
     label=dict(type="bool", default=True),
     taint_failed=dict(type="bool", default=False),
+    condition=dict(type="bool", default=False),
     label_key=dict(type="str", default=DEFAULT_LABEL_KEY, no_log=False),
+    valid_until_label_key=dict(type="str", default=DEFAULT_VALID_UNTIL_LABEL_KEY, no_log=False),
     annotation_key=dict(type="str", default=DEFAULT_ANNOTATION_KEY, no_log=False),
     taint_key=dict(type="str", default=DEFAULT_TAINT_KEY, no_log=False),
+    condition_type=dict(type="str", default=DEFAULT_CONDITION_TYPE),
 )
 
 
 def build_module() -> AnsibleK8SModule:
     argument_spec = auth_argument_spec()
     argument_spec.update(ARGUMENT_SPEC)
-    return AnsibleK8SModule(argument_spec=argument_spec, supports_check_mode=True)
+    return AnsibleK8SModule(
+        argument_spec=argument_spec,
+        supports_check_mode=True,
+        required_if=[("state", "present", ("trays", "time"))],
+    )
 
 
 def request_from_params(params: dict, check_mode: bool) -> Request:
     return Request(
-        trays=params["trays"],
-        time=params["time"],
+        trays=params["trays"] or {},
+        time=params["time"] or "",
         settings=Settings(
             label=params["label"],
             taint_failed=params["taint_failed"],
+            condition=params["condition"],
+            valid_hours=params["valid_hours"],
             label_key=params["label_key"],
+            valid_until_label_key=params["valid_until_label_key"],
             annotation_key=params["annotation_key"],
             taint_key=params["taint_key"],
+            condition_type=params["condition_type"],
         ),
         check_mode=check_mode,
+        run_id=params["run_id"],
+        state=params["state"],
     )
 
 

@@ -232,6 +232,13 @@ trays:
     summary:
       description: One line - what failed (the record's words for the tray), or what passed and what did not measure it.
       type: str
+    skip_reasons:
+      description:
+        - The reasons the checks skipped the tray for, each once (empty when no check skipped it). A reason the
+          run chose (V(not selected ...), V(not due ...)) says nothing of the tray; M(gpu_fabric.mnnvl.node_verdict)
+          writes the others to the tray's annotation.
+      type: list
+      elements: str
   sample:
     gb200-r1-t3:
       verdict: failed
@@ -240,6 +247,7 @@ trays:
       checks_passed: [cliques, imex_channel]
       summary: "nvbandwidth failed: GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s
         (floor rule)"
+      skip_reasons: []
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import (
@@ -20,7 +21,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict impo
     desired_taints,
     error_line,
     parse_trays,
+    plan_expired,
     plan_node,
+    plan_removal,
     time_problems,
     verdict_annotation,
     write_verdicts,
@@ -38,6 +41,7 @@ from urllib3.exceptions import MaxRetryError, NewConnectionError
 TIME = "2026-12-01T10:21:37Z"
 LATER = "2026-12-02T08:00:05Z"
 LABEL = "gpu-fabric.nvidia.com/verified"
+UNTIL = "gpu-fabric.nvidia.com/verified-until"
 ANNOTATION = "gpu-fabric.nvidia.com/verification"
 TAINT = "gpu-fabric.nvidia.com/unverified"
 OUR_TAINT = {"key": TAINT, "value": "true", "effect": "NoSchedule"}
@@ -102,8 +106,21 @@ def passed(node="gb200-r0-t3", summary="rack0: 4 of 4 checks passed"):
     return TrayVerdict(node=node, verdict="passed", summary=summary, rack="rack0")
 
 
-def annotation(verdict, summary, time=TIME):
-    return json.dumps({"time": time, "verdict": verdict, "summary": summary}, separators=(",", ":"))
+def annotation(verdict, summary, time=TIME, run="", hours=168.0):
+    moment = datetime.fromisoformat(time.replace("Z", "+00:00"))
+    until = (moment + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    record = {"time": time, "verdict": verdict, "summary": summary, "run": run, "valid_until": until}
+    return json.dumps(record, separators=(",", ":"))
+
+
+def until(time=TIME, hours=168.0):
+    """The verified-until label of a verdict written at ``time``: Unix seconds."""
+    moment = datetime.fromisoformat(time.replace("Z", "+00:00"))
+    return str(int((moment + timedelta(hours=hours)).timestamp()))
+
+
+def labels(verdict, time=TIME):
+    return {LABEL: verdict, UNTIL: until(time)}
 
 
 # --- the patches --------------------------------------------------------------------------------
@@ -113,9 +130,10 @@ def test_a_fresh_tray_that_passed_gets_the_label_and_the_annotation():
     plan = desired_patch(gb200_tray(0, 3), passed(), TIME, Settings())
     assert plan.metadata_patch == {
         "metadata": {
-            "labels": {LABEL: "passed"},
+            "labels": {LABEL: "passed", UNTIL: "1796725297"},
             "annotations": {
-                ANNOTATION: '{"time":"2026-12-01T10:21:37Z","verdict":"passed","summary":"rack0: 4 of 4 checks passed"}'
+                ANNOTATION: '{"time":"2026-12-01T10:21:37Z","verdict":"passed","summary":"rack0: 4 of 4 checks passed",'
+                '"run":"","valid_until":"2026-12-08T10:21:37Z"}'
             },
         }
     }
@@ -123,7 +141,7 @@ def test_a_fresh_tray_that_passed_gets_the_label_and_the_annotation():
     assert (plan.label, plan.taint) == ("passed", "unchanged")
     assert plan.before == {"labels": {}, "annotations": {}, "taints": []}
     assert plan.after == {
-        "labels": {LABEL: "passed"},
+        "labels": {LABEL: "passed", UNTIL: "1796725297"},
         "annotations": {ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed")},
         "taints": [],
     }
@@ -131,25 +149,28 @@ def test_a_fresh_tray_that_passed_gets_the_label_and_the_annotation():
 
 def test_a_tray_that_passed_before_and_fails_now_flips_its_label():
     node = gb200_tray(
-        0, 3, labels={LABEL: "passed"}, annotations={ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed")}
+        0, 3, labels=labels("passed"), annotations={ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed")}
     )
     plan = desired_patch(node, failed(), LATER, Settings())
     assert plan.metadata_patch == {
         "metadata": {
-            "labels": {LABEL: "failed"},
+            "labels": labels("failed", LATER),
             "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY, LATER)},
         }
     }
     assert plan.taints_patch is None
-    assert plan.before["labels"] == {LABEL: "passed"}
-    assert plan.after["labels"] == {LABEL: "failed"}
+    assert plan.before["labels"] == labels("passed")
+    assert plan.after["labels"] == labels("failed", LATER)
 
 
-def test_a_new_run_time_rewrites_only_the_annotation():
-    node = gb200_tray(0, 3, labels={LABEL: "failed"}, annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)})
+def test_a_new_run_time_rewrites_the_annotation_and_the_expiry_only():
+    node = gb200_tray(0, 3, labels=labels("failed"), annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)})
     plan = desired_patch(node, failed(), LATER, Settings())
     assert plan.metadata_patch == {
-        "metadata": {"annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY, LATER)}}
+        "metadata": {
+            "labels": {UNTIL: until(LATER)},
+            "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY, LATER)},
+        }
     }
 
 
@@ -162,7 +183,7 @@ def test_a_failed_tray_is_tainted_after_the_taints_it_already_has():
     }
     assert plan.metadata_patch == {
         "metadata": {
-            "labels": {LABEL: "failed"},
+            "labels": labels("failed"),
             "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY)},
         }
     }
@@ -176,7 +197,7 @@ def test_a_tray_that_passes_loses_only_our_taint_and_the_others_keep_their_order
     node = gb200_tray(
         0,
         3,
-        labels={LABEL: "failed"},
+        labels=labels("failed"),
         annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)},
         taints=[dict(GPU_TAINT), dict(OUR_TAINT), dict(unreachable)],
         resource_version="91240",
@@ -188,7 +209,7 @@ def test_a_tray_that_passes_loses_only_our_taint_and_the_others_keep_their_order
     }
     assert plan.metadata_patch == {
         "metadata": {
-            "labels": {LABEL: "passed"},
+            "labels": labels("passed", LATER),
             "annotations": {ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed", LATER)},
         }
     }
@@ -221,13 +242,13 @@ def test_a_tray_that_already_carries_its_verdict_needs_no_patch():
     node = gb200_tray(
         0,
         3,
-        labels={LABEL: "failed"},
+        labels=labels("failed"),
         annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)},
         taints=[dict(GPU_TAINT), dict(OUR_TAINT)],
     )
     assert desired_patch(node, failed(), TIME, TAINTING) is None
     passed_node = gb200_tray(
-        0, 3, labels={LABEL: "passed"}, annotations={ANNOTATION: annotation("passed", "ok")}, taints=[dict(GPU_TAINT)]
+        0, 3, labels=labels("passed"), annotations={ANNOTATION: annotation("passed", "ok")}, taints=[dict(GPU_TAINT)]
     )
     assert desired_patch(passed_node, passed(summary="ok"), TIME, TAINTING) is None
 
@@ -249,12 +270,16 @@ def test_without_label_only_the_taint_is_written():
 
 def test_custom_keys_are_used_everywhere():
     settings = Settings(
-        taint_failed=True, label_key="example.com/ok", annotation_key="example.com/why", taint_key="example.com/bad"
+        taint_failed=True,
+        label_key="example.com/ok",
+        valid_until_label_key="example.com/until",
+        annotation_key="example.com/why",
+        taint_key="example.com/bad",
     )
     plan = desired_patch(gb200_tray(0, 3), failed(summary="x"), TIME, settings)
     assert plan.metadata_patch == {
         "metadata": {
-            "labels": {"example.com/ok": "failed"},
+            "labels": {"example.com/ok": "failed", "example.com/until": until()},
             "annotations": {"example.com/why": annotation("failed", "x")},
         }
     }
@@ -285,9 +310,10 @@ def test_a_failure_keeps_a_taint_of_our_key_with_another_effect_and_a_pass_remov
 
 def test_annotation_is_compact_one_line_json_with_the_summary_cut_to_500_characters():
     long_summary = "rack0 nvbandwidth:\n" + "low pair; " * 80
-    value = verdict_annotation(TIME, "failed", long_summary)
+    value = verdict_annotation(TIME, "failed", long_summary, "20261201T101500Z-ab12", 24)
     record = json.loads(value)
-    assert list(record) == ["time", "verdict", "summary"]
+    assert list(record) == ["time", "verdict", "summary", "run", "valid_until"]
+    assert (record["run"], record["valid_until"]) == ("20261201T101500Z-ab12", "2026-12-02T10:21:37Z")
     assert (record["time"], record["verdict"]) == (TIME, "failed")
     assert len(record["summary"]) == 500
     assert record["summary"].startswith("rack0 nvbandwidth: low pair; low pair;")
@@ -377,6 +403,17 @@ def test_error_line_holds_the_message_and_no_headers():
 # --- writing through a fake API server ----------------------------------------------------------
 
 
+class NodeResource(str):
+    """The Node resource and its ``status`` subresource, as the dynamic client names them."""
+
+    def __new__(cls):
+        return super().__new__(cls, "nodes")
+
+    @property
+    def subresources(self):
+        return {"status": "nodes/status"}
+
+
 class FakeNodes:
     """Enough of kubernetes.core's K8SClient for Nodes: list, get, and both patch types with preconditions."""
 
@@ -389,7 +426,7 @@ class FakeNodes:
 
     def resource(self, kind, api_version):
         assert (kind, api_version) == ("Node", "v1")
-        return "nodes"
+        return NodeResource()
 
     def _maybe_fail(self):
         self.calls += 1
@@ -414,9 +451,22 @@ class FakeNodes:
         wanted_version = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_version and wanted_version != node["metadata"]["resourceVersion"]:
             raise conflict(name)
+        if resource == "nodes/status":
+            self.patches.append((f"{name}/status", content_type, copy.deepcopy(body)))
+            conditions = node["status"].setdefault("conditions", [])
+            for change in body["status"]["conditions"]:  # a strategic merge by type
+                kept = [c for c in conditions if c["type"] != change["type"]]
+                conditions[:] = kept if change.get("$patch") == "delete" else [*kept, change]
+            self.bump(name)
+            return copy.deepcopy(node)
         self.patches.append((name, content_type, copy.deepcopy(body)))
         for key in ("labels", "annotations"):
-            node["metadata"].setdefault(key, {}).update((body.get("metadata") or {}).get(key) or {})
+            values = node["metadata"].setdefault(key, {})
+            for item, value in ((body.get("metadata") or {}).get(key) or {}).items():
+                if value is None:
+                    values.pop(item, None)
+                else:
+                    values[item] = value
         if "spec" in body:
             node["spec"]["taints"] = body["spec"]["taints"]
         self.bump(name)
@@ -458,7 +508,7 @@ def test_write_taints_and_labels_then_nothing_on_the_second_run():
     assert api.nodes["gb200-r0-t3"]["spec"]["taints"] == [GPU_TAINT, OUR_TAINT]
     assert api.nodes["gb200-r0-t2"]["spec"]["taints"] == []
     assert result["diff"]["before"]["gb200-r0-t3"]["taints"] == [GPU_TAINT]
-    assert result["diff"]["after"]["gb200-r0-t3"]["labels"] == {LABEL: "failed"}
+    assert result["diff"]["after"]["gb200-r0-t3"]["labels"] == labels("failed")
 
     api.patches.clear()
     again = write_verdicts(api, Request(TRAYS, TIME, TAINTING))
@@ -593,3 +643,196 @@ def test_bad_input_fails_before_any_call():
         "trays['gb200-r0-t3'].verdict is 'broken'; expected one of passed, failed, skipped"
     )
     assert api.calls == 0
+
+
+# --- the run, the expiry and skipped trays -------------------------------------------------------
+
+RUN = "20261201T101500Z-ab12"
+CONDITIONS = Settings(taint_failed=True, condition=True)
+NOW = datetime(2026, 12, 1, 10, 30, tzinfo=timezone.utc)
+BUSY = "GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-3 (4)"
+
+
+def skipped(node="gb200-r0-t3", *reasons):
+    summary = f"skipped: {'; '.join(reasons)}" if reasons else "not measured by any check of this run"
+    return TrayVerdict(node=node, verdict="skipped", summary=summary, rack="rack0", skip_reasons=tuple(reasons))
+
+
+def verified_tray(verdict="passed", summary="rack0: 4 of 4 checks passed", time=TIME, **kwargs):
+    return gb200_tray(
+        0, 3, labels=labels(verdict, time), annotations={ANNOTATION: annotation(verdict, summary, time)}, **kwargs
+    )
+
+
+def test_the_annotation_names_the_run_and_the_expiry_of_valid_hours():
+    plan = desired_patch(gb200_tray(0, 3), passed(), TIME, Settings(valid_hours=24), RUN)
+    written = json.loads(plan.metadata_patch["metadata"]["annotations"][ANNOTATION])
+    assert (written["run"], written["valid_until"]) == (RUN, "2026-12-02T10:21:37Z")
+    assert plan.metadata_patch["metadata"]["labels"][UNTIL] == until(hours=24)
+
+
+def test_a_tray_skipped_for_its_own_state_keeps_its_verdict_and_gains_skipped():
+    node = verified_tray()
+    plan = desired_patch(node, skipped("gb200-r0-t3", BUSY), LATER, TAINTING, RUN)
+    assert plan.taints_patch is None
+    assert list(plan.metadata_patch["metadata"]) == ["annotations"]  # the labels stay
+    written = json.loads(plan.metadata_patch["metadata"]["annotations"][ANNOTATION])
+    assert written == {
+        **json.loads(annotation("passed", "rack0: 4 of 4 checks passed")),
+        "skipped": {"time": LATER, "run": RUN, "reason": BUSY},
+    }
+    # the same skip again: nothing; the next verdict drops "skipped"
+    node["metadata"]["annotations"][ANNOTATION] = plan.metadata_patch["metadata"]["annotations"][ANNOTATION]
+    assert desired_patch(node, skipped("gb200-r0-t3", BUSY), LATER, TAINTING, RUN) is None
+    verdict = desired_patch(node, passed(), LATER, TAINTING, RUN)
+    assert "skipped" not in json.loads(verdict.metadata_patch["metadata"]["annotations"][ANNOTATION])
+
+
+def test_a_skip_the_run_chose_a_never_verified_tray_and_a_skip_without_reason_are_not_written():
+    node = verified_tray()
+    not_due = skipped("gb200-r0-t3", "not due (passed until 2026-12-08T10:21:37Z)")
+    assert desired_patch(node, not_due, LATER, Settings()) is None
+    assert (
+        desired_patch(node, skipped("gb200-r0-t3", "not selected (gpu_fabric_verify_nodes)"), LATER, Settings()) is None
+    )
+    assert desired_patch(node, skipped("gb200-r0-t3"), LATER, Settings()) is None
+    assert desired_patch(gb200_tray(0, 3), skipped("gb200-r0-t3", BUSY), LATER, Settings()) is None
+    # a selection skip beside a skip of its own: only the tray's own reason is written
+    plan = desired_patch(node, skipped("gb200-r0-t3", "not due (x)", "cordoned"), LATER, Settings(), RUN)
+    assert json.loads(plan.metadata_patch["metadata"]["annotations"][ANNOTATION])["skipped"]["reason"] == "cordoned"
+
+
+def test_parse_trays_keeps_the_skip_reasons():
+    trays, problems = parse_trays({"a": {"verdict": "skipped", "summary": "skipped: busy", "skip_reasons": ["busy"]}})
+    assert problems == []
+    assert trays[0].skip_reasons == ("busy",) and trays[0].own_skip_reason == "busy"
+
+
+def test_the_condition_of_a_pass_a_failure_and_its_transition_time():
+    plan = desired_patch(gb200_tray(0, 3), passed(), TIME, CONDITIONS, RUN)
+    assert plan.status_patch == {
+        "status": {
+            "conditions": [
+                {
+                    "type": "GPUFabricVerified",
+                    "status": "True",
+                    "reason": "Passed",
+                    "message": "rack0: 4 of 4 checks passed",
+                    "lastHeartbeatTime": TIME,
+                    "lastTransitionTime": TIME,
+                }
+            ]
+        }
+    }
+    assert plan.condition == "True"
+    assert plan.before["condition"] is None
+    assert plan.after["condition"]["status"] == "True"
+    node = verified_tray()
+    node["status"]["conditions"].append(plan.status_patch["status"]["conditions"][0])
+    # the same verdict passed again later: a new heartbeat, the transition kept
+    again = desired_patch(node, passed(), LATER, CONDITIONS, RUN)
+    condition = again.status_patch["status"]["conditions"][0]
+    assert (condition["lastHeartbeatTime"], condition["lastTransitionTime"]) == (LATER, TIME)
+    # it fails: False, the failing check and pair in the message, a new transition
+    failure = desired_patch(node, failed(summary=f"nvbandwidth failed: {FAILED_SUMMARY}"), LATER, CONDITIONS, RUN)
+    condition = failure.status_patch["status"]["conditions"][0]
+    assert (condition["status"], condition["reason"]) == ("False", "CheckFailed")
+    assert condition["message"] == f"nvbandwidth failed: {FAILED_SUMMARY}"
+    assert (condition["lastHeartbeatTime"], condition["lastTransitionTime"]) == (LATER, LATER)
+    assert failure.condition == "False"
+
+
+def test_a_verdict_with_its_condition_already_written_needs_no_patch():
+    api = FakeNodes(gb200_tray(0, 2), gb200_tray(0, 3))
+    write_verdicts(api, Request(TRAYS, TIME, CONDITIONS, run_id=RUN, now=NOW))
+    node = api.nodes["gb200-r0-t3"]
+    assert desired_patch(node, failed(), TIME, CONDITIONS, RUN) is None
+    assert [c["type"] for c in node["status"]["conditions"]] == ["Ready", "GPUFabricVerified"]
+
+
+def test_an_expired_verdict_turns_the_condition_unknown_once():
+    expired = NOW + timedelta(hours=200)
+    node = verified_tray()
+    plan = plan_expired(node, expired, CONDITIONS)
+    condition = plan.status_patch["status"]["conditions"][0]
+    assert condition == {
+        "type": "GPUFabricVerified",
+        "status": "Unknown",
+        "reason": "VerdictExpired",
+        "message": "the passed verdict of 2026-12-01T10:21:37Z expired at 2026-12-08T10:21:37Z; verify the tray again",
+        "lastHeartbeatTime": "2026-12-08T10:21:37Z",
+        "lastTransitionTime": "2026-12-08T10:21:37Z",
+    }
+    assert (plan.metadata_patch, plan.taints_patch, plan.condition) == (None, None, "Unknown")
+    node["status"]["conditions"].append(condition)
+    assert plan_expired(node, expired + timedelta(hours=1), CONDITIONS) is None
+    assert plan_expired(verified_tray(), NOW, CONDITIONS) is None  # still valid
+    assert plan_expired(gb200_tray(0, 3), expired, CONDITIONS) is None  # never verified
+
+
+def test_a_run_with_conditions_writes_each_tray_and_marks_expired_nodes_it_did_not_verify():
+    old = gb200_tray(1, 0, labels=labels("passed"), annotations={ANNOTATION: annotation("passed", "ok")})
+    api = FakeNodes(gb200_tray(0, 2), gb200_tray(0, 3), old, gb200_tray(1, 1))
+    later = NOW + timedelta(days=8)
+    trays = {**TRAYS, "gb200-r1-1": {"verdict": "skipped", "summary": "x"}}
+    result = write_verdicts(api, Request(trays, "2026-12-09T10:00:00Z", CONDITIONS, run_id=RUN, now=later))
+    assert result["nodes"]["gb200-r1-t0"] == {
+        "label": "passed",
+        "taint": "unchanged",
+        "condition": "Unknown",
+        "changed": True,
+    }
+    assert "gb200-r1-t1" not in result["nodes"]
+    assert result["nodes"]["gb200-r0-t3"]["condition"] == "False"
+    assert ("gb200-r1-t0/status", STRATEGIC_MERGE_PATCH) in [(n, k) for n, k, _ in api.patches]
+    assert [(c["type"], c["status"]) for c in api.nodes["gb200-r1-t0"]["status"]["conditions"]] == [
+        ("Ready", "True"),
+        ("GPUFabricVerified", "Unknown"),
+    ]
+    # the second identical run changes nothing
+    api.patches.clear()
+    again = write_verdicts(api, Request(trays, "2026-12-09T10:00:00Z", CONDITIONS, run_id=RUN, now=later))
+    assert (again["changed"], api.patches) == (False, [])
+
+
+def test_check_mode_with_conditions_writes_nothing_and_diffs_the_condition():
+    api = FakeNodes(gb200_tray(0, 2), gb200_tray(0, 3))
+    result = write_verdicts(api, Request(TRAYS, TIME, CONDITIONS, check_mode=True, run_id=RUN, now=NOW))
+    assert result["changed_nodes"] == ["gb200-r0-t2", "gb200-r0-t3"]
+    assert result["diff"]["before"]["gb200-r0-t3"]["condition"] is None
+    assert result["diff"]["after"]["gb200-r0-t3"]["condition"]["reason"] == "CheckFailed"
+    assert api.patches == []
+
+
+def test_valid_hours_must_be_positive():
+    with pytest.raises(NodeVerdictError, match="valid_hours is 0"):
+        write_verdicts(FakeNodes(), Request(TRAYS, TIME, Settings(valid_hours=0)))
+
+
+# --- the uninstall -----------------------------------------------------------------------------
+
+
+def test_the_removal_takes_both_labels_the_annotation_our_taint_and_the_condition_only():
+    node = verified_tray("failed", FAILED_SUMMARY, taints=[dict(GPU_TAINT), dict(OUR_TAINT)])
+    node["status"]["conditions"].append({"type": "GPUFabricVerified", "status": "False", "reason": "CheckFailed"})
+    plan = plan_removal(node, Settings())
+    assert plan.metadata_patch == {
+        "metadata": {"labels": {LABEL: None, UNTIL: None}, "annotations": {ANNOTATION: None}}
+    }
+    assert plan.taints_patch == {"metadata": {"resourceVersion": "4711"}, "spec": {"taints": [GPU_TAINT]}}
+    assert plan.status_patch == {"status": {"conditions": [{"type": "GPUFabricVerified", "$patch": "delete"}]}}
+    assert plan_removal(gb200_tray(0, 4, taints=[dict(GPU_TAINT)]), Settings()) is None
+
+
+def test_the_removal_cleans_every_node_then_has_nothing_left():
+    node = verified_tray("failed", FAILED_SUMMARY, taints=[dict(OUR_TAINT)])
+    api = FakeNodes(node, gb200_tray(0, 4))
+    write_verdicts(api, Request({"gb200-r0-t3": TRAYS["gb200-r0-t3"]}, TIME, CONDITIONS, now=NOW))
+    result = write_verdicts(api, Request({}, "", state="absent"))
+    assert result["changed_nodes"] == ["gb200-r0-t3"]
+    cleaned = api.nodes["gb200-r0-t3"]
+    assert LABEL not in cleaned["metadata"]["labels"] and UNTIL not in cleaned["metadata"]["labels"]
+    assert ANNOTATION not in cleaned["metadata"]["annotations"]
+    assert cleaned["spec"]["taints"] == []
+    assert [c["type"] for c in cleaned["status"]["conditions"]] == ["Ready"]
+    assert write_verdicts(api, Request({}, "", state="absent"))["changed"] is False

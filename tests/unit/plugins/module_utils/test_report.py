@@ -358,6 +358,7 @@ def test_each_tray_gets_its_worst_verdict(report):
         "checks_passed": ["cliques", "imex_channel"],
         "summary": "nvbandwidth failed: GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s "
         "(floor rule)",
+        "skip_reasons": [],
     }
     assert trays["gb200-r2-t7"] == {
         "verdict": "skipped",
@@ -365,6 +366,7 @@ def test_each_tray_gets_its_worst_verdict(report):
         "checks_failed": [],
         "checks_passed": [],
         "summary": "skipped: NotReady (NodeStatusUnknown)",
+        "skip_reasons": ["NotReady (NodeStatusUnknown)"],
     }
     # the other 15 trays of the failed rack1 nvbandwidth run were measured and not blamed
     assert trays["gb200-r1-t0"]["summary"] == "passed cliques, imex_channel, nvbandwidth"
@@ -375,6 +377,7 @@ def test_each_tray_gets_its_worst_verdict(report):
         "checks_failed": [],
         "checks_passed": ["cliques", "imex_channel"],
         "summary": "skipped: GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-4 (4)",
+        "skip_reasons": ["GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-4 (4)"],
     }
     # rack0's one free tray: no check skipped it (the incomplete nvbandwidth record measured no tray at all)
     assert trays["gb200-r0-t17"] == {
@@ -383,6 +386,7 @@ def test_each_tray_gets_its_worst_verdict(report):
         "checks_failed": [],
         "checks_passed": ["cliques", "imex_channel"],
         "summary": "passed cliques, imex_channel; not measured by nvbandwidth (incomplete)",
+        "skip_reasons": [],
     }
 
 
@@ -434,6 +438,7 @@ def test_a_tray_one_check_skipped_is_not_verified_though_another_measured_it():
         "checks_failed": [],
         "checks_passed": ["cliques"],
         "summary": "skipped: busy",
+        "skip_reasons": ["busy"],
     }
     assert trays["b"]["verdict"] == "passed"
     coverage = coverage_of(records)
