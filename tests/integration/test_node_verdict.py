@@ -4,8 +4,8 @@
 """gpu_fabric.mnnvl.node_verdict against the simulated rack, run as a user runs it (``ansible localhost -m``).
 
 The rack is shared: the test writes only to two trays of the last rack, keeps the NoSchedule taint on
-for as short a time as it can, and removes its label, annotation and taints in a fixture, whatever
-happened.
+for as short a time as it can, and removes its labels, annotation, taints and condition in a fixture,
+whatever happened.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import datetime
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ sys.path.insert(0, str(REPO_ROOT / "sim"))
 from simrack import accounts, audit  # noqa: E402
 
 LABEL = "gpu-fabric.nvidia.com/verified"
+UNTIL = "gpu-fabric.nvidia.com/verified-until"
+CONDITION = "GPUFabricVerified"
 ANNOTATION = "gpu-fabric.nvidia.com/verification"
 TAINT = "gpu-fabric.nvidia.com/unverified"
 OUR_TAINT = {"key": TAINT, "value": "true", "effect": "NoSchedule"}
@@ -54,7 +57,17 @@ def last_rack_trays(sim_rack) -> tuple[str, str, str]:
 
 
 def clear(sim_rack, node: str) -> None:
-    sim_rack.kubectl("label", "node", node, f"{LABEL}-", check=False)
+    sim_rack.kubectl("label", "node", node, f"{LABEL}-", f"{UNTIL}-", check=False)
+    if condition(sim_rack, node) is not None:
+        sim_rack.kubectl(
+            "patch",
+            "node",
+            node,
+            "--subresource=status",
+            "--type=strategic",
+            "-p",
+            json.dumps({"status": {"conditions": [{"type": CONDITION, "$patch": "delete"}]}}),
+        )
     sim_rack.kubectl("annotate", "node", node, f"{ANNOTATION}-", check=False)
     sim_rack.kubectl("taint", "node", node, f"{TAINT}-", check=False)
     sim_rack.kubectl("taint", "node", node, f"{OTHER_TAINT['key']}-", check=False)
@@ -105,6 +118,20 @@ def node_verdict(sim_rack, args: dict[str, Any], *flags: str, kubeconfig: Path |
     assert process.stdout.strip(), f"no output (exit {process.returncode}):\n{process.stderr[-4000:]}"
     report = json.loads(process.stdout)
     return report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+def condition(sim_rack, node: str, kind: str = CONDITION) -> dict[str, Any] | None:
+    conditions = sim_rack.get_json("node", node)["status"].get("conditions") or []
+    return next((c for c in conditions if c["type"] == kind), None)
+
+
+def valid_until(time: str, hours: float = 168.0) -> str:
+    moment = datetime.datetime.fromisoformat(time.replace("Z", "+00:00")) + datetime.timedelta(hours=hours)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def written(time: str, verdict: str, summary: str, run: str = "") -> dict[str, Any]:
+    return {"time": time, "verdict": verdict, "summary": summary, "run": run, "valid_until": valid_until(time)}
 
 
 def state(sim_rack, node: str) -> dict[str, Any]:
@@ -164,7 +191,7 @@ def test_label_taint_then_pass_then_idempotent_and_check_mode(sim_rack, trays):
     }
     assert state(sim_rack, bad) == {
         "label": "failed",
-        "annotation": {"time": FIRST_RUN, "verdict": "failed", "summary": FAILED_SUMMARY},
+        "annotation": written(FIRST_RUN, "failed", FAILED_SUMMARY),
         "taints": [OTHER_TAINT, OUR_TAINT],
     }
     assert state(sim_rack, good)["label"] == "passed"
@@ -177,7 +204,7 @@ def test_label_taint_then_pass_then_idempotent_and_check_mode(sim_rack, trays):
     assert second["nodes"][bad] == {"label": "passed", "taint": "removed", "changed": True}
     assert state(sim_rack, bad) == {
         "label": "passed",
-        "annotation": {"time": SECOND_RUN, "verdict": "passed", "summary": "rack1: 4 of 4 checks passed"},
+        "annotation": written(SECOND_RUN, "passed", "rack1: 4 of 4 checks passed"),
         "taints": [OTHER_TAINT],
     }
 
@@ -245,3 +272,72 @@ def test_a_verdict_already_on_the_nodes_sends_the_api_server_no_write(sim_rack, 
     requests = sim_rack.audited(user, started)
     assert [r for r in requests if r.resource == "nodes"], "the account's reads of the nodes were not logged"
     assert audit.writes(requests) == []
+
+
+def test_condition_on_pass_and_fail_kept_by_the_heartbeat_then_the_uninstall_removes_everything(sim_rack, trays):
+    """The condition beside the kubelet's (kwok's) conditions: written, unchanged by the same run again, still there
+    after the node's next heartbeat (a strategic merge patch of its status, as a kubelet's), and removed with the
+    labels, the annotation and the taint by ``state=absent``."""
+    bad, good, busy = trays
+    run = "20261201T101500Z-nv01"
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    args = {
+        "time": now,
+        "run_id": run,
+        "taint_failed": True,
+        "condition": True,
+        "trays": {
+            bad: {
+                "verdict": "failed",
+                "checks_failed": ["nvbandwidth"],
+                "summary": f"nvbandwidth failed: {FAILED_SUMMARY}",
+            },
+            good: {"verdict": "passed", "summary": "passed cliques, imex_channel, nvbandwidth"},
+        },
+    }
+    ready_before = condition(sim_rack, good, "Ready")
+    first = node_verdict(sim_rack, args, "--diff")
+    assert first.get("failed") is not True, first.get("msg")
+    assert first["nodes"][bad]["condition"] == "False" and first["nodes"][good]["condition"] == "True"
+    assert first["diff"]["before"][good]["condition"] is None
+    failed_condition = condition(sim_rack, bad)
+    assert {k: failed_condition[k] for k in ("status", "reason", "lastTransitionTime")} == {
+        "status": "False",
+        "reason": "CheckFailed",
+        "lastTransitionTime": now,
+    }
+    assert failed_condition["message"] == f"nvbandwidth failed: {FAILED_SUMMARY}"
+    assert condition(sim_rack, good)["reason"] == "Passed"
+    assert condition(sim_rack, good, "Ready")["status"] == "True"
+    assert state(sim_rack, bad)["annotation"] == written(now, "failed", f"nvbandwidth failed: {FAILED_SUMMARY}", run)
+
+    # a tray skipped for its own state keeps its verdict; the annotation says it was skipped
+    skip = {"verdict": "skipped", "summary": "skipped: cordoned", "skip_reasons": ["cordoned"]}
+    node_verdict(sim_rack, {**args, "trays": {busy: {"verdict": "passed", "summary": "ok"}}})
+    marked = node_verdict(sim_rack, {**args, "time": now, "trays": {busy: skip}})
+    assert marked["changed_nodes"] == [busy]
+    assert state(sim_rack, busy)["annotation"]["skipped"] == {"time": now, "run": run, "reason": "cordoned"}
+    assert state(sim_rack, busy)["label"] == "passed"
+
+    again = node_verdict(sim_rack, args)
+    assert again["changed"] is False, again["changed_nodes"]
+
+    # the node's next heartbeat (kwok's stage: every 2 to 3 minutes) keeps the condition
+    deadline = time.monotonic() + 200
+    while condition(sim_rack, good, "Ready")["lastHeartbeatTime"] == ready_before["lastHeartbeatTime"]:
+        assert time.monotonic() < deadline, "no heartbeat of the node within 200 s"
+        time.sleep(5)
+    kept = condition(sim_rack, good)
+    assert (kept["status"], kept["reason"], kept["lastHeartbeatTime"]) == ("True", "Passed", now)
+    assert condition(sim_rack, bad) == failed_condition
+
+    removed = node_verdict(sim_rack, {"state": "absent"}, "--diff")
+    assert removed.get("failed") is not True, removed.get("msg")
+    assert {bad, good, busy} <= set(removed["changed_nodes"])
+    for node in (bad, good, busy):
+        assert condition(sim_rack, node) is None
+        assert condition(sim_rack, node, "Ready")["status"] == "True"
+        assert state(sim_rack, node) == {"label": None, "annotation": None, "taints": []}
+        labels = sim_rack.get_json("node", node)["metadata"].get("labels") or {}
+        assert UNTIL not in labels
+    assert node_verdict(sim_rack, {"state": "absent"})["changed"] is False
