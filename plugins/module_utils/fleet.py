@@ -15,6 +15,7 @@ import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, dra, mirror, openshift
@@ -39,10 +40,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     Record,
     completed,
     incomplete_record,
+    nothing_due_record,
     now_rfc3339,
     record_for,
     superseded,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     RackPlan,
     Scope,
@@ -101,11 +105,15 @@ def run_racks(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> List[Record]:
-    """Every rack's record, racks measured ``parallel`` at a time; incomplete racks are recorded, not run."""
+    """Every rack's record, racks measured ``parallel`` at a time; incomplete racks, and racks where an only-due run
+    has nothing due, are recorded, not run."""
     records: Dict[str, Record] = {}
     runnable = []
     for plan in plans:
-        if plan.incomplete:
+        if plan.nothing_due:
+            record = nothing_due_record(check.name, plan, settings.run_id)
+            records[plan.name] = completed(record, now_rfc3339(), now_rfc3339(), settings.cluster)
+        elif plan.incomplete:
             record = incomplete_record(check.name, plan, settings.run_id, settings.allow_incomplete)
             records[plan.name] = completed(record, now_rfc3339(), now_rfc3339(), settings.cluster)
         else:
@@ -124,7 +132,14 @@ def run_racks(
 # -- from the module's parameters ---------------------------------------------------------------------
 
 
-def scope_of(params: Mapping[str, Any]) -> Scope:
+def scope_of(params: Mapping[str, Any], now: Optional[datetime] = None) -> Scope:
+    """The run's scope; ``now`` (the run's one moment, by default the clock's) is when trays are due."""
+    within = float(params["due_within_hours"])
+    if within < 0:
+        raise ValueError(
+            f"gpu_fabric_verify_due_within_hours is {params['due_within_hours']}: give 0 (the trays due now) or the "
+            "hours ahead in which a verdict that expires makes its tray due"
+        )
     return Scope(
         racks={str(rack): [str(n) for n in nodes or []] for rack, nodes in (params["racks"] or {}).items()},
         rack_label=params["rack_label"],
@@ -136,6 +151,9 @@ def scope_of(params: Mapping[str, Any]) -> Scope:
         allow_incomplete=params["allow_incomplete"],
         tolerations=pod_tolerations(params["tolerations"]),
         mnnvl_products=list(params["mnnvl_products"]),
+        only_due=bool(params["only_due"]),
+        due_within_hours=within,
+        now=now or datetime.now(timezone.utc),
     )
 
 
@@ -216,13 +234,33 @@ def fleet_summary(check: str, records: Sequence[Record]) -> str:
     return f"{check}: {len(failed)} of {len(records)} racks failed: " + " | ".join(r["summary"] for r in failed)
 
 
+def due_words(rack: Mapping[str, Any]) -> str:
+    """An only-due plan of one rack: ``rack1: 1 tray due (t5 skipped at ...: ...), 1 partner; 2 not due``."""
+    if rack.get("nothing_due"):
+        return f"{rack['rack']}: nothing due"
+    due = ", ".join(f"{entry['node']} {entry['reason']}" for entry in rack["due"])
+    words = f"{rack['rack']}: {plural(len(rack['due']), 'tray')} due ({due})"
+    if rack["partners"]:
+        words += f", {plural(len(rack['partners']), 'partner')} ({', '.join(rack['partners'])})"
+    not_due = [skip for skip in rack["trays"]["skipped"] if is_not_due(skip["reason"])]
+    return words + (f", {len(not_due)} not due" if not_due else "")
+
+
 def check_mode_summary(check: str, racks: Sequence[Mapping[str, Any]]) -> str:
-    """The plan in one line: the racks, and per rack the expected run time where the check models one."""
+    """The plan in one line: the racks, per rack the expected run time where the check models one, and in an
+    only-due run the due trays with their reason, the partners and the racks with nothing due."""
+    runs = [r for r in racks if not r.get("nothing_due")]
     expected = [
-        f"rack {r['rack']}: {r['would_create']['expected']}" for r in racks if r["would_create"].get("expected")
+        f"rack {r['rack']}: {r['would_create']['expected']}"
+        for r in runs
+        if (r.get("would_create") or {}).get("expected")
     ]
-    return f"check mode: {check} would run on {len(racks)} rack(s); nothing created" + "".join(
-        f"; {line}" for line in expected
+    count = f"{len(runs)} of {len(racks)}" if len(runs) < len(racks) else str(len(racks))
+    due = [due_words(r) for r in racks if "due" in (r.get("trays") or {})]
+    return (
+        f"check mode: {check} would run on {count} rack(s); nothing created"
+        + "".join(f"; {line}" for line in expected)
+        + (f"; only the due trays: {'; '.join(due)}" if due else "")
     )
 
 
@@ -379,7 +417,7 @@ def fleet_records(
         return check.read_racks(nodes, plans, scope)
     if check_mode:
         for view, rack in zip(racks, plans):
-            view["would_create"] = check.plan_view(RackRun(check, api, rack, settings))
+            view["would_create"] = {} if rack.nothing_due else check.plan_view(RackRun(check, api, rack, settings))
         return None
     try:
         records = run_racks(check, api, plans, settings, params["parallel_racks"])

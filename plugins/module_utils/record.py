@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import MIN_TRAYS, RackPlan, by_name
 
 OUTCOME_PASSED = "passed"
@@ -39,7 +40,8 @@ class Record(TypedDict, total=False):
     nodes: List[str]  # the trays measured
     failed_nodes: List[str]
     node_problems: Dict[str, str]  # tray -> one line
-    trays: Dict[str, Any]  # found, used, skipped [{node, reason}]
+    # expected, found, skipped [{node, reason}]; an only-due run's also due [{node, reason}] and partners [node]
+    trays: Dict[str, Any]
     details: Dict[str, Any]  # the check's own: measurements, violations, timings of its steps
     started: str  # RFC 3339, UTC
     finished: str
@@ -161,6 +163,26 @@ def incomplete_record(check: str, plan: RackPlan, run_id: str, allow_incomplete:
         record["trays"]["skipped"] + [{"node": node, "reason": reason} for node in plan.nodes],
         key=lambda s: natural_key(s["node"]),
     )
+    record["nodes"] = []
+    return record
+
+
+def nothing_due_summary(plan: RackPlan) -> str:
+    """``rack rack2: nothing due (4 of 4 trays not due)``, naming the trays skipped for their state."""
+    not_due = [s for s in plan.skipped if is_not_due(s["reason"])]
+    others = [s for s in plan.skipped if not is_not_due(s["reason"])]
+    text = f"rack {plan.name}: nothing due ({len(not_due)} of {plural(len(plan.found), 'tray')} not due"
+    if others:
+        text += "; skipped " + "; ".join(f"{s['node']}: {s['reason']}" for s in others[:3])
+        text += f" and {len(others) - 3} more" if len(others) > 3 else ""
+    return text + ")"
+
+
+def nothing_due_record(check: str, plan: RackPlan, run_id: str) -> Record:
+    """The record of a rack where an only-due run found no usable due tray: the check did not run there, which
+    fails nothing (the trays' verdicts still hold); every tray is skipped with its reason."""
+    summary = nothing_due_summary(plan)
+    record = record_for(check, plan, OUTCOME_PASSED, summary, {"nothing_due": True, "violations": []}, run_id=run_id)
     record["nodes"] = []
     return record
 

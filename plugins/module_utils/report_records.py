@@ -50,11 +50,19 @@ def _trays(value: Any) -> dict[str, Any]:
         for entry in value.get("skipped") or []
         if isinstance(entry, dict) and entry.get("node")
     ]
-    return {
+    trays = {
         "expected": expected if isinstance(expected, int) and not isinstance(expected, bool) and expected > 0 else 0,
         "found": _names(value.get("found")),
         "skipped": skipped,
     }
+    if "due" in value or "partners" in value:  # an only-due run's (older records have neither)
+        trays["due"] = [
+            {"node": str(entry["node"]), "reason": one_line(entry.get("reason") or "no reason given")}
+            for entry in value.get("due") or []
+            if isinstance(entry, dict) and entry.get("node")
+        ]
+        trays["partners"] = _names(value.get("partners"))
+    return trays
 
 
 def _legacy_nodes(details: dict[str, Any]) -> list[str]:

@@ -37,7 +37,8 @@ PASSED = "passed"
 FAILED = "failed"
 
 # The skips a run chooses (what the site narrowed the run to, or a tray that is not due): not the tray's state.
-SELECTION_SKIP_PREFIXES = ("not selected", "not due")
+NOT_DUE = "not due"
+SELECTION_SKIP_PREFIXES = ("not selected", NOT_DUE)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,12 @@ def due_reason(state: TrayState, now: datetime, within_hours: float = 0.0) -> st
 def not_due_reason(state: TrayState) -> str:
     """The skip reason of a tray an only-due run leaves: ``not due (passed until 2026-12-13T17:40:00Z)``."""
     until = rfc3339(state.valid_until) if state.valid_until else "no expiry"
-    return f"not due ({state.verdict} until {until})"
+    return f"{NOT_DUE} ({state.verdict} until {until})"
+
+
+def is_not_due(reason: str) -> bool:
+    """Whether a plan's skip reason is ``not_due_reason``'s."""
+    return str(reason).startswith(NOT_DUE)
 
 
 def is_selection_skip(reason: str) -> bool:

@@ -10,7 +10,9 @@ holds everything about a verification run that is not Kubernetes I/O:
 * the rack of a GPU node (inventory map, then a rack label, then the clique itself);
 * the plan of a run: per rack, the trays found, the trays used and every tray skipped with its
   reason (cordoned, NotReady, tainted, GPUs held by other pods, fewer GPUs than the rack's,
-  not selected), and whether the rack is left ``incomplete``;
+  not selected, not due), and whether the rack is left ``incomplete``; a run told to verify only the
+  due trays (``Scope.only_due``) uses the due ones, with their reason (``tray_state.due_reason``), and
+  the fewest partners a check spanning trays needs;
 * object names per rack that never collide and stay valid DNS labels.
 
 The record a check writes per rack is ``record.Record``; the clique judge is the check ``checks.cliques``.
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (  # one reading of a Node
@@ -34,6 +37,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import ( 
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
+    TrayState,
+    due_reason,
+    not_due_reason,
+    read_state,
+)
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 UNASSIGNED_RACK = "unassigned"
@@ -239,6 +248,10 @@ class Scope:
     mnnvl_products: List[str] = field(default_factory=lambda: list(MNNVL_PRODUCTS))
     # the tolerations of the checks' pods: a tray with a taint none of them tolerates is skipped
     tolerations: List[Dict[str, Any]] = field(default_factory=lambda: [dict(UNVERIFIED_TOLERATION)])
+    # only the trays that are due (tray_state.due_reason) at ``now`` or within ``due_within_hours`` of it
+    only_due: bool = False
+    due_within_hours: float = 0.0
+    now: Optional[datetime] = None  # set once per run; None: when the plan is made
 
 
 @dataclass
@@ -253,17 +266,33 @@ class RackPlan:
     gpus_per_tray: int
     gpu_product: str
     expected_trays: int = 0
+    only_due: bool = False  # the run verifies only the due trays
+    due: List[Dict[str, str]] = field(default_factory=list)  # [{node, reason}]: the due trays it uses
+    # not due, measured with too few due ones (partners of the due trays): their verdicts are refreshed too
+    partners: List[str] = field(default_factory=list)
 
     @property
     def clique(self) -> Optional[str]:
         return self.cliques[0] if len(self.cliques) == 1 else None
 
     @property
+    def nothing_due(self) -> bool:
+        """An only-due run has no usable due tray here: the rack is not run, which is no failure."""
+        return self.only_due and not self.due
+
+    @property
     def incomplete(self) -> bool:
-        return len(self.nodes) < MIN_TRAYS
+        return len(self.nodes) < MIN_TRAYS and not self.nothing_due
 
     def trays(self) -> Dict[str, Any]:
-        return {"expected": self.expected_trays, "found": list(self.found), "skipped": [dict(s) for s in self.skipped]}
+        trays: Dict[str, Any] = {
+            "expected": self.expected_trays,
+            "found": list(self.found),
+            "skipped": [dict(s) for s in self.skipped],
+        }
+        if self.only_due:
+            trays.update(due=[dict(d) for d in self.due], partners=list(self.partners))
+        return trays
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -274,6 +303,9 @@ class RackPlan:
             "gpus_per_tray": self.gpus_per_tray,
             "gpu_product": self.gpu_product,
             "incomplete": self.incomplete,
+            "nothing_due": self.nothing_due,
+            "due": [dict(d) for d in self.due],
+            "partners": list(self.partners),
             "trays": self.trays(),
         }
 
@@ -359,6 +391,14 @@ def plan_fleet(
             for name in [n for n in usable if n not in by_clique[keep]]:
                 skipped.append({"node": name, "reason": f"in another clique of the rack than {keep}"})
             usable = by_clique[keep]
+        due: List[Dict[str, str]] = []
+        partners: List[str] = []
+        if scope.only_due:
+            states = {name: read_state(_find(members, name)) for name in usable}
+            due, partners, not_due = select_due(states, scope.now or datetime.now(timezone.utc), scope.due_within_hours)
+            skipped.extend(not_due)
+            chosen = {d["node"] for d in due} | set(partners)
+            usable = [name for name in usable if name in chosen]
         if scope.nodes_per_clique is not None and len(usable) > scope.nodes_per_clique:
             for name in usable[scope.nodes_per_clique :]:
                 skipped.append(
@@ -379,6 +419,9 @@ def plan_fleet(
                 gpus_per_tray=gpus,
                 gpu_product=product,
                 expected_trays=scope.trays_per_clique,
+                only_due=scope.only_due,
+                due=[d for d in due if d["node"] in usable],
+                partners=[p for p in partners if p in usable],
             )
         )
     unknown.extend(sorted(wanted - matched))
@@ -390,6 +433,34 @@ def plan_fleet(
 
 def _find(members: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
     return next(n for n in members if node_name(n) == name)
+
+
+_NEVER = datetime.min.replace(tzinfo=timezone.utc)
+
+
+def select_due(
+    states: Mapping[str, TrayState], now: datetime, within_hours: float, min_trays: int = MIN_TRAYS
+) -> Tuple[List[Dict[str, str]], List[str], List[Dict[str, str]]]:
+    """Of a rack's usable trays (name -> state): the due ones with their reason, the partners they need, and the
+    others skipped as not due.
+
+    A check spanning trays measures at least ``min_trays``: too few due trays get the fewest not-due ones beside
+    them, the oldest verdict first, then by name. A rack with no due tray gets no partner: it is not run.
+    """
+    due = [{"node": name, "reason": due_reason(state, now, within_hours)} for name, state in states.items()]
+    due = [d for d in due if d["reason"]]
+    due_names = {d["node"] for d in due}
+    rest = sorted(
+        (name for name in states if name not in due_names),
+        key=lambda name: (states[name].time or _NEVER, natural_key(name)),
+    )
+    partners = rest[: max(0, min_trays - len(due))] if due else []
+    not_due = [{"node": name, "reason": not_due_reason(states[name])} for name in rest if name not in partners]
+    return (
+        sorted(due, key=lambda d: natural_key(d["node"])),
+        by_name(partners),
+        not_due,
+    )
 
 
 def parse_nodes_per_clique(value: Any) -> Optional[int]:

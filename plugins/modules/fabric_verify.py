@@ -83,6 +83,28 @@ options:
     description: A rack with fewer than 2 usable trays passes as C(incomplete) instead of failing.
     type: bool
     default: false
+  only_due:
+    description:
+      - Verify only the trays that are due, as their Node says (the annotation C(gpu-fabric.nvidia.com/verification)
+        that M(gpu_fabric.mnnvl.node_verdict) writes) - never verified, failed, expired (or expiring within
+        O(due_within_hours)), skipped by the last run (busy, cordoned, not ready) or unreadable. The others are
+        skipped as not due, naming until when their verdict holds; a verdict written to the Nodes leaves them alone.
+      - A check that spans trays measures at least 2; a rack with fewer due trays gets the fewest not-due trays
+        beside them as partners (the oldest verdict first, then by name), measured like any tray, so their verdicts
+        are refreshed too. A rack with no usable due tray is not run - its record passes, says C(nothing due) and
+        skips every tray with its reason.
+      - The plan (RV(racks), and check mode's summary) lists each rack's due trays with their reason, its partners
+        and its trays not due.
+    type: bool
+    default: false
+    version_added: 0.4.0
+  due_within_hours:
+    description:
+      - With O(only_due), a verdict that expires within these hours makes its tray due too (V(0) - only expired
+        ones); for a run that should leave every tray verified for at least that long.
+    type: float
+    default: 0
+    version_added: 0.4.0
   parallel_racks:
     description: Racks measured at the same time.
     type: int
@@ -411,8 +433,9 @@ records:
   type: list
   elements: dict
 racks:
-  description: The plan, per rack - clique, trays used, trays skipped with their reason, incomplete; in check mode also
-    the objects that would be created.
+  description: The plan, per rack - clique, trays used, trays skipped with their reason, incomplete; with O(only_due)
+    the due trays with their reason (C(due)), the partners (C(partners)) and whether nothing is due (C(nothing_due));
+    in check mode also the objects that would be created.
   returned: always
   type: list
   elements: dict
@@ -451,6 +474,8 @@ ARGUMENT_SPEC = dict(
     trays_per_clique=dict(type="int", default=0),
     gpus_per_tray=dict(type="int", default=0),
     allow_incomplete=dict(type="bool", default=False),
+    only_due=dict(type="bool", default=False),
+    due_within_hours=dict(type="float", default=0),
     parallel_racks=dict(type="int", default=8),
     namespace_prefix=dict(type="str", default="gpu-fabric-verify"),
     namespace=dict(type="str", default=""),
