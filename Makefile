@@ -83,10 +83,12 @@ molecule: venv layout  ## every Molecule scenario: converge, idempotence (change
 
 # Two streams by default (INTEGRATION_STREAMS=1 for one): a test file runs whole in one stream, and each
 # stream after the first brings up a simulated rack of its own (tests/integration/conftest.py). The tests
-# mostly wait on the sim, so one stream leaves about half of two cores idle.
+# mostly wait on the sim, so one stream leaves about half of two cores idle. The files start longest first
+# (conftest.py, FILE_SECONDS; --no-loadscope-reorder keeps that order), so that both streams end together;
+# --durations=0 prints every test's time, from which FILE_SECONDS is kept current.
 INTEGRATION_STREAMS ?= 2
 integration: venv layout  ## end-to-end tests against the simulated rack (sim/rack up once per run and stream)
-	pytest tests/integration --durations=40 $(if $(filter-out 1,$(INTEGRATION_STREAMS)),-n $(INTEGRATION_STREAMS) --dist loadfile)
+	pytest tests/integration --durations=0 $(if $(filter-out 1,$(INTEGRATION_STREAMS)),-n $(INTEGRATION_STREAMS) --dist loadfile --no-loadscope-reorder)
 
 # Each benchmark at its smallest size, on simulated racks of its own (ports apart from the tests'):
 # proves they still run; the figures of docs/PERFORMANCE.md come from `bench/run` at full size.

@@ -37,7 +37,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     now_rfc3339,
     record_for,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import WaitTimeout, poll
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, WaitTimeout, poll
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     RackPlan,
@@ -216,16 +216,28 @@ class RackRun:
     def remaining(self) -> float:
         return max(self.deadline - self.clock(), 1.0)
 
-    def wait_for(self, what: str, probe: Callable[[], Any], describe: Optional[Callable[[], str]] = None) -> Any:
-        """Poll ``probe`` until it returns something truthy; past the deadline the check fails, naming ``what``."""
-        return self.timed(f"wait: {what}", lambda: self._wait_for(what, probe, describe))
+    def wait_for(
+        self,
+        what: str,
+        probe: Callable[[], Any],
+        describe: Optional[Callable[[], str]] = None,
+        delay: Union[float, Backoff, None] = None,
+    ) -> Any:
+        """Poll ``probe`` until it returns something truthy, ``delay`` apart (default: the run's poll interval);
+        past the deadline the check fails, naming ``what``."""
+        return self.timed(f"wait: {what}", lambda: self._wait_for(what, probe, describe, delay))
 
-    def _wait_for(self, what: str, probe: Callable[[], Any], describe: Optional[Callable[[], str]]) -> Any:
+    def _wait_for(
+        self,
+        what: str,
+        probe: Callable[[], Any],
+        describe: Optional[Callable[[], str]],
+        delay: Union[float, Backoff, None] = None,
+    ) -> Any:
         started = self.clock()
+        pause = self.settings.poll if delay is None else delay
         try:
-            return poll(
-                probe, bool, self.deadline - started, self.settings.poll, self.sleep, self.clock, started=started
-            )
+            return poll(probe, bool, self.deadline - started, pause, self.sleep, self.clock, started=started)
         except WaitTimeout as exc:
             waited = self.clock() - started
             extra = f"; {describe()}" if describe else ""
@@ -315,10 +327,13 @@ class RackRun:
             )
         )
         self.copy_pull_secrets()
-        # the API refuses pods until kube-controller-manager made the namespace's default ServiceAccount
+        # the API refuses pods until kube-controller-manager made the namespace's default ServiceAccount, which
+        # it does within milliseconds: read again after 0.05 s, then twice as long each time up to the poll
+        # interval, rather than a whole interval (1 s of every check on every rack, when the first read missed)
         self.wait_for(
             f"the default ServiceAccount of namespace {self.namespace}",
             lambda: self.api.get("ServiceAccount", "v1", "default", self.namespace),
+            delay=Backoff(0.05, 2.0, self.settings.poll),
         )
         if self.settings.openshift:
             self.uid_range = self.read_uid_range()

@@ -174,6 +174,50 @@ def worker_rack_env(environ: dict[str, str]) -> dict[str, str]:
     return env
 
 
+# Seconds each test file takes in one stream (the CI run of 2026-12-06: pytest's --durations of its slowest
+# tests, about 5 s for each of the others), rounded. `make integration` runs the files longest first
+# (`--no-loadscope-reorder` keeps this order; pytest-xdist would otherwise start the files of most tests
+# first, which left the four longest files of one test each to the end of the run and one stream idle
+# for minutes). A file not named here runs after these, in collection order; a figure that is stale
+# only costs balance, never a test. `make integration` prints every test's time (--durations=0).
+FILE_SECONDS = {
+    "test_cluster_stage.py": 415,
+    "test_soak.py": 305,
+    "test_sim_addons.py": 300,
+    "test_upgrade.py": 295,
+    "test_existing_install.py": 275,
+    "test_fleet_verify.py": 275,
+    "test_sim_fleet.py": 270,
+    "test_faults.py": 260,
+    "test_rbac.py": 255,
+    "test_faults_survived.py": 250,
+    "test_cluster_stage_faults.py": 205,
+    "test_uninstall.py": 185,
+    "test_sim_rack.py": 125,
+    "test_rbac_namespaced.py": 110,
+    "test_verify_stage.py": 85,
+    "test_tainted_trays.py": 80,
+    "test_sim_versions.py": 60,
+    "test_verify_pull_secrets.py": 45,
+    "test_check_dcgm_diag.py": 35,
+    "test_air_gapped.py": 25,
+}
+
+
+def longest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items grouped by file, the files in the order of ``FILE_SECONDS`` (longest first), the others after
+    them in collection order; the order within a file is kept."""
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    ordered = sorted(files, key=lambda path: -FILE_SECONDS.get(Path(path).name, 0))
+    return [item for path in ordered for item in files[path]]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items[:] = longest_files_first(items)
+
+
 def _rack_env() -> dict[str, str]:
     env = dict(os.environ)
     for key, value in FLEET.items():

@@ -133,3 +133,34 @@ def test_a_rack_wait_reads_until_its_deadline_and_says_how_often_it_read():
     run.deadline = clock() + 10
     assert run.wait_for("the pods Running", lambda: next(answers)) == "ready"
     assert clock.slept[4:] == [3.0, 3.0]
+
+
+class LateServiceAccount:
+    """kube-controller-manager makes the namespace's default ServiceAccount a moment after the namespace: the
+    first ``misses`` reads find none."""
+
+    def __init__(self, misses: int) -> None:
+        self.misses = misses
+        self.created: list = []
+
+    def get(self, kind, api_version, name, namespace=None):
+        if kind != "ServiceAccount":
+            return None
+        self.misses -= 1
+        return {"metadata": {"name": name, "namespace": namespace}} if self.misses < 0 else None
+
+    def create(self, body):
+        self.created.append(body["kind"])
+        return body
+
+
+def test_the_default_service_account_is_read_again_soon_not_a_whole_poll_interval_later():
+    clock = Clock(100.0)
+    api = LateServiceAccount(misses=3)
+    settings = rack_run.Settings(timeout=60, poll=3.0)
+    run = rack_run.RackRun(imex_check.ImexChannelCheck("img"), api, nvl72(2), settings, clock.sleep, clock)
+    run.deadline = clock() + 60
+    run.create_namespace()
+    assert api.created == ["Namespace"]
+    assert clock.slept == [0.05, 0.1, 0.2]  # 0.35 s where a 3 s poll interval slept 9 s
+    assert run.timings["wait: the default ServiceAccount of namespace " + run.namespace] == pytest.approx(0.35)
