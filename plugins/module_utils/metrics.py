@@ -1,0 +1,423 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The verification report as Prometheus metrics: the text exposition format 0.0.4.
+
+``metric_families`` turns the report (``report_model.build_report``) and the last passing run of each rack
+(``last_passes``, from the kept history's index) into families of samples; ``render`` writes them as text, as
+node-exporter's textfile collector and the Pushgateway read it: ``# HELP`` and ``# TYPE`` once per family,
+label values escaped, samples in a fixed order, no timestamps (the textfile collector refuses them).
+
+Units are base units, as Prometheus names them: seconds, and bandwidth in bytes per second (the records' GB/s
+are nvbandwidth's and nccl-tests' decimal gigabytes, 10^9 bytes). A figure that was not measured has no sample:
+never a 0 that means "unknown".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import newest_first, read_index
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import SKIPPED, natural_key
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
+    ERROR,
+    FAILED,
+    INCOMPLETE,
+    PASSED,
+    VERDICTS,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import node_of_gpu
+
+PREFIX = "gpu_fabric_"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+GIGA = 10**9  # the records' GB/s: decimal gigabytes per second, as nvbandwidth and nccl-tests print them
+BANDWIDTH_UNIT = "GB/s"
+RACK_VERDICTS = (PASSED, INCOMPLETE, FAILED, ERROR)  # report_model.rack_verdict's values
+TRAY_VERDICTS = (PASSED, FAILED, SKIPPED)
+
+
+@dataclass
+class Family:
+    """One metric family: its name, type, help line, label names and samples (label values -> value)."""
+
+    name: str
+    kind: str  # gauge (every family here: each is the state of the last run)
+    help: str
+    labels: Tuple[str, ...]
+    samples: Dict[Tuple[str, ...], float] = field(default_factory=dict)
+
+    def add(self, value: Optional[float], **labels: Any) -> None:
+        """A sample; none when ``value`` is None (not measured) or not a finite number."""
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return
+        self.samples[tuple(str(labels[name]) for name in self.labels)] = value
+
+
+# ----------------------------------------------------------------------------------------- the text format
+
+
+def escape_label_value(value: str) -> str:
+    """A label value as the text format quotes it: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def escape_help(text: str) -> str:
+    """A HELP line's text: backslash and newline escaped."""
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value: float) -> str:
+    """An integer as one (bytes per second, 1/0), any other float as Python's shortest exact form."""
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 2**53):
+        return str(int(value))
+    return repr(float(value))
+
+
+def _sample_key(item: Tuple[Tuple[str, ...], float]) -> Tuple[Any, ...]:
+    return tuple(natural_key(value) for value in item[0])
+
+
+def render(families: Iterable[Family]) -> str:
+    """The families as the text exposition format 0.0.4; a family without a sample is left out."""
+    lines: List[str] = []
+    for family in families:
+        if not family.samples:
+            continue
+        lines.append(f"# HELP {family.name} {escape_help(family.help)}")
+        lines.append(f"# TYPE {family.name} {family.kind}")
+        for values, value in sorted(family.samples.items(), key=_sample_key):
+            labels = ",".join(f'{name}="{escape_label_value(text)}"' for name, text in zip(family.labels, values))
+            lines.append(
+                f"{family.name}{{{labels}}} {format_value(value)}" if labels else f"{family.name} {format_value(value)}"
+            )
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+# ----------------------------------------------------------------------------------------- figures
+
+
+def _number(value: Any) -> Optional[float]:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def bytes_per_second(gbps: Any) -> Optional[int]:
+    """GB/s (10^9 bytes) -> bytes per second, whole; None when it is no number (not measured)."""
+    value = _number(gbps)
+    return None if value is None else round(value * GIGA)
+
+
+def timestamp_seconds(text: Any) -> Optional[float]:
+    """An RFC 3339 time of a record or the history (``2026-12-01T10:15:02.391077Z``) -> Unix seconds; naive is UTC."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return round(parsed.timestamp(), 6)
+
+
+def _pair_of(value: Any) -> Optional[Tuple[int, int]]:
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(_index(v) for v in value):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def _index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def matrix_pairs(details: Mapping[str, Any]) -> List[Tuple[int, int, float]]:
+    """Every measured GPU pair of a bandwidth matrix: (source GPU, destination GPU, GB/s).
+
+    A square matrix is source x destination, its diagonal left out; a matrix whose rows are GPU pairs
+    (``row_pairs``, the bisect testcase: N x 1) gives each row's pair.
+    """
+    matrix = details.get("matrix")
+    if not isinstance(matrix, list):
+        return []
+    pairs = details.get("row_pairs")
+    paired = isinstance(pairs, list) and len(pairs) == len(matrix) and all(_pair_of(p) for p in pairs)
+    found = []
+    for r, row in enumerate(matrix):
+        if not isinstance(row, list):
+            continue
+        for c, cell in enumerate(row):
+            value = _number(cell)
+            if value is None:
+                continue
+            src, dst = _pair_of(pairs[r]) if paired else (r, c)  # type: ignore[misc]
+            if src != dst:
+                found.append((src, dst, value))
+    return found
+
+
+def tray_bandwidth(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
+    """Per tray, over the measured pairs with a GPU on the tray (either end): ``min``, the lowest pair (the
+    report's per-tray figure), ``median``, and ``weakest_gpu``, the lowest of its GPUs' medians (each GPU's median
+    over the pairs it reads or writes in).
+
+    A pair belongs to two GPUs: a GPU that lost NVLinks lowers one pair with each GPU of the rack, so it lowers
+    every tray's ``min`` a little; ``weakest_gpu`` points at its own tray. The GPUs are placed on trays as the
+    report places them (``report_sections.node_of_gpu``: the trays the check's ranks ran on); a matrix whose
+    GPUs cannot be placed gives no tray figure.
+    """
+    details = record.get("details") or {}
+    nodes = record.get("nodes")
+    pairs: Dict[str, List[float]] = {}
+    gpus: Dict[int, List[float]] = {}
+    for src, dst, value in matrix_pairs(details):
+        for tray in {node_of_gpu(details, src, nodes), node_of_gpu(details, dst, nodes)} - {None}:
+            pairs.setdefault(str(tray), []).append(value)
+        gpus.setdefault(src, []).append(value)
+        gpus.setdefault(dst, []).append(value)
+    weakest: Dict[str, float] = {}
+    for gpu, values in gpus.items():
+        tray = node_of_gpu(details, gpu, nodes)
+        if tray is not None:
+            median = statistics.median(values)
+            weakest[str(tray)] = min(weakest.get(str(tray), median), median)
+    return {
+        tray: {"min": min(found), "median": statistics.median(found), "weakest_gpu": weakest[tray]}
+        for tray, found in pairs.items()
+    }
+
+
+def _is_bandwidth(details: Mapping[str, Any]) -> bool:
+    return str(details.get("unit") or BANDWIDTH_UNIT) == BANDWIDTH_UNIT
+
+
+# ----------------------------------------------------------------------------------------- the last pass
+
+
+def rack_passed(verdicts: Iterable[str]) -> bool:
+    """Whether a rack passed in a run: it has verdicts and every one is ``passed`` (an allowed incomplete is)."""
+    found = list(verdicts)
+    return bool(found) and all(verdict == PASSED for verdict in found)
+
+
+def last_passes(index: Mapping[str, Any]) -> Dict[str, float]:
+    """rack -> Unix time of the newest kept run in which the rack passed (its end, else its start).
+
+    ``index``: the history's index (``history.read_index``); a run's verdicts are ``<check>/<rack>: verdict``.
+    """
+    found: Dict[str, float] = {}
+    for entry in newest_first([e for e in index.get("runs") or [] if isinstance(e, dict)]):
+        by_rack: Dict[str, List[str]] = {}
+        for key, verdict in (entry.get("verdicts") or {}).items():
+            if isinstance(key, str) and "/" in key:
+                by_rack.setdefault(key.split("/", 1)[1], []).append(str(verdict))
+        when = timestamp_seconds(entry.get("finished")) or timestamp_seconds(entry.get("started"))
+        for rack, verdicts in by_rack.items():
+            if when is not None and rack_passed(verdicts):
+                found[rack] = max(found.get(rack, when), when)
+    return found
+
+
+def history_last_passes(history_dir: str) -> Dict[str, float]:
+    """``last_passes`` of the history in ``history_dir``; empty without one. Raises HistoryError for a bad index."""
+    if not history_dir or not os.path.isdir(history_dir):
+        return {}
+    return last_passes(read_index(history_dir))
+
+
+def current_passes(report: Mapping[str, Any]) -> Dict[str, float]:
+    """rack -> the end of this run, for each rack that passed in it (every record's verdict ``passed``)."""
+    when = timestamp_seconds(report.get("generated"))
+    if when is None:
+        return {}
+    by_rack: Dict[str, List[str]] = {}
+    for record in report.get("checks") or []:
+        by_rack.setdefault(record["rack"], []).append(record["verdict"])
+    return {rack: when for rack, verdicts in by_rack.items() if rack_passed(verdicts)}
+
+
+# ----------------------------------------------------------------------------------------- the families
+
+
+def _name(suffix: str) -> str:
+    return PREFIX + suffix
+
+
+def metric_families(report: Mapping[str, Any], last_pass: Optional[Mapping[str, float]] = None) -> List[Family]:
+    """The report's metrics, in a fixed order (see docs/metrics.md for each).
+
+    ``last_pass``: rack -> Unix time of its newest passing run in the kept history (``history_last_passes``); the
+    report's own run counts for the racks that passed in it.
+    """
+    run_verdict = Family(
+        _name("verification_verdict"),
+        "gauge",
+        "The run's verdict (passed, failed, error: a check could not run), one-hot",
+        ("verdict",),
+    )
+    for verdict in VERDICTS:
+        run_verdict.add(int(report["verdict"] == verdict), verdict=verdict)
+    run_info = Family(_name("verification_run_info"), "gauge", "The verification run the metrics are of", ("run_id",))
+    run_info.add(1, run_id=report.get("run_id") or "")
+    finished = Family(
+        _name("verification_finished_timestamp_seconds"),
+        "gauge",
+        "When the run's last check finished (Unix time)",
+        (),
+    )
+    finished.add(timestamp_seconds(report.get("generated")))
+    started = timestamp_seconds(report.get("started"))
+    ended = timestamp_seconds(report.get("generated"))
+    run_duration = Family(
+        _name("verification_duration_seconds"),
+        "gauge",
+        "From the start of the run's first check to the end of its last",
+        (),
+    )
+    run_duration.add(round(ended - started, 3) if started is not None and ended is not None else None)
+
+    passed = Family(
+        _name("verification_passed"),
+        "gauge",
+        "Whether the check passed on the rack (1) or not (0); an allowed incomplete check passes",
+        ("rack", "check"),
+    )
+    check_verdict = Family(
+        _name("check_verdict"),
+        "gauge",
+        "The verdict of a check on a rack (passed, failed, error), one-hot",
+        ("rack", "check", "verdict"),
+    )
+    duration = Family(_name("check_duration_seconds"), "gauge", "How long the check ran on the rack", ("rack", "check"))
+    rack_min = Family(
+        _name("rack_bandwidth_min_bytes_per_second"),
+        "gauge",
+        "The lowest GPU pair bandwidth the check measured on the rack",
+        ("rack", "check", "testcase"),
+    )
+    rack_median = Family(
+        _name("rack_bandwidth_median_bytes_per_second"),
+        "gauge",
+        "The median GPU pair bandwidth the check measured on the rack",
+        ("rack", "check", "testcase"),
+    )
+    tray_min = Family(
+        _name("tray_bandwidth_min_bytes_per_second"),
+        "gauge",
+        "The lowest bandwidth of the measured GPU pairs with a GPU on the tray",
+        ("node", "rack", "check", "testcase"),
+    )
+    tray_median = Family(
+        _name("tray_bandwidth_median_bytes_per_second"),
+        "gauge",
+        "The median bandwidth of the measured GPU pairs with a GPU on the tray",
+        ("node", "rack", "check", "testcase"),
+    )
+    tray_weakest = Family(
+        _name("tray_weakest_gpu_bandwidth_bytes_per_second"),
+        "gauge",
+        "The tray's weakest GPU: the lowest of its GPUs' median pair bandwidth",
+        ("node", "rack", "check", "testcase"),
+    )
+    nccl_average = Family(
+        _name("nccl_bus_bandwidth_average_bytes_per_second"),
+        "gauge",
+        "NCCL bus bandwidth averaged over the message sizes of the run (nccl-tests' Avg bus bandwidth)",
+        ("rack", "check", "benchmark"),
+    )
+    nccl_max = Family(
+        _name("nccl_bus_bandwidth_max_bytes_per_second"),
+        "gauge",
+        "NCCL bus bandwidth at the best message size of the run",
+        ("rack", "check", "benchmark"),
+    )
+    for record in report.get("checks") or []:
+        rack, check, details = record["rack"], record["check"], record.get("details") or {}
+        passed.add(int(bool(record["passed"])), rack=rack, check=check)
+        for verdict in VERDICTS:
+            check_verdict.add(int(record["verdict"] == verdict), rack=rack, check=check, verdict=verdict)
+        duration.add(record.get("duration_seconds"), rack=rack, check=check)
+        if record["verdict"] == ERROR:
+            continue  # a check that could not run measured nothing
+        testcase = str(details.get("testcase") or "")
+        if _is_bandwidth(details):
+            rack_min.add(bytes_per_second(details.get("min")), rack=rack, check=check, testcase=testcase)
+            rack_median.add(bytes_per_second(details.get("median_gbps")), rack=rack, check=check, testcase=testcase)
+            for node, figures in tray_bandwidth(record).items():
+                labels = {"node": node, "rack": rack, "check": check, "testcase": testcase}
+                tray_min.add(bytes_per_second(figures["min"]), **labels)
+                tray_median.add(bytes_per_second(figures["median"]), **labels)
+                tray_weakest.add(bytes_per_second(figures["weakest_gpu"]), **labels)
+        benchmark = str(details.get("benchmark") or "")
+        nccl_average.add(bytes_per_second(details.get("avg_busbw_gbps")), rack=rack, check=check, benchmark=benchmark)
+        nccl_max.add(bytes_per_second(details.get("max_busbw_gbps")), rack=rack, check=check, benchmark=benchmark)
+
+    rack_verdict = Family(
+        _name("rack_verdict"),
+        "gauge",
+        "The rack's verdict over the run's checks (passed, incomplete, failed, error), one-hot",
+        ("rack", "verdict"),
+    )
+    rack_trays = Family(
+        _name("rack_trays"),
+        "gauge",
+        "The rack's GPU trays: expected, found, verified, skipped, unmeasured",
+        ("rack", "state"),
+    )
+    for rack, view in (report.get("racks") or {}).items():
+        for verdict in RACK_VERDICTS:
+            rack_verdict.add(int(view["verdict"] == verdict), rack=rack, verdict=verdict)
+        for state, count in (view.get("trays") or {}).items():
+            rack_trays.add(count, rack=rack, state=state)
+
+    tray_verified = Family(
+        _name("tray_verified"),
+        "gauge",
+        "The tray's verdict over the run's checks (passed, failed, skipped), one-hot",
+        ("node", "rack", "verdict"),
+    )
+    for node, tray in (report.get("trays") or {}).items():
+        for verdict in TRAY_VERDICTS:
+            tray_verified.add(int(tray["verdict"] == verdict), node=node, rack=tray["rack"], verdict=verdict)
+
+    last = Family(
+        _name("last_pass_timestamp_seconds"),
+        "gauge",
+        "When the rack last passed every check of a run (Unix time; the kept history and this run)",
+        ("rack",),
+    )
+    passes = dict(last_pass or {})
+    for rack, when in current_passes(report).items():
+        passes[rack] = max(passes.get(rack, when), when)
+    for rack, when in passes.items():
+        last.add(when, rack=rack)
+
+    return [
+        run_verdict,
+        run_info,
+        finished,
+        run_duration,
+        rack_verdict,
+        rack_trays,
+        last,
+        passed,
+        check_verdict,
+        duration,
+        rack_min,
+        rack_median,
+        nccl_average,
+        nccl_max,
+        tray_verified,
+        tray_min,
+        tray_median,
+        tray_weakest,
+    ]
+
+
+def label_names(families: Sequence[Family]) -> List[str]:
+    """Every label name the families use, sorted: a Pushgateway grouping label must be none of them."""
+    return sorted({name for family in families for name in family.labels})
