@@ -28,6 +28,8 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import _node_of
+
 INDEX = "index.json"
 LOCK = ".lock"
 INDEX_VERSION = 1
@@ -286,6 +288,44 @@ def run_record(history_dir: str, run_id: str, check: str, rack: str) -> Optional
     return record if isinstance(record, dict) else None
 
 
+def _gbps(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def tray_lowest_pairs(
+    matrix: Any, nodes: Optional[Sequence[str]], gpus_per_node: Any, row_pairs: Any = None
+) -> Dict[str, float]:
+    """Per tray, its bandwidth figure of one run: the lowest measured GPU pair with a GPU of the tray at either end.
+
+    The figure of the tray trend. The lowest pair, not a median: a GPU that lost one of its 18 NVLinks slows only
+    its own pairs (a quarter of the pairs that touch its tray), which a median of the tray's pairs would hide. A
+    slow pair between two trays lowers the figure of both. GPU i lives on ``nodes[i // gpus_per_node]``, as the
+    bandwidth rule places it; a square matrix gives its off-diagonal cells, a bisect matrix (one row per pair,
+    ``row_pairs``) its rows. A matrix the trays do not fill (another shape, no placement) gives no figure.
+    """
+    if not isinstance(matrix, list) or not all(isinstance(row, list) for row in matrix) or not matrix:
+        return {}
+    if not nodes or not isinstance(gpus_per_node, int) or isinstance(gpus_per_node, bool) or gpus_per_node < 1:
+        return {}
+    if len(nodes) * gpus_per_node != len(matrix):
+        return {}
+    paired = isinstance(row_pairs, list) and len(row_pairs) == len(matrix)
+    if not paired and any(len(row) != len(matrix) for row in matrix):
+        return {}
+    lowest: Dict[str, float] = {}
+    for r, row in enumerate(matrix):
+        for c, value in enumerate(row):
+            gbps = _gbps(value)
+            if gbps is None or (not paired and r == c):
+                continue
+            gpus = row_pairs[r] if paired else (r, c)
+            for gpu in gpus if isinstance(gpus, (list, tuple)) else ():
+                node = _node_of(gpu, nodes, gpus_per_node) if isinstance(gpu, int) else None
+                if node is not None and (node not in lowest or gbps < lowest[node]):
+                    lowest[node] = gbps
+    return lowest
+
+
 def _figures(record: Mapping[str, Any], testcase: Optional[str]) -> Optional[Dict[str, Any]]:
     details = record.get("details") if isinstance(record.get("details"), dict) else {}
     if testcase and details.get("testcase") not in (None, testcase):
@@ -293,13 +333,16 @@ def _figures(record: Mapping[str, Any], testcase: Optional[str]) -> Optional[Dic
     median = details.get("median_gbps")
     if not isinstance(median, (int, float)) or isinstance(median, bool) or median <= 0:
         return None
+    matrix = details.get("matrix") if isinstance(details.get("matrix"), list) else None
+    rank_nodes = details.get("rank_nodes") or record.get("nodes") or None
     return {
         "median_gbps": float(median),
         "min_gbps": details.get("min") if isinstance(details.get("min"), (int, float)) else None,
-        "matrix": details.get("matrix") if isinstance(details.get("matrix"), list) else None,
-        "rank_nodes": details.get("rank_nodes") or record.get("nodes") or None,
+        "matrix": matrix,
+        "rank_nodes": rank_nodes,
         "driver_version": details.get("driver_version"),
         "testcase": details.get("testcase"),
+        "trays": tray_lowest_pairs(matrix, rank_nodes, details.get("gpus_per_node"), details.get("row_pairs")),
     }
 
 
@@ -355,13 +398,58 @@ def options_with_baseline(
 # ----------------------------------------------------------------------------------------- trends
 
 
+def drop_against(latest: float, baseline: Optional[float], tolerance: float) -> Tuple[Optional[float], bool]:
+    """(drop, flagged): the fraction ``latest`` is below ``baseline`` (None without a baseline), and whether it is
+    more than ``tolerance`` below it. The one rule of a flagged drop, for a rack's median and a tray's lowest pair."""
+    if not baseline:
+        return None, False
+    drop = 1 - latest / baseline
+    return round(drop, 4), drop > tolerance
+
+
+def tray_trends(
+    seen: Sequence[Tuple[str, Mapping[str, Any]]], baseline: Mapping[str, float], tolerance: float
+) -> List[Dict[str, Any]]:
+    """Per tray of the runs ``seen`` ((run id, figures), newest first): its figure in each run that measured it
+    (``series``, oldest first), in the newest run (``latest_gbps``, None when that run did not measure it) and in
+    the baseline run, and its drop against that by ``drop_against``."""
+    newest = seen[0][0] if seen else ""
+    nodes = sorted({node for _run, figures in seen for node in figures.get("trays") or {}})
+    rows = []
+    for node in nodes:
+        series = [
+            {"run_id": run_id, "gbps": round(figures["trays"][node], 2)}
+            for run_id, figures in reversed(seen)
+            if node in (figures.get("trays") or {})
+        ]
+        latest = series[-1]["gbps"] if series[-1]["run_id"] == newest else None
+        base = baseline.get(node)
+        drop, dropped = drop_against(latest, base, tolerance) if latest is not None else (None, False)
+        rows.append(
+            {
+                "node": node,
+                "runs": len(series),
+                "series": series,
+                "latest_gbps": latest,
+                "baseline_gbps": round(base, 2) if base is not None else None,
+                "drop_fraction": drop,
+                "dropped": dropped,
+            }
+        )
+    return rows
+
+
 def trends(
     history_dir: str, last_runs: int = 10, tolerance: float = 0.03, current: str = "", checks: Sequence[str] = ()
 ) -> List[Dict[str, Any]]:
     """Per (check, rack) with a bandwidth figure: over the newest ``last_runs`` runs the median of their
     medians and the lowest pair, the newest run's median, the baseline (as the newest run was judged:
     that run excluded) and ``dropped`` when the newest median is below the baseline's by more than
-    ``tolerance`` (a fraction). ``current``: the run the report is about (newest when empty)."""
+    ``tolerance`` (a fraction). ``current``: the run the report is about (newest when empty).
+
+    ``series``: each run's median and lowest pair, oldest first (the chart); ``trays``: per tray its
+    lowest pair in each run (``tray_lowest_pairs``), held against its figure in the same baseline run by
+    the same rule (``tray_trends``)."""
     if not history_dir or not os.path.isdir(history_dir):
         return []
     runs = [e for e in newest_first(read_index(history_dir)["runs"]) if isinstance(e, dict)]
@@ -387,9 +475,11 @@ def trends(
             continue
         latest_run, latest_verdict, latest = seen[0]
         baseline = baseline_for(history_dir, check, rack, latest["testcase"], exclude_run=latest_run)
-        drop = 1 - latest["median_gbps"] / baseline["median_gbps"] if baseline else None
+        drop, dropped = drop_against(latest["median_gbps"], baseline["median_gbps"] if baseline else None, tolerance)
         kept = [run_figures for _run, _verdict, run_figures in seen]
         lows = [run["min_gbps"] for run in kept if run["min_gbps"] is not None]
+        baseline_record = run_record(history_dir, str(baseline["run_id"]), check, rack) if baseline else None
+        baseline_figures = _figures(baseline_record, None) if baseline_record else None
         rows.append(
             {
                 "check": check,
@@ -403,8 +493,22 @@ def trends(
                 "baseline_run": baseline["run_id"] if baseline else None,
                 "baseline_source": baseline["source"] if baseline else None,
                 "baseline_median_gbps": round(baseline["median_gbps"], 2) if baseline else None,
-                "drop_fraction": round(drop, 4) if drop is not None else None,
-                "dropped": drop is not None and drop > tolerance,
+                "drop_fraction": drop,
+                "dropped": dropped,
+                "series": [
+                    {
+                        "run_id": run_id,
+                        "verdict": verdict,
+                        "median_gbps": round(figures["median_gbps"], 2),
+                        "min_gbps": round(figures["min_gbps"], 2) if figures["min_gbps"] is not None else None,
+                    }
+                    for run_id, verdict, figures in reversed(seen)
+                ],
+                "trays": tray_trends(
+                    [(run_id, figures) for run_id, _verdict, figures in seen],
+                    baseline_figures["trays"] if baseline_figures else {},
+                    tolerance,
+                ),
             }
         )
     return rows

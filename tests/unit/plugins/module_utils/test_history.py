@@ -244,6 +244,12 @@ def test_trends_give_median_minimum_and_a_drop_against_the_baseline(tmp_path):
         "baseline_median_gbps": 820.0,
         "drop_fraction": 0.1463,
         "dropped": True,
+        "series": [
+            {"run_id": "r1", "verdict": "passed", "median_gbps": 820.0, "min_gbps": 800.0},
+            {"run_id": "r2", "verdict": "passed", "median_gbps": 818.0, "min_gbps": 790.0},
+            {"run_id": "r3", "verdict": "failed", "median_gbps": 700.0, "min_gbps": 650.0},
+        ],
+        "trays": [],  # records without gpus_per_node place no GPU on a tray
     }
     # the report of run r2, over its last 2 runs: no drop beyond the tolerance
     (row,) = trends(str(tmp_path), last_runs=2, current="r2")
@@ -253,3 +259,94 @@ def test_trends_give_median_minimum_and_a_drop_against_the_baseline(tmp_path):
 
 def test_run_id_from_a_start_time():
     assert history.run_id_from("2026-12-03T10:15:00Z") == "20261203T101500Z"
+
+
+# ----------------------------------------------------------------------------------------- the tray trend
+
+
+def square(values):
+    """A 4-GPU peer matrix (2 trays x 2 GPUs) with every pair at 820 but those given as {(src, dst): gbps}."""
+    return [[None if r == c else values.get((r, c), 820.0) for c in range(4)] for r in range(4)]
+
+
+def test_a_trays_figure_is_its_lowest_pair_at_either_end():
+    matrix = square({(0, 3): 700.0, (2, 1): 805.0})
+    # GPU 0 and 1 on tray0, 2 and 3 on tray1: 0->3 lowers both trays, 2->1 is above it
+    assert history.tray_lowest_pairs(matrix, ["tray0", "tray1"], 2) == {"tray0": 700.0, "tray1": 700.0}
+    assert history.tray_lowest_pairs(square({(2, 3): 790.0}), ["tray0", "tray1"], 2) == {
+        "tray0": 820.0,
+        "tray1": 790.0,
+    }
+    # the diagonal and unmeasured cells are no pair
+    assert history.tray_lowest_pairs([[1.0, None], [None, 2.0]], ["t0", "t1"], 1) == {}
+
+
+def test_a_bisect_matrix_gives_each_row_to_the_trays_of_its_pair():
+    matrix = [[810.0], [760.0], [815.0], [812.0]]
+    pairs = [[0, 2], [1, 3], [2, 0], [3, 1]]
+    assert history.tray_lowest_pairs(matrix, ["tray0", "tray1"], 2, pairs) == {"tray0": 760.0, "tray1": 760.0}
+
+
+@pytest.mark.parametrize(
+    "matrix, nodes, per_node",
+    [
+        (square({}), ["tray0"], 2),  # 1 tray x 2 GPUs does not fill 4 GPUs
+        (square({}), None, 2),
+        (square({}), ["tray0", "tray1"], None),
+        ([[820.0, 821.0, 819.0, 818.0]], ["tray0", "tray1"], 2),  # a host-to-device row: no GPU pairs
+        (None, ["tray0", "tray1"], 2),
+    ],
+)
+def test_a_matrix_the_trays_do_not_fill_gives_no_figure(matrix, nodes, per_node):
+    assert history.tray_lowest_pairs(matrix, nodes, per_node) == {}
+
+
+def test_the_drop_rule_is_one_for_racks_and_trays():
+    assert history.drop_against(776.0, 820.0, 0.03) == (0.0537, True)
+    assert history.drop_against(800.0, 820.0, 0.03) == (0.0244, False)
+    assert history.drop_against(830.0, 820.0, 0.03) == (-0.0122, False)
+    assert history.drop_against(700.0, None, 0.03) == (None, False)
+
+
+def tray_record(run_id, day, values, verdict="passed", nodes=("tray0", "tray1")):
+    record = nvb_record(run_id, median=820.0, verdict=verdict, started=f"2026-12-{day:02d}T10:00:00Z")
+    record["details"].update(matrix=square(values), rank_nodes=list(nodes), gpus_per_node=2)
+    return record
+
+
+def test_each_tray_is_held_against_its_figure_in_the_racks_baseline_run(tmp_path):
+    record_run(str(tmp_path), "r1", [tray_record("r1", 1, {})], now=NOW)
+    record_run(str(tmp_path), "r2", [tray_record("r2", 2, {(0, 1): 810.0})], now=NOW)
+    # r3: GPU 3 on tray1 lost a link (its pairs at 0.944); tray0 sees it too through 0->3 and 3->0
+    lost = {(3, c): 774.0 for c in range(3)} | {(0, 3): 774.0}
+    record_run(str(tmp_path), "r3", [tray_record("r3", 3, lost)], now=NOW)
+    pin_run(str(tmp_path), "r1")
+    (row,) = trends(str(tmp_path), last_runs=10)
+    tray0, tray1 = row["trays"]
+    assert tray1 == {
+        "node": "tray1",
+        "runs": 3,
+        "series": [{"run_id": "r1", "gbps": 820.0}, {"run_id": "r2", "gbps": 820.0}, {"run_id": "r3", "gbps": 774.0}],
+        "latest_gbps": 774.0,
+        "baseline_gbps": 820.0,
+        "drop_fraction": 0.0561,
+        "dropped": True,
+    }
+    assert [point["gbps"] for point in tray0["series"]] == [820.0, 810.0, 774.0]
+    assert tray0["dropped"] is True
+
+
+def test_a_tray_the_newest_run_did_not_measure_has_no_drop(tmp_path):
+    record_run(str(tmp_path), "r1", [tray_record("r1", 1, {}, nodes=("tray0", "tray1"))], now=NOW)
+    record_run(str(tmp_path), "r2", [tray_record("r2", 2, {(0, 1): 700.0}, nodes=("tray0", "tray2"))], now=NOW)
+    (row,) = trends(str(tmp_path), last_runs=10)
+    by_node = {tray["node"]: tray for tray in row["trays"]}
+    assert sorted(by_node) == ["tray0", "tray1", "tray2"]
+    assert (by_node["tray1"]["runs"], by_node["tray1"]["latest_gbps"], by_node["tray1"]["dropped"]) == (1, None, False)
+    # tray2 was not in the baseline run (r1, the last passing): no baseline, no drop
+    assert (by_node["tray2"]["baseline_gbps"], by_node["tray2"]["dropped"]) == (None, False)
+    assert (by_node["tray0"]["latest_gbps"], by_node["tray0"]["baseline_gbps"], by_node["tray0"]["dropped"]) == (
+        700.0,
+        820.0,
+        True,
+    )
