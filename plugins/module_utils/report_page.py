@@ -5,8 +5,9 @@
 
 The data of ``report_model.build_report`` becomes plain strings and lists: the verdict and its words,
 the facts of the run (``run_facts``), the fleet table of racks and checks, the map of every tray, the
-trend table (``trend_view``), one section per rack and check (``report_sections.section_view``) and
-the skipped trays. The templates of ``report_templates`` only loop over it.
+trend table with a chart per row (``trend_view``) and per tray (``tray_trend_view``), one section per rack
+and check (``report_sections.section_view``) and the skipped trays. The templates of ``report_templates``
+only loop over it; the charts come ready from ``report_chart``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_chart import block_sparkline, sparkline_svg
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
     check_key,
     coverage_words,
     natural_key,
+    plural,
     verdict_words,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import ERROR, FAILED, PASSED
@@ -31,11 +34,32 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections i
 NO_CELL = "\u2014"  # em dash: the check has no record for the rack
 
 
+def _drop_text(row: dict[str, Any]) -> str:
+    drop = row.get("drop_fraction")
+    return "-" if drop is None else f"{100 * drop:.1f}%" + (" DROP" if row.get("dropped") else "")
+
+
+def chart_label(subject: str, figure: str, values: list[float], baseline: Any, row: dict[str, Any]) -> str:
+    """The chart's words: 'nvbandwidth of rack0, median GB/s of the last 3 runs: 820.00, 818.00, 776.00;
+    baseline 820.00; 5.4% below it, flagged'."""
+    words = f"{subject}, {figure} of the last {plural(len(values), 'run')}: {', '.join(number(v) for v in values)}"
+    words += f"; baseline {number(baseline)}" if baseline is not None else "; no baseline yet"
+    drop = row.get("drop_fraction")
+    if drop is not None:
+        words += f"; {100 * abs(drop):.1f}% {'below' if drop >= 0 else 'above'} it"
+        words += ", flagged" if row.get("dropped") else ""
+    return words
+
+
 def trend_view(report: dict[str, Any]) -> list[dict[str, str]]:
-    """The trend table's rows, as text: figures in GB/s, the drop as a percentage, flagged rows marked."""
+    """The trend table's rows, as text: figures in GB/s, the drop as a percentage, flagged rows marked, and the
+    runs' medians as a chart (``chart``: SVG; ``spark``: block characters)."""
     rows = []
     for row in report.get("trends") or []:
-        drop = row.get("drop_fraction")
+        medians = [point["median_gbps"] for point in row.get("series") or []]
+        label = chart_label(
+            f"{row['check']} of {row['rack']}", "median GB/s", medians, row.get("baseline_median_gbps"), row
+        )
         rows.append(
             {
                 "check": row["check"],
@@ -47,11 +71,57 @@ def trend_view(report: dict[str, Any]) -> list[dict[str, str]]:
                 "baseline": f"{number(row['baseline_median_gbps'])} ({row['baseline_source']})"
                 if row.get("baseline_source")
                 else "none yet",
-                "drop": "-" if drop is None else f"{100 * drop:.1f}%" + (" DROP" if row.get("dropped") else ""),
+                "drop": _drop_text(row),
                 "css": "fail" if row.get("dropped") else "",
+                "chart": sparkline_svg(medians, label, row.get("baseline_median_gbps"), bool(row.get("dropped"))),
+                "spark": block_sparkline(medians),
             }
         )
     return rows
+
+
+def tray_trend_view(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per (check, rack) trend, its trays with two runs or more as small charts of their lowest pair (``trays``),
+    and the flagged ones as text rows (``dropped``, the Markdown table)."""
+    views = []
+    for row in report.get("trends") or []:
+        charted = [tray for tray in row.get("trays") or [] if tray["runs"] >= 2]
+        if not charted:
+            continue
+        prefix = _common_prefix([tray["node"] for tray in charted])
+        trays, dropped = [], []
+        for tray in sorted(charted, key=lambda item: natural_key(item["node"])):
+            values = [point["gbps"] for point in tray["series"]]
+            label = chart_label(tray["node"], "lowest pair GB/s", values, tray.get("baseline_gbps"), tray)
+            trays.append(
+                {
+                    "label": _tray_label(tray["node"], prefix),
+                    "css": "spark-tray spark-tray-drop" if tray["dropped"] else "spark-tray",
+                    "chart": sparkline_svg(values, label, tray.get("baseline_gbps"), tray["dropped"], 96, 24),
+                }
+            )
+            if tray["dropped"]:
+                dropped.append(
+                    {
+                        "node": tray["node"],
+                        "runs": str(tray["runs"]),
+                        "spark": block_sparkline(values),
+                        "latest": number(tray.get("latest_gbps")),
+                        "baseline": number(tray.get("baseline_gbps")),
+                        "drop": _drop_text(tray),
+                    }
+                )
+        views.append(
+            {
+                "check": row["check"],
+                "rack": row["rack"],
+                "caption": f"{row['check']} of {row['rack']}: {plural(len(trays), 'tray')}, "
+                f"{len(dropped)} below the baseline beyond the tolerance",
+                "trays": trays,
+                "dropped": dropped,
+            }
+        )
+    return views
 
 
 def not_current_words(report: dict[str, Any]) -> str:
@@ -125,6 +195,7 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
     fleet_rows = []
     fleet_map = []
     racks = []
+    tray_trends = tray_trend_view(report)
     for rack in rack_names:
         info = report["racks"][rack]
         cells = []
@@ -181,6 +252,10 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
         "fleet_rows": fleet_rows,
         "fleet_map": fleet_map,
         "trends": trend_view(report),
+        "tray_trends": tray_trends,
+        "tray_drops": [
+            dict(tray, check=view["check"], rack=view["rack"]) for view in tray_trends for tray in view["dropped"]
+        ],
         "racks": racks,
         "skipped": [
             {

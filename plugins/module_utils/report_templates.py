@@ -7,7 +7,8 @@ They live in a Python module because AnsiballZ ships only the Python ``module_ut
 imports; a ``templates/`` file of the collection would not reach the host the module runs on.
 
 The templates only loop and test: every text, count, CSS class, colour and tooltip comes ready
-from ``report_page.report_view``. The Markdown environment escapes each ``{{ value }}`` for Markdown
+from ``report_page.report_view``; the trend charts come as SVG made by ``report_chart`` (escaped there), which
+the HTML template marks ``safe``. The Markdown environment escapes each ``{{ value }}`` for Markdown
 (pipes, tags, line breaks); the HTML environment autoescapes.
 """
 
@@ -36,12 +37,27 @@ MARKDOWN_TEMPLATE = """\
 ## Trend of the kept runs
 
 | check | rack | runs | median of the medians (GB/s) | lowest pair (GB/s) | this run's median (GB/s) | \
-baseline median (GB/s) | drop |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+baseline median (GB/s) | drop | medians, oldest first |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
 {% for row in trends %}
 | {{ row.check }} | {{ row.rack }} | {{ row.runs }} | {{ row.median }} | {{ row.min }} | {{ row.latest }} | \
-{{ row.baseline }} | {{ row.drop }} |
+{{ row.baseline }} | {{ row.drop }} | {{ row.spark }} |
 {% endfor %}
+{% if tray_drops %}
+
+Trays whose lowest pair (the lowest GB/s of a GPU pair with a GPU of the tray at either end) dropped below their \
+figure in the baseline run:
+
+| check | rack | tray | runs | this run's lowest pair (GB/s) | baseline (GB/s) | drop | lowest pairs, oldest first |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+{% for tray in tray_drops %}
+| {{ tray.check }} | {{ tray.rack }} | {{ tray.node }} | {{ tray.runs }} | {{ tray.latest }} | {{ tray.baseline }} | \
+{{ tray.drop }} | {{ tray.spark }} |
+{% endfor %}
+{% elif tray_trends %}
+
+No tray's lowest pair dropped below its figure in the baseline run beyond the tolerance.
+{% endif %}
 {% endif %}
 {% for rack in racks %}
 
@@ -172,6 +188,11 @@ table.heatmap td.cell-fail { outline: 3px solid #cf222e; outline-offset: -3px; f
 table.heatmap.compact th { font-size: 0.55em; padding: 0 0.1em; font-weight: normal; }
 table.heatmap.compact td { min-width: 0; width: 0.75em; height: 0.75em; padding: 0; border: 0; }
 table.heatmap.compact td.cell-fail { outline-width: 2px; outline-offset: -2px; }
+svg.spark { display: block; }
+.spark-grid { display: grid; grid-template-columns: repeat(auto-fill, 7.2em); gap: 4px; margin: 0.3em 0 1.2em; }
+.spark-tray { margin: 0; padding: 2px; border: 1px solid #d0d7de; border-radius: 3px; font-size: 0.75em;
+  text-align: center; }
+.spark-tray-drop { border: 2px solid #cf222e; font-weight: bold; }
 </style>
 </head>
 <body>
@@ -212,13 +233,27 @@ of this run; hover a tray for what it passed and what failed.</p>
 <h2>Trend of the kept runs</h2>
 <table class="trend">
 <tr><th>check</th><th>rack</th><th>runs</th><th>median of the medians (GB/s)</th><th>lowest pair (GB/s)</th>
-<th>this run's median (GB/s)</th><th>baseline median (GB/s)</th><th>drop</th></tr>
+<th>this run's median (GB/s)</th><th>baseline median (GB/s)</th><th>drop</th><th>medians, oldest first</th></tr>
 {% for row in trends %}
 <tr><td>{{ row.check }}</td><td>{{ row.rack }}</td><td>{{ row.runs }}</td><td>{{ row.median }}</td>
 <td>{{ row.min }}</td><td>{{ row.latest }}</td><td>{{ row.baseline }}</td>
-<td class="{{ row.css }}">{{ row.drop }}</td></tr>
+<td class="{{ row.css }}">{{ row.drop }}</td><td>{{ row.chart | safe }}</td></tr>
 {% endfor %}
 </table>
+{% if tray_trends %}
+<h3>Trays over the kept runs</h3>
+<p>One chart per tray measured in two runs or more: the tray's lowest pair (the lowest GB/s of a GPU pair with a
+GPU of the tray at either end) in each run, oldest on the left; the dashed line is its figure in the baseline run,
+a red dot and frame a drop beyond the tolerance. Hover a chart for its numbers.</p>
+{% for view in tray_trends %}
+<p>{{ view.caption }}</p>
+<div class="spark-grid">
+{% for tray in view.trays %}
+<figure class="{{ tray.css }}">{{ tray.chart | safe }}<figcaption>{{ tray.label }}</figcaption></figure>
+{% endfor %}
+</div>
+{% endfor %}
+{% endif %}
 {% endif %}
 {% for rack in racks %}
 <section id="{{ rack.anchor }}">

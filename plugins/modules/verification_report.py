@@ -15,6 +15,8 @@ description:
     fleet table of racks and checks, per rack and check what was measured, the failing pairs and low GPUs, the
     skipped trays), C(report.junit.xml) (one test case per check and rack) and C(report.html) (a map of every tray
     coloured by its verdict, the fleet table and a bandwidth heatmap per rack).
+  - With O(history_dir) the Markdown and HTML reports show the trend of the kept runs with a small chart per rack and
+    per tray (an inline SVG in the HTML report, no script or external resource).
   - Records of 0.1.0, C(<check>.json), are read as the rack C(-).
   - With O(run_id), only the records of that run count; the others are named in one line of the report
     (C(not run this time)) and left out of the verdict.
@@ -114,6 +116,10 @@ trends:
     - Per check and rack with a bandwidth figure, over the kept runs - C(runs), C(median_gbps), C(min_gbps),
       C(latest_run), C(latest_median_gbps), C(baseline_run), C(baseline_source), C(baseline_median_gbps),
       C(drop_fraction), C(dropped). Empty without O(history_dir).
+    - C(series) - each run's C(run_id), C(verdict), C(median_gbps) and C(min_gbps), oldest first.
+    - C(trays) - per tray its lowest pair (the lowest GB/s of a GPU pair with a GPU of the tray at either end) -
+      C(node), C(runs), C(series) (C(run_id), C(gbps), oldest first), C(latest_gbps), C(baseline_gbps) (its figure
+      in the baseline run), C(drop_fraction) and C(dropped) (by the same O(trend_tolerance)).
   returned: always
   type: list
   elements: dict
