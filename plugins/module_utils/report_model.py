@@ -7,8 +7,8 @@
 (``tray_verdicts``), each rack its verdict and the counts of its trays (``racks_of``), the fleet its
 coverage (``coverage_of``) and one verdict with its summary line (``summary_line``). A fabric failure
 wins over an error in the report's verdict. Records of other runs are left out of the verdict and only
-named. The views the templates render (``report_page``) and the files (``report_render``) are built
-from this data alone.
+named. ``due_next`` orders the trays by when each is due for its next verification. The views the
+templates render (``report_page``) and the files (``report_render``) are built from this data alone.
 """
 
 from __future__ import annotations
@@ -25,6 +25,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
     NO_RACK,
     PASSED,
     is_current,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
+    DEFAULT_VALID_HOURS,
+    is_selection_skip,
+    parse_time,
+    rfc3339,
+    valid_until,
 )
 
 # The checks in the order the report lists them; a check not named here comes after them, by name.
@@ -264,13 +271,63 @@ def _older(record: dict[str, Any]) -> dict[str, Any]:
     return {key: record.get(key) for key in keys}
 
 
+# The order of due_next: what this run found due, then what it verified, then what it left to the Nodes' verdicts.
+DUE_SKIPPED, DUE_FAILED, DUE_VERIFIED, DUE_NOT_THIS_RUN = range(4)
+
+
+def due_next(
+    records: list[dict[str, Any]], trays: dict[str, dict[str, Any]], finished: Optional[str], valid_hours: float
+) -> list[dict[str, Any]]:
+    """Every tray of the run by when it is due for its next verification: [{node, rack, due, reason, verdict}].
+
+    First the trays the run skipped for their state or could not verify (due at the run's finish, ``due``, with
+    the reason), then the failed ones (due then too), then the verified ones by the end of their verdict's
+    validity, the run's finish plus ``valid_hours`` (``tray_state.valid_until``, as the verdict written to the
+    Node holds), and last the trays the run chose to leave (``tray_state.is_selection_skip``: not selected, not
+    due), of which the run knows nothing new (``due`` null: their Node's verdict says when). Without a finish
+    time ``due`` is null.
+    """
+    finish = parse_time(finished)
+    now = rfc3339(finish) if finish else None
+    reasons: dict[str, list[str]] = {}
+    for record in records:
+        for skip in record["trays"]["skipped"]:
+            reasons.setdefault(skip["node"], []).append(str(skip["reason"]))
+    entries = []
+    for node, tray in trays.items():
+        own = list(dict.fromkeys(reasons.get(node, [])))
+        state = [reason for reason in own if not is_selection_skip(reason)]
+        if tray["verdict"] == PASSED:
+            rank, due = DUE_VERIFIED, rfc3339(valid_until(finish, valid_hours)) if finish else None
+            reason = tray["summary"]
+        elif tray["verdict"] == FAILED:
+            rank, due, reason = DUE_FAILED, now, tray["summary"]
+        elif own and not state:
+            rank, due, reason = DUE_NOT_THIS_RUN, None, f"not verified by this run: {'; '.join(own)}"
+        else:
+            rank, due = DUE_SKIPPED, now
+            reason = f"skipped: {'; '.join(state)}" if state else tray["summary"]
+        entries.append(
+            (rank, due or "", natural_key(node), {"node": node, "rack": tray["rack"], "due": due, "reason": reason})
+        )
+    return [
+        dict(entry, verdict=trays[entry["node"]]["verdict"])
+        for _rank, _due, _key, entry in sorted(entries, key=lambda item: item[:3])
+    ]
+
+
 def build_report(
-    records: list[dict[str, Any]], title: str, run_id: str = "", trends: Optional[list[dict[str, Any]]] = None
+    records: list[dict[str, Any]],
+    title: str,
+    run_id: str = "",
+    trends: Optional[list[dict[str, Any]]] = None,
+    valid_hours: float = DEFAULT_VALID_HOURS,
 ) -> dict[str, Any]:
     """The report as data (what report.json holds); with ``run_id`` only that run's records count.
 
     ``trends``: per (check, rack) the figures of the last kept runs (``history.trends``); a drop against the
     baseline is flagged, it does not change the verdict (the check's own rule holds the rack to the baseline).
+    ``valid_hours``: how long a verdict holds after the run (``due``: ``due_next``).
     """
     current = sorted((record for record in records if is_current(record, run_id)), key=_record_key)
     older = sorted((record for record in records if not is_current(record, run_id)), key=_record_key)
@@ -307,6 +364,8 @@ def build_report(
         "coverage": coverage_of(current),
         "trays": trays,
         "trends": list(trends or []),
+        "valid_hours": valid_hours,
+        "due": due_next(current, trays, max(finished) if finished else None, valid_hours),
     }
     report["summary"] = summary_line(report)
     return report

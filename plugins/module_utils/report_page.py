@@ -6,8 +6,8 @@
 The data of ``report_model.build_report`` becomes plain strings and lists: the verdict and its words,
 the facts of the run (``run_facts``), the fleet table of racks and checks, the map of every tray, the
 trend table with a chart per row (``trend_view``) and per tray (``tray_trend_view``), one section per rack
-and check (``report_sections.section_view``) and the skipped trays. The templates of ``report_templates``
-only loop over it; the charts come ready from ``report_chart``.
+and check (``report_sections.section_view``), the skipped trays and the trays due next (``due_view``). The
+templates of ``report_templates`` only loop over it; the charts come ready from ``report_chart``.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model impo
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import ERROR, FAILED, PASSED
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import (
+    LIST_LIMIT,
     anchor,
     number,
     outcome_cell,
     section_view,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import DEFAULT_VALID_HOURS
 
 NO_CELL = "\u2014"  # em dash: the check has no record for the rack
 
@@ -122,6 +124,31 @@ def tray_trend_view(report: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return views
+
+
+def due_view(report: dict[str, Any]) -> dict[str, Any]:
+    """The trays due next (at most LIST_LIMIT rows, then a line for the rest) and the words above them."""
+    due = report.get("due") or []
+    rows = [
+        {
+            "node": entry["node"],
+            "rack": entry["rack"],
+            "due": _second(entry["due"]) if entry["due"] else "-",
+            "reason": entry["reason"],
+            "css": {FAILED: "fail", "skipped": "incomplete"}.get(entry["verdict"], ""),
+        }
+        for entry in due[:LIST_LIMIT]
+    ]
+    more = len(due) - len(rows)
+    hours = report.get("valid_hours", DEFAULT_VALID_HOURS)
+    return {
+        "intro": (
+            "The trays by when each is due for its next verification: the trays this run skipped or failed are due "
+            f"at its finish, a passed one {hours:g} h after it."
+        ),
+        "rows": rows,
+        "more": f"and {plural(more, 'more tray')} (report.json lists them all)" if more > 0 else "",
+    }
 
 
 def not_current_words(report: dict[str, Any]) -> str:
@@ -256,6 +283,7 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
         "tray_drops": [
             dict(tray, check=view["check"], rack=view["rack"]) for view in tray_trends for tray in view["dropped"]
         ],
+        "due": due_view(report),
         "racks": racks,
         "skipped": [
             {

@@ -19,6 +19,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import Hi
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import load_records
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import ReportError, render_report
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import DEFAULT_VALID_HOURS
 
 # The keys of a record that the module returns for each check.
 CHECK_KEYS = ("check", "rack", "clique", "outcome", "verdict", "passed", "summary")
@@ -34,6 +35,7 @@ class ReportRequest:
     history_dir: str = ""
     trend_runs: int = 10
     trend_tolerance: float = 0.03
+    valid_hours: float = DEFAULT_VALID_HOURS
 
 
 def request_from_params(params: dict[str, Any]) -> ReportRequest:
@@ -47,6 +49,7 @@ def request_from_params(params: dict[str, Any]) -> ReportRequest:
         history_dir=params["history_dir"] or "",
         trend_runs=params["trend_runs"],
         trend_tolerance=params["trend_tolerance"],
+        valid_hours=params["valid_hours"],
     )
 
 
@@ -67,15 +70,15 @@ def read_report(request: ReportRequest) -> dict[str, Any]:
         trend = trends(request.history_dir, request.trend_runs, request.trend_tolerance, current=request.run_id)
     except HistoryError as exc:
         raise ReportError(str(exc)) from exc
-    return build_report(records, request.title, request.run_id, trends=trend)
+    return build_report(records, request.title, request.run_id, trends=trend, valid_hours=request.valid_hours)
 
 
 def write_reports(request: ReportRequest, write: Callable[[FileChange], Optional[str]]) -> dict[str, Any]:
     """Render the report in every format of ``request`` and ``write`` each file whose content changed.
 
     Returns the module's result: ``changed``, ``files`` (format -> path), ``diff`` (one per file changed) and
-    the report's verdict, summary, totals, checks, racks, trends, coverage and trays. Raises ReportError, with
-    the files named so far in its ``result`` when a file cannot be read or written.
+    the report's verdict, summary, totals, checks, racks, trends, coverage, trays and the trays due next. Raises
+    ReportError, with the files named so far in its ``result`` when a file cannot be read or written.
     """
     report = read_report(request)
     files: dict[str, str] = {}
@@ -103,4 +106,5 @@ def write_reports(request: ReportRequest, write: Callable[[FileChange], Optional
         "trends": report["trends"],
         "coverage": report["coverage"],
         "trays": report["trays"],
+        "due": report["due"],
     }

@@ -152,6 +152,22 @@ Failing pairs:
 {% else %}
 No GPU tray was skipped.
 {% endif %}
+{% if due.rows %}
+
+## Due next
+
+{{ due.intro }}
+
+| tray | rack | due | reason |
+| --- | --- | --- | --- |
+{% for tray in due.rows %}
+| {{ tray.node }} | {{ tray.rack }} | {{ tray.due }} | {{ tray.reason }} |
+{% endfor %}
+{% if due.more %}
+
+{{ due.more }}
+{% endif %}
+{% endif %}
 """
 
 HTML_TEMPLATE = """\
@@ -358,6 +374,20 @@ title="{{ cell.title }}">{{ cell.text }}</td>{% endfor %}</tr>
 </table>
 {% else %}
 <p>No GPU tray was skipped.</p>
+{% endif %}
+{% if due.rows %}
+<h2 id="due-next">Due next</h2>
+<p>{{ due.intro }}</p>
+<table class="due">
+<tr><th>tray</th><th>rack</th><th>due</th><th>reason</th></tr>
+{% for tray in due.rows %}
+<tr><td class="{{ tray.css }}">{{ tray.node }}</td><td>{{ tray.rack }}</td><td>{{ tray.due }}</td>\
+<td>{{ tray.reason }}</td></tr>
+{% endfor %}
+</table>
+{% if due.more %}
+<p>{{ due.more }}</p>
+{% endif %}
 {% endif %}
 </body>
 </html>

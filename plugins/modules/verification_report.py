@@ -15,8 +15,8 @@ description:
     fleet table of racks and checks, per rack and check what was measured, the failing pairs and low GPUs, the
     skipped trays), C(report.junit.xml) (one test case per check and rack) and C(report.html) (a map of every tray
     coloured by its verdict, the fleet table and a bandwidth heatmap per rack).
-  - With O(history_dir) the Markdown and HTML reports show the trend of the kept runs with a small chart per rack and
-    per tray (an inline SVG in the HTML report, no script or external resource).
+  - Both pages end with the trays due next (C(due)); with O(history_dir) they show the trend of the kept runs with a
+    small chart per rack and per tray (an inline SVG in the HTML report, no script or external resource).
   - Records of 0.1.0, C(<check>.json), are read as the rack C(-).
   - With O(run_id), only the records of that run count; the others are named in one line of the report
     (C(not run this time)) and left out of the verdict.
@@ -80,6 +80,14 @@ options:
     type: float
     default: 0.03
     version_added: 0.4.0
+  valid_hours:
+    description:
+      - Hours a tray's verdict holds after the run, as M(gpu_fabric.mnnvl.node_verdict) writes it to the Node. The
+        report's C(due next) section puts a tray that passed at the run's finish plus these hours, after the trays
+        the run skipped or failed (due at its finish).
+    type: float
+    default: 168
+    version_added: 0.4.0
 requirements:
   - jinja2 (comes with ansible-core) for the Markdown and HTML reports
 author:
@@ -123,6 +131,20 @@ trends:
   returned: always
   type: list
   elements: dict
+due:
+  description:
+    - Every tray of the run by when it is due for its next verification - C(node), C(rack), C(due) (RFC 3339),
+      C(reason), C(verdict). First the trays the run skipped for their state or could not verify and the failed
+      ones (due at the run's finish), then the passed ones by the end of their validity (O(valid_hours) after the
+      run's finish), last the trays the run chose to leave (not selected, not due; C(due) null).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"node": "gb200-r2-t7", "rack": "rack2", "due": "2026-12-01T10:17:31Z", "verdict": "skipped",
+       "reason": "skipped: NotReady (NodeStatusUnknown)"}
+    - {"node": "gb200-r2-t0", "rack": "rack2", "due": "2026-12-08T10:17:31Z", "verdict": "passed",
+       "reason": "passed cliques, imex_channel, nvbandwidth"}
 files:
   description: Path of each report written (or that would be written in check mode), by format.
   returned: always
@@ -266,6 +288,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render imp
     ReportError,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_run import request_from_params, write_reports
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import DEFAULT_VALID_HOURS
 
 ARGUMENT_SPEC = dict(
     records_dir=dict(type="path", required=True),
@@ -276,6 +299,7 @@ ARGUMENT_SPEC = dict(
     history_dir=dict(type="path", default=""),
     trend_runs=dict(type="int", default=10),
     trend_tolerance=dict(type="float", default=0.03),
+    valid_hours=dict(type="float", default=DEFAULT_VALID_HOURS),
 )
 
 

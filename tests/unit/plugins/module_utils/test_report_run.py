@@ -55,9 +55,10 @@ def test_the_params_become_a_request_with_each_format_once():
         "history_dir": None,
         "trend_runs": 5,
         "trend_tolerance": 0.05,
+        "valid_hours": 24.0,
     }
     assert request_from_params(params) == ReportRequest(
-        "/srv/records", "/srv/report", ("junit", "markdown"), "GB200 NVL72 fleet a", RUN, "", 5, 0.05
+        "/srv/records", "/srv/report", ("junit", "markdown"), "GB200 NVL72 fleet a", RUN, "", 5, 0.05, 24.0
     )
 
 
@@ -96,6 +97,9 @@ def test_writes_every_format_of_the_run_then_changes_nothing(records, tmp_path):
     assert result["coverage"]["counts"] == {"trays": 54, "verified": 36, "skipped": 18, "unmeasured": 0}
     assert result["trays"]["gb200-r1-t15"]["checks_failed"] == ["nvbandwidth"]
     assert result["trends"] == []
+    # the trays due next: skipped, then failed, then the passed ones a week after the run's finish
+    assert [entry["verdict"] for entry in result["due"]] == ["skipped"] * 18 + ["failed"] * 3 + ["passed"] * 33
+    assert result["due"][-1]["due"] == "2026-12-08T10:17:31Z"
 
     written = []
     again = write_reports(request(records, dest, run_id=RUN), written.append)
