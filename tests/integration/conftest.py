@@ -178,8 +178,10 @@ def worker_rack_env(environ: dict[str, str]) -> dict[str, str]:
 # tests, about 5 s for each of the others), rounded. `make integration` runs the files longest first
 # (`--no-loadscope-reorder` keeps this order; pytest-xdist would otherwise start the files of most tests
 # first, which left the four longest files of one test each to the end of the run and one stream idle
-# for minutes). A file not named here runs after these, in collection order; a figure that is stale
-# only costs balance, never a test. `make integration` prints every test's time (--durations=0).
+# for minutes). A file not named here (a new one) starts before these, in collection order: however long
+# it is, the files after it even the streams out, where at the end it could leave one stream alone. A
+# stale figure only costs balance, never a test. `make integration` prints every test's time
+# (--durations=0): name a new file here with its seconds.
 FILE_SECONDS = {
     "test_cluster_stage.py": 415,
     "test_soak.py": 305,
@@ -201,16 +203,24 @@ FILE_SECONDS = {
     "test_verify_pull_secrets.py": 45,
     "test_check_dcgm_diag.py": 35,
     "test_air_gapped.py": 25,
+    "test_node_verdict.py": 15,
+    "test_openshift.py": 15,
+    "test_check_gpu_health.py": 10,
+    "test_clique_info.py": 10,
+    "test_installed_collection.py": 10,
+    "test_mixed_cluster.py": 10,
+    "test_compat.py": 0,  # skipped but in `make compat`
+    "test_upstream_mirror.py": 0,  # skipped without GPU_FABRIC_UPSTREAM_DIR
 }
 
 
 def longest_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The items grouped by file, the files in the order of ``FILE_SECONDS`` (longest first), the others after
-    them in collection order; the order within a file is kept."""
+    """The items grouped by file: the files ``FILE_SECONDS`` does not name first, in collection order, then the
+    others longest first; the order within a file is kept."""
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    ordered = sorted(files, key=lambda path: -FILE_SECONDS.get(Path(path).name, 0))
+    ordered = sorted(files, key=lambda path: -FILE_SECONDS.get(Path(path).name, float("inf")))
     return [item for path in ordered for item in files[path]]
 
 
