@@ -91,9 +91,10 @@ integration: venv layout  ## end-to-end tests against the simulated rack (sim/ra
 	pytest tests/integration --durations=0 $(if $(filter-out 1,$(INTEGRATION_STREAMS)),-n $(INTEGRATION_STREAMS) --dist loadfile --no-loadscope-reorder)
 
 # Each benchmark at its smallest size, on simulated racks of its own (ports apart from the tests'):
-# proves they still run; the figures of docs/PERFORMANCE.md come from `bench/run` at full size.
-bench-smoke: venv layout  ## every benchmark of bench/ at its smallest size (bench/run --smoke)
-	bench/run --smoke
+# proves they still run; the figures of docs/PERFORMANCE.md come from `bench/run` at full size, one at a
+# time. Two at a time here (each on its own ports and Helm settings): a smoke run proves, it does not time.
+bench-smoke: venv layout  ## every benchmark of bench/ at its smallest size, two at a time (bench/run --smoke --jobs 2)
+	bench/run --smoke --jobs 2
 
 # THE test command: each stage in turn (artifact and ee share one build), its wall time and exit code appended to
 # $(STAGE_TIMES), which .ci/run prints as a table at its end; the first stage that fails stops the run.

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from fleet_verify import BENCH_PORTS
+from fleet_verify import BENCH_PORTS as FLEET_VERIFY_PORTS
 from playbook_runs import cluster_stage, own_fleet, rack_down, rack_up, run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +43,9 @@ RBAC = REPO_ROOT / "docs" / "rbac"
 NAMESPACE = accounts.NAMESPACE
 CHECKS = ("cliques", "imex_channel", "nvbandwidth")
 READ_VERBS = ("get", "list", "watch")
+
+# Ports of its own, 1000 above bench/fleet_verify.py's: `bench/run --jobs 2` may run both at once.
+BENCH_PORTS = {variable: str(int(port) + 1000) for variable, port in FLEET_VERIFY_PORTS.items()}
 
 
 def summarize(rows: Iterable[audit.Request], trays: int) -> dict[str, Any]:
