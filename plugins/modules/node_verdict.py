@@ -179,7 +179,7 @@ nodes:
     - Node name -> what the node carries after this run (predicted in check mode), for every tray given.
     - C(label) is the value of O(label_key) on the node (null when it has none, or the node does not exist).
     - C(taint) says whether the taint O(taint_key) was V(added), V(removed) or left V(unchanged).
-    - C(condition) (with O(condition=true) only) is the status of the condition O(condition_type) (null: none).
+    - C(condition) (with O(condition=true) only) is the status of the condition O(condition_type), null for none.
     - C(changed) says whether the node was patched.
     - With O(condition=true) the nodes outside O(trays) whose condition turned V(Unknown) are here as well; with
       O(state=absent), the nodes that were cleaned.

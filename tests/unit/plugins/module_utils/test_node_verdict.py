@@ -784,7 +784,7 @@ def test_a_run_with_conditions_writes_each_tray_and_marks_expired_nodes_it_did_n
     }
     assert "gb200-r1-t1" not in result["nodes"]
     assert result["nodes"]["gb200-r0-t3"]["condition"] == "False"
-    assert ("gb200-r1-t0/status", STRATEGIC_MERGE_PATCH) in [(n, k) for n, k, _ in api.patches]
+    assert ("gb200-r1-t0/status", STRATEGIC_MERGE_PATCH) in [(n, k) for n, k, _body in api.patches]
     assert [(c["type"], c["status"]) for c in api.nodes["gb200-r1-t0"]["status"]["conditions"]] == [
         ("Ready", "True"),
         ("GPUFabricVerified", "Unknown"),
