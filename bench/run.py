@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -138,6 +139,7 @@ def run_all(commands: dict[str, list[str]], env: dict[str, str], jobs: int) -> d
                 flush=True,
             )
             results[name] = (rc, seconds)
+    shutil.rmtree(helm, ignore_errors=True)
     return results
 
 
