@@ -22,7 +22,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import newest_first, read_index
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
+    newest_first,
+    read_index,
+    tray_lowest_pairs,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import SKIPPED, natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
     ERROR,
@@ -160,10 +164,10 @@ def matrix_pairs(details: Mapping[str, Any]) -> List[Tuple[int, int, float]]:
     return found
 
 
-def tray_bandwidth(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
-    """Per tray, over the measured pairs with a GPU on the tray (either end): ``min``, the lowest pair (the
-    report's per-tray figure), ``median``, and ``weakest_gpu``, the lowest of its GPUs' medians (each GPU's median
-    over the pairs it reads or writes in).
+def tray_bandwidth(record: Mapping[str, Any]) -> Dict[str, Dict[str, Optional[float]]]:
+    """Per tray, over the measured pairs with a GPU on the tray (either end): ``min``, the lowest pair (by
+    ``history.tray_lowest_pairs``, the figure of the report's tray trend: one rule), ``median``, and
+    ``weakest_gpu``, the lowest of its GPUs' medians (each GPU's median over the pairs it reads or writes in).
 
     A pair belongs to two GPUs: a GPU that lost NVLinks lowers one pair with each GPU of the rack, so it lowers
     every tray's ``min`` a little; ``weakest_gpu`` points at its own tray. The GPUs are placed on trays as the
@@ -185,8 +189,14 @@ def tray_bandwidth(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
         if tray is not None:
             median = statistics.median(values)
             weakest[str(tray)] = min(weakest.get(str(tray), median), median)
+    lowest = tray_lowest_pairs(
+        details.get("matrix"),
+        details.get("rank_nodes") or nodes,
+        details.get("gpus_per_node"),
+        details.get("row_pairs"),
+    )
     return {
-        tray: {"min": min(found), "median": statistics.median(found), "weakest_gpu": weakest[tray]}
+        tray: {"min": lowest.get(tray), "median": statistics.median(found), "weakest_gpu": weakest[tray]}
         for tray, found in pairs.items()
     }
 
