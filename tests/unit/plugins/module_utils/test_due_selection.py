@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.action.variable_check import collection_variables, validate
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     OUTCOME_PASSED,
@@ -24,6 +26,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import ANNOTATION_KEY, annotation_fields
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import Scope, plan_fleet
 
+from tests.unit.plugins.module_utils.test_fleet_run import Cluster, never_write
+from tests.unit.plugins.module_utils.test_fleet_run import params as module_params
 from tests.unit.plugins.module_utils.test_verification import RACK_LABEL, gpu_pod, tray
 
 NOW = datetime(2026, 12, 6, 17, 40, tzinfo=timezone.utc)
@@ -262,3 +266,28 @@ def test_report_of_an_only_due_run_keeps_the_due_trays_and_partners():
     assert done["trays"]["due"] == [{"node": "gb200-r0-t0", "reason": "never verified"}]
     assert done["trays"]["partners"] == ["gb200-r0-t2"]
     assert build_report([done], "t")["racks"]["rack0"]["verdict"] == "passed"
+
+
+def test_the_inventory_variables_are_typed_by_verify_common_for_the_variable_check():
+    found = collection_variables(Path(__file__).resolve().parents[4])
+    options = found["options"]["verify_common"]
+    assert options["gpu_fabric_verify_only_due"] == {"type": "bool"}
+    assert options["gpu_fabric_verify_due_within_hours"] == {"type": "float"}
+    spec = {"gpu_fabric_verify_due_within_hours": options["gpu_fabric_verify_due_within_hours"]}
+    assert validate(spec, {"gpu_fabric_verify_due_within_hours": "soon"}) != []
+
+
+def test_the_module_plans_an_only_due_run_in_check_mode():
+    result = fleet.verify(module_params("imex_channel", only_due=True), True, Cluster, never_write)
+    (rack,) = result["racks"]
+    assert [d["reason"] for d in rack["due"]] == ["never verified", "never verified"]
+    assert rack["would_create"]["pods"] == ["imex-channel-gb200-r0-t0", "imex-channel-gb200-r0-t1"]
+    assert result["summary"] == (
+        "check mode: imex_channel would run on 1 rack(s); nothing created; only the due trays: clique-c0-1: 2 trays "
+        "due (gb200-r0-t0 never verified, gb200-r0-t1 never verified)"
+    )
+
+
+def test_the_module_refuses_a_negative_window_before_any_rack():
+    with pytest.raises(fleet.Refused, match=r"^gpu_fabric_verify_due_within_hours is -2\.0"):
+        fleet.verify(module_params("imex_channel", only_due=True, due_within_hours=-2), True, Cluster, never_write)
