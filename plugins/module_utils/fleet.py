@@ -181,6 +181,7 @@ def settings_of(params: Mapping[str, Any], cluster: Dict[str, str], given: Dict[
         image_pull_secrets=list(params["image_pull_secrets"]),
         tolerations=[dict(t) for t in params["tolerations"]],
         image_pull_secrets_namespace=params["image_pull_secrets_namespace"],
+        priority_class=params.get("priority_class", ""),
     )
 
 

@@ -28,9 +28,15 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import is_transient
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import Api, ApiUnavailable, Right, grant
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
+    PRIORITY_API_VERSION,
+    Preempted,
+    priority_class_manifest,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     OUTCOME_ERROR,
     OUTCOME_FAILED,
+    OUTCOME_INCOMPLETE,
     OUTCOME_PASSED,
     Record,
     completed,
@@ -89,6 +95,8 @@ class Settings:
     # the GPU nodes' taints the checks' pods tolerate (gpu_fabric_gpu_tolerations)
     tolerations: List[Dict[str, Any]] = field(default_factory=list)
     image_pull_secrets_namespace: str = "gpu-operator"
+    # the PriorityClass every pod of the checks runs at (gpu_fabric_verify_priority_class); '': none
+    priority_class: str = ""
 
 
 class RackRun:
@@ -169,6 +177,9 @@ class RackRun:
         except CheckFailed as exc:
             summary, failed_nodes, problems = exc.summary, exc.failed_nodes, exc.node_problems
             details.update(exc.details)
+        except Preempted as exc:  # a tenant took the tray: nothing was measured there, nothing is wrong with it
+            outcome, summary = OUTCOME_INCOMPLETE, exc.summary
+            details["preempted_nodes"] = exc.nodes
         except ApiUnavailable as exc:
             outcome = OUTCOME_ERROR
             summary = f"could not {exc}; the check did not finish, which says nothing of the fabric: run it again"
@@ -282,10 +293,30 @@ class RackRun:
         )
 
     def create_namespace(self) -> None:
+        if self.settings.priority_class:
+            self.timed("ensure the PriorityClass", self.ensure_priority_class)
         if self.given:
             self.timed("check the given namespace", self._check_given_namespace)
         else:
             self.timed("create the namespace", self._create_namespace)
+
+    def ensure_priority_class(self) -> None:
+        """The checks' PriorityClass exists before any pod names it (the API refuses a pod naming a class that does
+        not exist): read, and created when absent (docs/rbac/verify-stage*.yaml hold it for an identity that may
+        only read it)."""
+        name = self.settings.priority_class
+        try:
+            if self.api.get("PriorityClass", PRIORITY_API_VERSION, name) is not None:
+                return
+            self.api.create(priority_class_manifest(name))
+        except ApiUnavailable as exc:
+            if " 403" not in f" {exc}" and "forbidden" not in str(exc).lower():
+                raise
+            raise NotRun(
+                f"PriorityClass {name} of the checks' pods could not be read or created ({exc}): apply "
+                f"docs/rbac/verify-stage.yaml (it holds PriorityClass gpu-fabric-verify), create {name}, or set "
+                "gpu_fabric_verify_priority_class to '' (the cluster's default priority)"
+            ) from None
 
     def _check_given_namespace(self) -> None:
         """The given namespace exists and every right the check needs is held there, before anything is created;

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import pod_priority
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     UNVERIFIED_TOLERATION,
     dns_label,
@@ -194,10 +195,12 @@ def imex_pod_manifest(
     run_as_user: Optional[int],
     run_id: str = "",
     tolerations: Sequence[Mapping[str, Any]] = (),
+    priority_class: str = "",
 ) -> Dict[str, Any]:
     """A pod on ``node`` that claims the rack's IMEX channel and lists the channel directory.
 
     ``run_as_user`` None: no fixed user (on OpenShift, the namespace's SCC range decides; ``ls`` runs as any).
+    ``priority_class``: the checks' PriorityClass ('': none).
     """
     return {
         "apiVersion": "v1",
@@ -215,6 +218,7 @@ def imex_pod_manifest(
             "securityContext": pod_security(run_as_user),
             "affinity": _pin_to(node),
             "tolerations": pod_tolerations(tolerations),
+            **pod_priority(priority_class),
             "containers": [
                 {
                     "name": "ctr",
@@ -242,11 +246,13 @@ def mpijob_manifest(
     mpi: Mapping[str, Any],
     run_id: str = "",
     tolerations: Sequence[Mapping[str, Any]] = (),
+    priority_class: str = "",
 ) -> Dict[str, Any]:
     """An MPIJob with one worker per tray (every GPU of it) and a launcher running ``launcher_args``.
 
     ``mpi``: run_as_user, ssh_auth_mount_path, worker_command, launcher_affinity, backoff_limit.
     ``tolerations``: the GPU nodes' taints the launcher and workers tolerate (beside the collection's own).
+    ``priority_class``: the PriorityClass of the launcher and workers ('': none).
     ``launcher_args`` come after ``mpirun --bind-to core --map-by ppr:<slots>:node -np <ranks>``.
     The pod templates carry the check's labels too (the MPI operator copies them onto its pods), so the
     launcher and workers of one rack are found by label in a namespace that other racks share.
@@ -278,6 +284,7 @@ def mpijob_manifest(
                             "securityContext": pod_security(user),
                             "affinity": dict(mpi.get("launcher_affinity") or DEFAULT_LAUNCHER_AFFINITY),
                             "tolerations": pod_tolerations(tolerations),
+                            **pod_priority(priority_class),
                             "containers": [
                                 {
                                     "name": "mpi-launcher",
@@ -327,6 +334,7 @@ def mpijob_manifest(
                                 },
                             },
                             "tolerations": pod_tolerations(tolerations),
+                            **pod_priority(priority_class),
                             "containers": [
                                 {
                                     "name": "mpi-worker",

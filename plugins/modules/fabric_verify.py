@@ -205,6 +205,17 @@ options:
       pull Secrets.
     type: str
     default: gpu-operator
+  priority_class:
+    description:
+      - PriorityClass of every pod of the checks (IMEX channel pods, MPI launchers and workers, the pods of
+        V(gpu_health) and V(dcgm_diag)). The collection's own, V(gpu-fabric-verify), is the lowest
+        (C(value) -1000000, C(preemptionPolicy) Never), so a tenant's pod preempts a check, which then ends
+        V(incomplete) (the tray stays due), never V(failed). It is created when it does not exist (the verify
+        RBAC files hold it for an identity that may only read it).
+      - V('') runs the pods at the cluster's default priority.
+    type: str
+    default: gpu-fabric-verify
+    version_added: 0.4.0
   settings:
     description:
       - Option groups of the checks by group name, each as the check declares it (its file under
@@ -453,6 +464,7 @@ files:
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, fleet
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import PRIORITY_CLASS
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     GPU_NODE_TOLERATIONS,
     MNNVL_PRODUCTS,
@@ -495,6 +507,7 @@ ARGUMENT_SPEC = dict(
     tolerations=dict(type="list", elements="dict", default=[dict(t) for t in GPU_NODE_TOLERATIONS]),
     mnnvl_products=dict(type="list", elements="str", default=list(MNNVL_PRODUCTS)),
     image_pull_secrets_namespace=dict(type="str", default="gpu-operator", no_log=False),
+    priority_class=dict(type="str", default=PRIORITY_CLASS),
     settings=dict(type="dict", default={}),
     **{group: spec for group, spec in checks.option_specs().items() if group in NAMED_GROUPS},
 )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check, Result, by_name, skipped_note
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import preempted
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     imex_pod_manifest,
     imex_pod_name,
@@ -109,11 +110,15 @@ class ImexChannelCheck(Check):
                     user,
                     run.settings.run_id,
                     run.settings.tolerations,
+                    run.settings.priority_class,
                 )
             )
 
         def scheduled(objects: kube_watch.Objects) -> bool:
             pods = by_name(objects)
+            lost = preempted("IMEX channel", pods.values())
+            if lost:  # the scheduler deletes the pod: its tray measured nothing
+                raise lost
             return all(((pods.get(names[n]) or {}).get("spec") or {}).get("nodeName") for n in nodes)
 
         def describe_pods() -> str:
@@ -130,6 +135,9 @@ class ImexChannelCheck(Check):
 
         def started(objects: kube_watch.Objects) -> bool:
             pods = by_name(objects)
+            lost = preempted("IMEX channel", pods.values())
+            if lost:
+                raise lost
             return all(
                 ((pods.get(names[n]) or {}).get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
                 for n in nodes
@@ -148,6 +156,9 @@ class ImexChannelCheck(Check):
                     "pod": names[node],
                     "phase": ((pods.get(names[node]) or {}).get("status") or {}).get("phase"),
                     "security_context": ((pods.get(names[node]) or {}).get("spec") or {}).get("securityContext"),
+                    # as the API admitted it: the class named, and the priority its admission resolved from it
+                    "priority_class": ((pods.get(names[node]) or {}).get("spec") or {}).get("priorityClassName"),
+                    "priority": ((pods.get(names[node]) or {}).get("spec") or {}).get("priority"),
                     "channel0": channel0_line(listing),
                     "listing": listing.splitlines(),
                 }

@@ -20,6 +20,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import grant
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import preempted, preemption_of
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
@@ -112,6 +113,7 @@ class MpiJobCheck(Check):
             self.mpi,
             run.settings.run_id,
             run.settings.tolerations,
+            run.settings.priority_class,
         )
 
     def measure(self, run: RackRun) -> Result:
@@ -121,18 +123,21 @@ class MpiJobCheck(Check):
         run.api.create(run.with_pull_secrets(self.manifest(run)))
 
         placement: Dict[str, str] = {}  # worker pod -> tray, read while the workers start
-        workers = len(run.plan.nodes)
         created = run.clock()
         synced = [False]  # the operator wrote a status: it runs and watches this namespace
+        # pod -> the last read of a launcher or worker the scheduler preempted: the pod is deleted a moment later
+        # and the job then fails; read at every change of the job and every watch window
+        lost: Dict[str, Dict[str, Any]] = {}
 
         def finished(objects: kube_watch.Objects) -> Optional[Dict[str, str]]:
             if run.settings.openshift:
                 self.raise_scc_refusal(run, job)
-            if len(placement) < workers:  # the operator writes the job's status as its pods start
-                for pod in run.api.list("Pod", "v1", run.namespace, self.pod_selector(run, "worker")):
-                    node = (pod.get("spec") or {}).get("nodeName")
-                    if node:
-                        placement[pod["metadata"]["name"]] = node
+            for pod in run.api.list("Pod", "v1", run.namespace, self.pod_selector(run)):
+                node = (pod.get("spec") or {}).get("nodeName")
+                if node and pod["metadata"]["name"].startswith(f"{job}-worker-"):
+                    placement[pod["metadata"]["name"]] = node
+                if preemption_of(pod):
+                    lost[pod["metadata"]["name"]] = pod
             obj = by_name(objects).get(job) or {}
             conditions = (obj.get("status") or {}).get("conditions") or []
             synced[0] = synced[0] or bool(conditions)
@@ -160,6 +165,8 @@ class MpiJobCheck(Check):
         )
         launcher = self.launcher(run)
         log = run.read_log(launcher["metadata"]["name"]) if launcher else ""
+        if condition["type"] == "Failed" and lost:  # a tenant's pod took a tray: the job says nothing of the fabric
+            raise preempted(f"MPIJob {job}", lost.values()) or CheckFailed(f"MPIJob {job} failed")
         if condition["type"] == "Failed":
             gone = sorted({node for node in placement.values() if run.api.get("Node", "v1", node) is None})
             text = self.failure_text(job, condition, launcher, log)

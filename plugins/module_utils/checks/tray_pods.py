@@ -22,6 +22,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
     skipped_note,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import pod_priority, preempted
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
@@ -100,6 +101,7 @@ class TrayPodCheck(Check):
                 }
             },
             "tolerations": pod_tolerations(run.settings.tolerations),
+            **pod_priority(run.settings.priority_class),
             "containers": [dict(self.container(run, node), name="ctr")],
         }
         spec.update(self.pod_spec(run, node))
@@ -141,6 +143,9 @@ class TrayPodCheck(Check):
 
         def finished(objects: kube_watch.Objects) -> bool:
             seen = by_name(objects)
+            lost = preempted(self.what, seen.values())
+            if lost:  # the scheduler deletes the pod: its tray measured nothing
+                raise lost
             return all(_phase(seen.get(names[n]) or {}) in FINISHED for n in nodes)
 
         run.watch_for(f"the {self.pod_prefix} pods to finish", "Pod", "v1", finished, describe)
