@@ -14,6 +14,7 @@ import yaml
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import FilterModule as MnnvlFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.nccl_tests_parse import FilterModule as NcclFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.shared_values import FilterModule as SharedValueFilters
+from ansible_collections.gpu_fabric.mnnvl.plugins.filter.verify_schedule import FilterModule as ScheduleFilters
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "build"))
@@ -55,7 +56,14 @@ def test_the_module_table_lists_every_module_once():
 
 def test_the_filter_table_lists_every_filter_once():
     listed = table_names(README, "filter")
-    plugins = sorted({*MnnvlFilters().filters(), *NcclFilters().filters(), *SharedValueFilters().filters()})
+    plugins = sorted(
+        {
+            *MnnvlFilters().filters(),
+            *NcclFilters().filters(),
+            *SharedValueFilters().filters(),
+            *ScheduleFilters().filters(),
+        }
+    )
     documented = sorted(path.stem for path in (REPO / "plugins" / "filter").glob("*.yml"))
     assert len(listed) == len(set(listed))
     assert plugins == documented, "every filter has its plugins/filter/<name>.yml documentation"

@@ -1,0 +1,304 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The objects of a scheduled verification: playbooks/verify.yml run by a CronJob inside the cluster.
+
+A ServiceAccount, the shipped least-privilege verify RBAC (``docs/rbac/verify-stage.yaml``, read as it is and
+bound to that account: never a second copy of the rules), a ConfigMap holding the inventory the job runs with,
+and the CronJob: the collection's execution environment image running exactly the command a user types,
+``ansible-playbook -i <inventory> gpu_fabric.mnnvl.verify``, as the ServiceAccount (the kubernetes client falls
+back to the pod's in-cluster account when no kubeconfig is given), the report kept in a volume the site chooses.
+Pure functions from the role's variables to manifests; the role applies them with ``kubernetes.core.k8s``.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Sequence
+
+try:  # on the controller (the filter); the uninstall's module reads only the label below
+    import yaml
+except ImportError:
+    yaml = None
+
+RBAC_FILE = "docs/rbac/verify-stage.yaml"
+# what the shipped file binds, and the namespaces of its Roles, replaced by the schedule's own
+SHIPPED_ACCOUNT = ("gpu-fabric", "gpu-fabric-verify")
+SHIPPED_DRIVER_NAMESPACE = "nvidia-dra-driver-gpu"
+SHIPPED_PULL_SECRETS_NAMESPACE = "gpu-operator"
+# the optional objects of the file, by name suffix: included only when asked for
+OPTIONAL = {"pull_secrets": "gpu-fabric-verify-pull-secrets", "node_verdict": "gpu-fabric-verify-node-verdict"}
+
+MANAGED_BY = "gpu_fabric.mnnvl.verify_schedule"
+INVENTORY_KEY = "inventory.yml"
+PLAYBOOK = "gpu_fabric.mnnvl.verify"
+
+
+class ScheduleError(ValueError):
+    """The schedule's variables cannot make a CronJob (message: one line, naming the variable)."""
+
+
+@dataclass
+class Schedule:
+    """What the site chooses (the role's ``verify_schedule_*`` variables)."""
+
+    image: str
+    namespace: str = "gpu-fabric"
+    name: str = "gpu-fabric-verify"
+    service_account: str = "gpu-fabric-verify"
+    schedule: str = "0 3 * * *"
+    time_zone: str = ""
+    suspend: bool = False
+    only_due: bool = False
+    extra_args: List[str] = field(default_factory=list)
+    # the site's verify variables (gpu_fabric_*, verify_*), written into the inventory
+    verify_vars: Dict[str, Any] = field(default_factory=dict)
+    # the report volume: an existing PVC by name, or any volume source dict (its ``name`` is set here)
+    report_claim: str = "gpu-fabric-verify-report"
+    report_volume: Dict[str, Any] = field(default_factory=dict)
+    report_mount_path: str = "/var/lib/gpu-fabric/report"
+    inventory_mount_path: str = "/etc/gpu-fabric"
+    concurrency_policy: str = "Forbid"
+    starting_deadline_seconds: int = 600
+    successful_jobs_history_limit: int = 3
+    failed_jobs_history_limit: int = 3
+    active_deadline_seconds: int = 0
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: List[str] = field(default_factory=list)
+    resources: Dict[str, Any] = field(default_factory=dict)
+    # which optional RBAC objects of the shipped file come along, and where its Roles live
+    pull_secrets_rbac: bool = False
+    node_verdict_rbac: bool = False
+    driver_namespace: str = SHIPPED_DRIVER_NAMESPACE
+    pull_secrets_namespace: str = SHIPPED_PULL_SECRETS_NAMESPACE
+
+    def __post_init__(self) -> None:
+        if not str(self.image or "").strip():
+            raise ScheduleError(
+                "verify_schedule_image is empty: name the collection's execution environment image your site built "
+                "(docs/execution-environment.md), e.g. registry.example.com/gpu-fabric-ee:0.4.0"
+            )
+        if self.concurrency_policy not in ("Forbid", "Replace", "Allow"):
+            raise ScheduleError(
+                f"verify_schedule_concurrency_policy is {self.concurrency_policy!r}, not Forbid, Replace or Allow"
+            )
+        if any(not str(arg) for arg in self.extra_args):
+            raise ScheduleError("verify_schedule_extra_args holds an empty argument")
+
+
+def labels(schedule: Schedule, component: str) -> Dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "gpu-fabric-verify-schedule",
+        "app.kubernetes.io/instance": schedule.name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def user_name(namespace: str, service_account: str) -> str:
+    return f"system:serviceaccount:{namespace}:{service_account}"
+
+
+def command(schedule: Schedule) -> List[str]:
+    """Exactly what a user types: ``ansible-playbook -i <inventory> gpu_fabric.mnnvl.verify``, with
+    ``-e gpu_fabric_verify_only_due=true`` for a run over the trays that are due only, and the site's arguments."""
+    inventory = f"{schedule.inventory_mount_path.rstrip('/')}/{INVENTORY_KEY}"
+    args = ["ansible-playbook", "-i", inventory, PLAYBOOK]
+    if schedule.only_due:
+        args += ["-e", "gpu_fabric_verify_only_due=true"]
+    return args + [str(arg) for arg in schedule.extra_args]
+
+
+def inventory(schedule: Schedule) -> Dict[str, Any]:
+    """The inventory of the job: the controller is the pod itself; the report goes to the volume."""
+    site_vars = dict(schedule.verify_vars)
+    site_vars["gpu_fabric_report_dir"] = schedule.report_mount_path
+    return {
+        "all": {
+            "children": {
+                "k8s_controller": {
+                    "hosts": {
+                        "localhost": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        }
+                    }
+                }
+            },
+            "vars": site_vars,
+        }
+    }
+
+
+def inventory_text(schedule: Schedule) -> str:
+    return "# The inventory of the scheduled verification (role gpu_fabric.mnnvl.verify_schedule)\n" + yaml.safe_dump(
+        inventory(schedule), default_flow_style=False, sort_keys=False
+    )
+
+
+def rbac_objects(schedule: Schedule, shipped: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The shipped verify RBAC (``docs/rbac/verify-stage.yaml``, parsed) bound to the schedule's ServiceAccount.
+
+    The rules are the file's; only the subjects, the admission policy's user name and the Roles' namespaces
+    change. The optional objects (pull Secrets, node verdict) come only when asked for.
+    """
+    wanted_optional = {
+        OPTIONAL["pull_secrets"]: schedule.pull_secrets_rbac,
+        OPTIONAL["node_verdict"]: schedule.node_verdict_rbac,
+    }
+    old_user = user_name(*SHIPPED_ACCOUNT)
+    new_user = user_name(schedule.namespace, schedule.service_account)
+    namespaces = {
+        SHIPPED_DRIVER_NAMESPACE: schedule.driver_namespace,
+        SHIPPED_PULL_SECRETS_NAMESPACE: schedule.pull_secrets_namespace,
+    }
+    out: List[Dict[str, Any]] = []
+    for doc in shipped:
+        if not doc:
+            continue
+        obj = copy.deepcopy(dict(doc))
+        meta = obj.setdefault("metadata", {})
+        if not wanted_optional.get(meta.get("name", ""), True):
+            continue
+        if meta.get("namespace") in namespaces:
+            meta["namespace"] = namespaces[meta["namespace"]]
+        for subject in obj.get("subjects") or []:
+            if (
+                subject.get("kind") == "ServiceAccount"
+                and (subject.get("namespace"), subject.get("name")) == SHIPPED_ACCOUNT
+            ):
+                subject["namespace"], subject["name"] = schedule.namespace, schedule.service_account
+        for condition in (obj.get("spec") or {}).get("matchConditions") or []:
+            condition["expression"] = condition.get("expression", "").replace(f'"{old_user}"', f'"{new_user}"')
+        meta["labels"] = dict(meta.get("labels") or {}, **{"app.kubernetes.io/managed-by": MANAGED_BY})
+        out.append(obj)
+    return out
+
+
+def report_volume(schedule: Schedule) -> Dict[str, Any]:
+    """The report's volume: the site's volume source, else its existing PersistentVolumeClaim."""
+    if schedule.report_volume:
+        volume = {k: copy.deepcopy(v) for k, v in schedule.report_volume.items() if k != "name"}
+    elif schedule.report_claim:
+        volume = {"persistentVolumeClaim": {"claimName": schedule.report_claim}}
+    else:
+        raise ScheduleError(
+            "the report has no volume: set verify_schedule_report_claim (an existing PersistentVolumeClaim) or "
+            "verify_schedule_report_volume (a volume source, e.g. {nfs: {server: ..., path: ...}})"
+        )
+    return dict(volume, name="report")
+
+
+def cronjob(schedule: Schedule) -> Dict[str, Any]:
+    container: Dict[str, Any] = {
+        "name": "verify",
+        "image": schedule.image,
+        "imagePullPolicy": schedule.image_pull_policy,
+        "command": command(schedule),
+        "workingDir": "/tmp",
+        # Ansible writes its temporary files under $HOME; the image's user may have none
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "ANSIBLE_NOCOLOR", "value": "1"},
+        ],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "inventory", "mountPath": schedule.inventory_mount_path, "readOnly": True},
+            {"name": "report", "mountPath": schedule.report_mount_path},
+        ],
+    }
+    if schedule.resources:
+        container["resources"] = copy.deepcopy(schedule.resources)
+    pod_spec: Dict[str, Any] = {
+        "serviceAccountName": schedule.service_account,
+        "restartPolicy": "Never",
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": [
+            {
+                "name": "inventory",
+                "configMap": {"name": schedule.name, "items": [{"key": INVENTORY_KEY, "path": INVENTORY_KEY}]},
+            },
+            report_volume(schedule),
+        ],
+    }
+    if schedule.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in schedule.image_pull_secrets]
+    job_spec: Dict[str, Any] = {
+        # a failed verification is the report's to say, not a reason to run it again at once
+        "backoffLimit": 0,
+        "template": {"metadata": {"labels": labels(schedule, "verify")}, "spec": pod_spec},
+    }
+    if schedule.active_deadline_seconds:
+        job_spec["activeDeadlineSeconds"] = int(schedule.active_deadline_seconds)
+    spec: Dict[str, Any] = {
+        "schedule": schedule.schedule,
+        "concurrencyPolicy": schedule.concurrency_policy,
+        "startingDeadlineSeconds": int(schedule.starting_deadline_seconds),
+        "successfulJobsHistoryLimit": int(schedule.successful_jobs_history_limit),
+        "failedJobsHistoryLimit": int(schedule.failed_jobs_history_limit),
+        "suspend": bool(schedule.suspend),
+        "jobTemplate": {"metadata": {"labels": labels(schedule, "verify")}, "spec": job_spec},
+    }
+    if schedule.time_zone:
+        spec["timeZone"] = schedule.time_zone
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": schedule.name, "namespace": schedule.namespace, "labels": labels(schedule, "schedule")},
+        "spec": spec,
+    }
+
+
+def schedule_objects(schedule: Schedule, shipped_rbac: Sequence[Mapping[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
+    """Every object of the schedule, in the order they are applied (and the reverse of their removal):
+    ``namespace`` (the schedule's, created when absent), ``rbac`` (the ServiceAccount and the shipped verify
+    RBAC bound to it) and ``schedule`` (the ConfigMap and the CronJob)."""
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": schedule.service_account,
+            "namespace": schedule.namespace,
+            "labels": labels(schedule, "rbac"),
+        },
+    }
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": schedule.name, "namespace": schedule.namespace, "labels": labels(schedule, "inventory")},
+        "data": {INVENTORY_KEY: inventory_text(schedule)},
+    }
+    # labelled: an apply of a bare name records no field of its manager, so that a compare would never find it applied
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": schedule.namespace, "labels": labels(schedule, "namespace")},
+    }
+    return {
+        "namespace": [namespace],
+        "rbac": [account, *rbac_objects(schedule, shipped_rbac)],
+        "schedule": [config, cronjob(schedule)],
+    }
+
+
+def schedule_of(settings: Mapping[str, Any]) -> Schedule:
+    """The role's variables (without their ``verify_schedule_`` prefix) -> a :class:`Schedule`; an unknown name
+    is refused, naming it."""
+    known = set(Schedule.__dataclass_fields__)
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ScheduleError(f"unknown setting(s) of the schedule: {', '.join(unknown)}")
+    return Schedule(**{k: copy.deepcopy(v) for k, v in settings.items()})
+
+
+def objects_from_text(settings: Mapping[str, Any], rbac_text: str) -> Dict[str, List[Dict[str, Any]]]:
+    """The schedule's objects from the role's variables and the text of the shipped ``verify-stage.yaml``."""
+    shipped = [doc for doc in yaml.safe_load_all(rbac_text) if doc]
+    if not any(doc.get("kind") == "ClusterRole" for doc in shipped):
+        raise ScheduleError(f"the verify RBAC read from {RBAC_FILE} holds no ClusterRole: is it the shipped file?")
+    return schedule_objects(schedule_of(settings), shipped)

@@ -1,0 +1,207 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The scheduled verification's objects: the shipped verify RBAC bound to the schedule's account (never a copy of
+its rules), the job's inventory, the CronJob and the exact command it runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_schedule as vs
+
+RBAC_TEXT = (Path(__file__).resolve().parents[4] / "docs" / "rbac" / "verify-stage.yaml").read_text()
+SHIPPED = [doc for doc in yaml.safe_load_all(RBAC_TEXT) if doc]
+IMAGE = "registry.example.com/gpu-fabric-ee:0.4.0"
+
+
+def objects(**settings):
+    return vs.objects_from_text(dict({"image": IMAGE}, **settings), RBAC_TEXT)
+
+
+def cronjob(**settings):
+    return objects(**settings)["schedule"][1]
+
+
+def test_the_cronjob_runs_the_command_users_type_as_the_service_account():
+    job = cronjob()
+    assert job["metadata"] == {
+        "name": "gpu-fabric-verify",
+        "namespace": "gpu-fabric",
+        "labels": {
+            "app.kubernetes.io/name": "gpu-fabric-verify-schedule",
+            "app.kubernetes.io/instance": "gpu-fabric-verify",
+            "app.kubernetes.io/component": "schedule",
+            "app.kubernetes.io/managed-by": "gpu_fabric.mnnvl.verify_schedule",
+        },
+    }
+    spec = job["spec"]
+    assert {k: v for k, v in spec.items() if k != "jobTemplate"} == {
+        "schedule": "0 3 * * *",
+        "concurrencyPolicy": "Forbid",
+        "startingDeadlineSeconds": 600,
+        "successfulJobsHistoryLimit": 3,
+        "failedJobsHistoryLimit": 3,
+        "suspend": False,
+    }
+    assert spec["jobTemplate"]["spec"]["backoffLimit"] == 0
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    assert (pod["serviceAccountName"], pod["restartPolicy"]) == ("gpu-fabric-verify", "Never")
+    (container,) = pod["containers"]
+    assert container["image"] == IMAGE
+    assert container["command"] == [
+        "ansible-playbook",
+        "-i",
+        "/etc/gpu-fabric/inventory.yml",
+        "gpu_fabric.mnnvl.verify",
+    ]
+    assert container["volumeMounts"] == [
+        {"name": "inventory", "mountPath": "/etc/gpu-fabric", "readOnly": True},
+        {"name": "report", "mountPath": "/var/lib/gpu-fabric/report"},
+    ]
+    assert pod["volumes"] == [
+        {
+            "name": "inventory",
+            "configMap": {"name": "gpu-fabric-verify", "items": [{"key": "inventory.yml", "path": "inventory.yml"}]},
+        },
+        {"name": "report", "persistentVolumeClaim": {"claimName": "gpu-fabric-verify-report"}},
+    ]
+    assert "imagePullSecrets" not in pod and "timeZone" not in spec
+
+
+def test_only_due_and_the_sites_arguments_follow_the_playbook():
+    job = cronjob(only_due=True, extra_args=["--tags", "nvbandwidth"], inventory_mount_path="/inv/")
+    assert job["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"] == [
+        "ansible-playbook",
+        "-i",
+        "/inv/inventory.yml",
+        "gpu_fabric.mnnvl.verify",
+        "-e",
+        "gpu_fabric_verify_only_due=true",
+        "--tags",
+        "nvbandwidth",
+    ]
+
+
+def test_a_volume_source_replaces_the_claim_and_the_schedule_options_pass_through():
+    job = cronjob(
+        report_volume={"name": "x", "nfs": {"server": "nas", "path": "/gpu-fabric"}},
+        time_zone="Europe/Berlin",
+        image_pull_secrets=["ee-pull"],
+        active_deadline_seconds=7200,
+        suspend=True,
+    )
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["volumes"][1] == {"nfs": {"server": "nas", "path": "/gpu-fabric"}, "name": "report"}
+    assert pod["imagePullSecrets"] == [{"name": "ee-pull"}]
+    assert (job["spec"]["timeZone"], job["spec"]["suspend"]) == ("Europe/Berlin", True)
+    assert job["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == 7200
+
+
+def test_the_inventory_runs_on_the_pod_itself_with_the_sites_variables_and_the_report_on_the_volume():
+    config = objects(verify_vars={"gpu_fabric_verify_cliques": ["rack0"], "gpu_fabric_report_dir": "elsewhere"})[
+        "schedule"
+    ][0]
+    assert config["metadata"]["name"] == "gpu-fabric-verify" and config["kind"] == "ConfigMap"
+    assert yaml.safe_load(config["data"]["inventory.yml"]) == {
+        "all": {
+            "children": {
+                "k8s_controller": {
+                    "hosts": {
+                        "localhost": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                        }
+                    }
+                }
+            },
+            "vars": {"gpu_fabric_verify_cliques": ["rack0"], "gpu_fabric_report_dir": "/var/lib/gpu-fabric/report"},
+        }
+    }
+
+
+def test_the_namespace_is_labelled_so_that_its_apply_is_recorded():
+    (namespace,) = objects(namespace="ops")["namespace"]
+    assert namespace["metadata"]["name"] == "ops"
+    assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == vs.MANAGED_BY
+    # never the checks' label: the uninstall and the verify account's admission policy treat those as the checks'
+    assert "app.kubernetes.io/part-of" not in namespace["metadata"]["labels"]
+
+
+def test_the_shipped_rbac_is_bound_to_the_schedules_account_with_its_rules_unchanged():
+    rbac = objects(namespace="ops", service_account="verifier")["rbac"]
+    assert rbac[0] == {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": "verifier",
+            "namespace": "ops",
+            "labels": {
+                "app.kubernetes.io/name": "gpu-fabric-verify-schedule",
+                "app.kubernetes.io/instance": "gpu-fabric-verify",
+                "app.kubernetes.io/component": "rbac",
+                "app.kubernetes.io/managed-by": "gpu_fabric.mnnvl.verify_schedule",
+            },
+        },
+    }
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in rbac[1:]}
+    assert set(by_name) == {
+        ("ClusterRole", "gpu-fabric-verify"),
+        ("ClusterRoleBinding", "gpu-fabric-verify"),
+        ("Role", "gpu-fabric-verify-diagnostics"),
+        ("RoleBinding", "gpu-fabric-verify-diagnostics"),
+        ("ValidatingAdmissionPolicy", "gpu-fabric-verify-own-namespaces"),
+        ("ValidatingAdmissionPolicyBinding", "gpu-fabric-verify-own-namespaces"),
+        ("PriorityClass", "gpu-fabric-verify"),
+    }
+    shipped_role = next(d for d in SHIPPED if d["kind"] == "ClusterRole")
+    assert by_name[("ClusterRole", "gpu-fabric-verify")]["rules"] == shipped_role["rules"]
+    for key in (("ClusterRoleBinding", "gpu-fabric-verify"), ("RoleBinding", "gpu-fabric-verify-diagnostics")):
+        assert by_name[key]["subjects"] == [{"kind": "ServiceAccount", "name": "verifier", "namespace": "ops"}]
+    (condition,) = by_name[("ValidatingAdmissionPolicy", "gpu-fabric-verify-own-namespaces")]["spec"]["matchConditions"]
+    assert condition["expression"] == 'request.userInfo.username == "system:serviceaccount:ops:verifier"'
+    assert all(o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == vs.MANAGED_BY for o in rbac)
+    # the shipped documents themselves are left as they were read
+    assert next(d for d in SHIPPED if d["kind"] == "ClusterRoleBinding")["subjects"][0]["namespace"] == "gpu-fabric"
+
+
+def test_the_optional_rbac_comes_only_when_asked_for_and_follows_the_namespaces_given():
+    names = [o["metadata"]["name"] for o in objects()["rbac"]]
+    assert not any(n.endswith(("pull-secrets", "node-verdict")) for n in names)
+    rbac = objects(
+        pull_secrets_rbac=True, node_verdict_rbac=True, driver_namespace="dra", pull_secrets_namespace="site"
+    )["rbac"]
+    namespaced = {
+        (o["kind"], o["metadata"]["name"]): o["metadata"]["namespace"] for o in rbac if o["metadata"].get("namespace")
+    }
+    assert namespaced == {
+        ("ServiceAccount", "gpu-fabric-verify"): "gpu-fabric",
+        ("Role", "gpu-fabric-verify-diagnostics"): "dra",
+        ("RoleBinding", "gpu-fabric-verify-diagnostics"): "dra",
+        ("Role", "gpu-fabric-verify-pull-secrets"): "site",
+        ("RoleBinding", "gpu-fabric-verify-pull-secrets"): "site",
+    }
+    assert ("ClusterRole", "gpu-fabric-verify-node-verdict") in {(o["kind"], o["metadata"]["name"]) for o in rbac}
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"image": " "}, r"^verify_schedule_image is empty: name the collection's execution environment image"),
+        (
+            {"concurrency_policy": "Never"},
+            r"^verify_schedule_concurrency_policy is 'Never', not Forbid, Replace or Allow$",
+        ),
+        ({"report_claim": ""}, r"^the report has no volume: set verify_schedule_report_claim"),
+        ({"schedul": "* * * * *"}, r"^unknown setting\(s\) of the schedule: schedul$"),
+    ],
+)
+def test_settings_that_make_no_cronjob_are_refused_naming_the_variable(settings, message):
+    with pytest.raises(vs.ScheduleError, match=message):
+        vs.objects_from_text(dict({"image": IMAGE}, **settings), RBAC_TEXT)
+
+
+def test_a_file_that_is_not_the_shipped_rbac_is_refused():
+    with pytest.raises(vs.ScheduleError, match=r"holds no ClusterRole: is it the shipped file\?$"):
+        vs.objects_from_text({"image": IMAGE}, "kind: ConfigMap\nmetadata: {name: x}\n")
