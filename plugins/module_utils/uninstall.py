@@ -18,11 +18,13 @@ from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.compute_domain import (
     API_VERSION as COMPUTE_DOMAIN_API_VERSION,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import PRIORITY_API_VERSION
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     MPIJOB_API_VERSION,
     PART_OF,
     PART_OF_LABEL,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_schedule import MANAGED_BY as SCHEDULE_MANAGED_BY
 
 CRD_KIND = "CustomResourceDefinition"
 # Deleted last among a manifest's objects: deleting a Namespace deletes what is in it.
@@ -145,3 +147,43 @@ def manifest_removal(
         [r.definition() for r in reversed(aggregating)],
         [r.definition() for r in crds] if include_crds else [],
     )
+
+
+# The scheduled verification's objects (role verify_schedule: label app.kubernetes.io/managed-by), in the order they
+# are deleted: the CronJob first (no new run starts), its inventory, then the rights it ran with; and the checks'
+# PriorityClass (label app.kubernetes.io/part-of=gpu-fabric-verify, from docs/rbac/verify-stage.yaml or made by a
+# check) last, once no pod of a check can name it.
+SCHEDULE_KINDS: Tuple[Tuple[str, str], ...] = (
+    ("batch/v1", "CronJob"),
+    ("v1", "ConfigMap"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("v1", "ServiceAccount"),
+    (PRIORITY_API_VERSION, "PriorityClass"),
+)
+SCHEDULE_SELECTOR = f"app.kubernetes.io/managed-by={SCHEDULE_MANAGED_BY}"
+PRIORITY_CLASS_SELECTOR = f"{PART_OF_LABEL}={PART_OF}"
+
+
+def schedule_removal(found: Iterable[Mapping[str, Any]]) -> List[Dict[str, Any]]:
+    """The schedule's objects and the checks' PriorityClass (as listed by ``SCHEDULE_SELECTOR`` for each of
+    ``SCHEDULE_KINDS``, and ``PRIORITY_CLASS_SELECTOR`` for PriorityClasses) -> definitions to delete, in the
+    order of ``SCHEDULE_KINDS``, each once; an object of another kind, or one without either label, is left."""
+    order = {kind: index for index, (_version, kind) in enumerate(SCHEDULE_KINDS)}
+    versions = dict((kind, version) for version, kind in SCHEDULE_KINDS)
+    refs: Dict[Tuple[str, str, str], ObjectRef] = {}
+    for obj in found:
+        kind = str(obj.get("kind") or "")
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        ours = labels.get("app.kubernetes.io/managed-by") == SCHEDULE_MANAGED_BY or (
+            kind == "PriorityClass" and labels.get(PART_OF_LABEL) == PART_OF
+        )
+        if kind in order and ours:
+            ref = object_ref(obj, versions[kind], kind)
+            refs[(ref.kind, ref.namespace, ref.name)] = ref
+    ordered = sorted(refs.values(), key=lambda r: (order[r.kind], r.namespace, r.name))
+    return [r.definition() for r in ordered]

@@ -104,6 +104,14 @@ mpi_operator_crds:
   returned: always
   type: list
   elements: dict
+verification_schedule:
+  description:
+    - The scheduled verification's objects (role C(gpu_fabric.mnnvl.verify_schedule)) and the checks' PriorityClass,
+      as definitions in deletion order (the CronJob first, the PriorityClass last).
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.4.0
 """
 
 from ansible.module_utils.basic import missing_required_lib
@@ -120,9 +128,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.uninstall import 
     MPIJOB_API_VERSION,
     PART_OF,
     PART_OF_LABEL,
+    PRIORITY_CLASS_SELECTOR,
+    SCHEDULE_KINDS,
+    SCHEDULE_SELECTOR,
     manifest_removal,
     partition_workloads,
     plan_summary,
+    schedule_removal,
     verification_namespaces,
 )
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -169,6 +181,18 @@ def main() -> None:
             patience,
             "cannot list ComputeDomains, MPIJobs and Namespaces",
         )
+        schedule = retry(
+            lambda: [
+                dict(obj, apiVersion=version, kind=kind)  # a list's items carry neither
+                for version, kind, selector in [
+                    *((version, kind, SCHEDULE_SELECTOR) for version, kind in SCHEDULE_KINDS),
+                    (SCHEDULE_KINDS[-1][0], SCHEDULE_KINDS[-1][1], PRIORITY_CLASS_SELECTOR),
+                ]
+                for obj in list_served(client, version, kind, label_selector=selector)
+            ],
+            patience,
+            "cannot list the scheduled verification's objects and the checks' PriorityClass",
+        )
     except CoreException as exc:
         module.fail_from_exception(exc)
     except ApiUnreachable as exc:
@@ -190,6 +214,7 @@ def main() -> None:
         mpi_operator_objects=objects,
         mpi_operator_aggregating_roles=aggregating,
         mpi_operator_crds=crds,
+        verification_schedule=schedule_removal(schedule),
     )
 
 

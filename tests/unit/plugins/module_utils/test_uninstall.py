@@ -115,3 +115,41 @@ def test_empty_documents_of_a_manifest_are_skipped():
     )
     assert aggregating == []
     assert (objects, crds) == ([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}], [])
+
+
+def listed(objects):
+    """Objects as the uninstall plan reads them: a list's items, with the kind and version put back."""
+    return [dict(o, apiVersion=o["apiVersion"], kind=o["kind"]) for o in objects]
+
+
+def test_the_schedule_and_the_checks_priority_class_are_removed_cronjob_first_priority_class_last():
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_schedule
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import priority_class_manifest
+
+    rbac_text = (Path(__file__).resolve().parents[4] / "docs" / "rbac" / "verify-stage.yaml").read_text()
+    made = verify_schedule.objects_from_text({"image": "ee:1", "namespace": "ops"}, rbac_text)
+    found = listed([*made["rbac"], *made["schedule"]])
+    # the checks' PriorityClass made by a check (no managed-by label), listed a second time by its own label
+    found.append(priority_class_manifest())
+    # a site's ConfigMap and a PriorityClass of another product stay
+    found.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "site", "namespace": "ops"}})
+    found.append({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "tenant-high"}})
+    removal = uninstall.schedule_removal(found)
+    assert [(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]) for d in removal] == [
+        ("CronJob", "ops", "gpu-fabric-verify"),
+        ("ConfigMap", "ops", "gpu-fabric-verify"),
+        ("ValidatingAdmissionPolicyBinding", "", "gpu-fabric-verify-own-namespaces"),
+        ("ValidatingAdmissionPolicy", "", "gpu-fabric-verify-own-namespaces"),
+        ("RoleBinding", "nvidia-dra-driver-gpu", "gpu-fabric-verify-diagnostics"),
+        ("Role", "nvidia-dra-driver-gpu", "gpu-fabric-verify-diagnostics"),
+        ("ClusterRoleBinding", "", "gpu-fabric-verify"),
+        ("ClusterRole", "", "gpu-fabric-verify"),
+        ("ServiceAccount", "ops", "gpu-fabric-verify"),
+        ("PriorityClass", "", "gpu-fabric-verify"),
+    ]
+    assert removal[0] == {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "gpu-fabric-verify", "namespace": "ops"},
+    }
+    assert uninstall.schedule_removal([]) == []
