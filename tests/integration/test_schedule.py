@@ -85,7 +85,7 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
         "verify_schedule_namespace": NAMESPACE,
         "verify_schedule_service_account": ACCOUNT,
         "verify_schedule_name": NAME,
-        "verify_schedule_only_due": False,
+        "verify_schedule_only_due": True,
         "verify_schedule_extra_args": ["--tags", "cliques,imex_channel"],
         # the mount paths are this machine's directories, so that the command read back runs unchanged here
         "verify_schedule_inventory_mount_path": str(inventory_dir),
@@ -117,6 +117,8 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
         "-i",
         f"{inventory_dir}/inventory.yml",
         "gpu_fabric.mnnvl.verify",
+        "-e",
+        "gpu_fabric_verify_only_due=true",
         "--tags",
         "cliques,imex_channel",
     ]
