@@ -9,11 +9,14 @@ and later): before deleting it, the scheduler sets the condition ``DisruptionTar
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run, verification
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.dcgm_diag import DcgmDiagCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.gpu_health import GpuHealthCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.nvbandwidth import NvbandwidthCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import ApiUnavailable
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
     PRIORITY_CLASS,
@@ -210,3 +213,48 @@ def test_a_priority_class_the_identity_may_not_read_stops_the_check_naming_the_f
         match=r"^PriorityClass low of the checks' pods could not be read or created .*: apply docs/rbac/verify-stage",
     ):
         run.ensure_priority_class()
+
+
+class PreemptedJob:
+    """The API as an MPIJob check reads it when a tenant's pod preempted a worker: the worker carries the
+    scheduler's condition while it terminates, then the MPI operator marks the job Failed."""
+
+    def __init__(self, job: str, namespace: str):
+        self.job, self.namespace = job, namespace
+        self.created = []
+
+    def create(self, body):
+        self.created.append(body)
+        return body
+
+    def list(self, kind, api_version, namespace, selector=""):
+        assert kind == "Pod" and namespace == self.namespace
+        if "job-role=launcher" in selector:
+            return []  # the launcher pod went too: no log to read
+        worker = victim(f"{self.job}-worker-1", node="gb200-r0-t1")
+        return [worker]
+
+    def watch_until(self, kind, api_version, namespace, judge, deadline, selector="", name="", window=0):
+        failed = {
+            "metadata": {"name": self.job},
+            "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "MPIJobFailed"}]},
+        }
+        return SimpleNamespace(value=judge({self.job: failed}), events=1)
+
+
+def test_an_mpijob_that_failed_after_a_preemption_is_incomplete_naming_the_worker_and_its_tray(monkeypatch):
+    check = NvbandwidthCheck("img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {})
+    run = rack_run.RackRun(check, None, PLAN, rack_run.Settings(priority_class="gpu-fabric-verify"))
+    run.api = PreemptedJob(check.job_name(run), run.namespace)
+    monkeypatch.setattr(run, "create_namespace", lambda: None)
+    monkeypatch.setattr(run, "create_compute_domain", lambda: None)
+    with pytest.raises(Preempted) as caught:
+        check.measure(run)
+    assert caught.value.nodes == ["gb200-r0-t1"]
+    assert caught.value.summary.startswith(
+        f"MPIJob {check.job_name(run)}: incomplete, 1 pod preempted: pod {check.job_name(run)}-worker-1 on tray "
+        "gb200-r0-t1 was preempted by a pod of higher priority"
+    )
+    (job,) = run.api.created
+    templates = [r["template"]["spec"] for r in job["spec"]["mpiReplicaSpecs"].values()]
+    assert [t["priorityClassName"] for t in templates] == ["gpu-fabric-verify", "gpu-fabric-verify"]
