@@ -167,7 +167,7 @@ class RackRun:
     def run(self) -> Record:
         started = now_rfc3339()
         self.deadline = self.clock() + self.timeout
-        outcome, failed_nodes, problems = OUTCOME_FAILED, [], {}
+        outcome, failed_nodes, problems, preempted = OUTCOME_FAILED, [], {}, []
         details: Dict[str, Any] = {"namespace": self.namespace, "namespace_given": self.given}
         try:
             result = self.check.measure(self)
@@ -179,7 +179,7 @@ class RackRun:
             details.update(exc.details)
         except Preempted as exc:  # a tenant took the tray: nothing was measured there, nothing is wrong with it
             outcome, summary = OUTCOME_INCOMPLETE, exc.summary
-            details["preempted_nodes"] = exc.nodes
+            details["preempted_nodes"] = preempted = exc.nodes or list(self.plan.nodes)
         except ApiUnavailable as exc:
             outcome = OUTCOME_ERROR
             summary = f"could not {exc}; the check did not finish, which says nothing of the fabric: run it again"
@@ -212,6 +212,7 @@ class RackRun:
                 problems,
                 self.settings.run_id,
                 self.settings.allow_incomplete,
+                preempted,
             ),
             started,
             now_rfc3339(),

@@ -25,6 +25,10 @@ OUTCOME_INCOMPLETE = "incomplete"
 OUTCOME_ERROR = "error"  # the check could not run or finish: says nothing of the fabric
 OUTCOMES = (OUTCOME_PASSED, OUTCOME_FAILED, OUTCOME_INCOMPLETE, OUTCOME_ERROR)
 
+# The skip reasons of a rack whose check a tenant's pod preempted (tray_state: not the run's choice, so both stay due).
+PREEMPTED = "preempted by a higher-priority pod"
+PREEMPTED_ELSEWHERE = "not measured: the check was preempted on another tray"
+
 
 class Record(TypedDict, total=False):
     """One (check, rack) as written to ``<records dir>/<check>/<rack>.json`` and kept in the history."""
@@ -70,24 +74,42 @@ def record_for(
     node_problems: Optional[Mapping[str, str]] = None,
     run_id: str = "",
     allow_incomplete: bool = False,
+    preempted: Sequence[str] = (),
 ) -> Record:
     """The record of one (check, rack) of ``plan``; ``passed`` follows the outcome
     (and allow_incomplete), ``verdict`` is what a pipeline acts on: passed, failed (the racks have a problem) or
-    error (the check could not run)."""
+    error (the check could not run).
+
+    ``preempted``: the trays where a tenant's pod preempted the check's (outcome ``incomplete``). The check measured
+    none of the rack's trays to the end, so each is skipped (the preempted ones for that reason, which keeps them
+    due) and the verdict, unless incomplete racks are allowed, is ``error``: it says nothing of the fabric.
+    """
     passed = outcome == OUTCOME_PASSED or (outcome == OUTCOME_INCOMPLETE and allow_incomplete)
+    verdict = verdict_of(outcome, passed)
+    nodes, trays = list(plan.nodes), plan.trays()
+    if preempted and outcome == OUTCOME_INCOMPLETE:
+        verdict = OUTCOME_PASSED if passed else OUTCOME_ERROR
+        trays["skipped"] = sorted(
+            trays["skipped"]
+            + [
+                {"node": node, "reason": PREEMPTED if node in preempted else PREEMPTED_ELSEWHERE} for node in plan.nodes
+            ],
+            key=lambda s: natural_key(s["node"]),
+        )
+        nodes = []
     return Record(
         check=check,
         rack=plan.name,
         clique=plan.clique,
         run_id=run_id,
         outcome=outcome,
-        verdict=verdict_of(outcome, passed),
+        verdict=verdict,
         passed=passed,
         summary=one_line(summary),
-        nodes=list(plan.nodes),
+        nodes=nodes,
         failed_nodes=by_name(failed_nodes),
         node_problems={k: one_line((node_problems or {})[k]) for k in by_name(node_problems or {})},
-        trays=plan.trays(),
+        trays=trays,
         details=dict(details),
     )
 

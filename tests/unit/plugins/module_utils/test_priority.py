@@ -26,6 +26,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
     preemption_of,
     priority_class_manifest,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_selection_skip
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     imex_pod_manifest,
     mpijob_manifest,
@@ -192,6 +193,23 @@ def test_a_preempted_check_ends_incomplete_not_failed_and_names_the_tray():
     assert (record["outcome"], record["failed_nodes"]) == ("incomplete", [])
     assert record["details"]["preempted_nodes"] == ["gb200-r0-t1"]
     assert record["summary"].startswith("rack rack0: read the GPU health signals: incomplete, 1 pod preempted: pod ")
+    # no verdict on the fabric, and every tray of the rack stays due: skipped for the tray's state, not by choice
+    assert (record["verdict"], record["passed"], record["nodes"]) == ("error", False, [])
+    skipped = {skip["node"]: skip["reason"] for skip in record["trays"]["skipped"]}
+    assert skipped["gb200-r0-t1"] == "preempted by a higher-priority pod"
+    assert set(skipped) == set(PLAN.nodes)
+    assert not any(is_selection_skip(reason) for reason in skipped.values())
+
+
+def test_a_preempted_check_on_a_rack_allowed_to_be_incomplete_passes_without_measuring_a_tray():
+    settings = rack_run.Settings(run_id="r1", allow_incomplete=True)
+    record = rack_run.RackRun(PreemptedCheck(), GoneNamespace(), PLAN, settings).run()
+    assert (record["outcome"], record["verdict"], record["passed"], record["nodes"]) == (
+        "incomplete",
+        "passed",
+        True,
+        [],
+    )
 
 
 def test_the_priority_class_is_created_when_absent_and_only_read_when_present():
