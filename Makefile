@@ -63,7 +63,8 @@ units: venv layout  ## pytest: module_utils, modules and filters against real to
 MOLECULE_LONGEST_FIRST := hosts bad_inputs nvidia_imex nvidia_driver containerd preflight
 HOST_SCENARIOS := $(filter $(MOLECULE_SCENARIOS),$(MOLECULE_LONGEST_FIRST)) $(filter-out cluster $(MOLECULE_LONGEST_FIRST),$(MOLECULE_SCENARIOS))
 # Host scenarios at once (MOLECULE_STREAMS=1: one after another): each on podman trays of its own names
-# and network namespaces; they mostly wait on systemd, apt and podman exec, so two share the cores well.
+# and network namespaces. They are mostly CPU (Ansible, the modules, podman exec): two at a time gain what
+# one leaves idle of two cores (8 % on a busy machine, docs/PERFORMANCE.md "Cutting the CI run").
 MOLECULE_STREAMS ?= 2
 
 # Each scenario: destroy, create, prepare, converge, idempotence (must report changed=0), verify,
