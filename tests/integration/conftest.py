@@ -198,13 +198,14 @@ FILE_SECONDS = {
     "test_uninstall.py": 185,
     "test_sim_rack.py": 125,
     "test_rbac_namespaced.py": 110,
+    "test_node_verdict.py": 105,  # waits for a KWOK heartbeat (measured locally)
     "test_verify_stage.py": 85,
     "test_tainted_trays.py": 80,
+    "test_schedule.py": 70,  # measured locally
     "test_sim_versions.py": 60,
     "test_verify_pull_secrets.py": 45,
     "test_check_dcgm_diag.py": 35,
     "test_air_gapped.py": 25,
-    "test_node_verdict.py": 15,
     "test_openshift.py": 15,
     "test_check_gpu_health.py": 10,
     "test_clique_info.py": 10,
