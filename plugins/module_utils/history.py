@@ -29,6 +29,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import _node_of
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
 INDEX = "index.json"
 LOCK = ".lock"
@@ -165,16 +166,6 @@ def newest_first(runs: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
     return sorted(runs, key=_started_key, reverse=True)
 
 
-def _parse_time(value: Any) -> Optional[datetime]:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
 def retained(
     runs: Sequence[Mapping[str, Any]], keep_runs: int, keep_days: int, now: datetime, current: str = ""
 ) -> Tuple[List[Mapping[str, Any]], List[Mapping[str, Any]]]:
@@ -183,7 +174,7 @@ def retained(
     oldest = now - timedelta(days=keep_days) if keep_days > 0 else None
     kept, removed = [], []
     for position, entry in enumerate(newest_first(runs)):
-        started = _parse_time(entry.get("started"))
+        started = parse_time(entry.get("started"))
         too_many = keep_runs > 0 and position >= keep_runs
         too_old = oldest is not None and started is not None and started < oldest
         if entry.get("pinned") or entry.get("run_id") == current or not (too_many or too_old):

@@ -19,7 +19,6 @@ import math
 import os
 import statistics
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
@@ -36,6 +35,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
     VERDICTS,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import node_of_gpu
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
 PREFIX = "gpu_fabric_"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -119,14 +119,8 @@ def bytes_per_second(gbps: Any) -> Optional[int]:
 
 def timestamp_seconds(text: Any) -> Optional[float]:
     """An RFC 3339 time of a record or the history (``2026-12-01T10:15:02.391077Z``) -> Unix seconds; naive is UTC."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-    return round(parsed.timestamp(), 6)
+    parsed = parse_time(text)
+    return None if parsed is None else round(parsed.timestamp(), 6)
 
 
 def _pair_of(value: Any) -> Optional[Tuple[int, int]]:

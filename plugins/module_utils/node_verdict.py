@@ -51,6 +51,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, retry
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
     ANNOTATION_KEY,
     DEFAULT_VALID_HOURS,
@@ -60,9 +61,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import
     annotation_fields,
     epoch_label,
     is_selection_skip,
-    parse_time,
     read_state,
-    rfc3339,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import valid_until as verdict_valid_until
 

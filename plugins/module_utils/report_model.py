@@ -26,11 +26,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
     PASSED,
     is_current,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
     DEFAULT_VALID_HOURS,
     is_selection_skip,
-    parse_time,
-    rfc3339,
     valid_until,
 )
 

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Dict, Mapping, Optional
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
 
 LABEL_KEY = "gpu-fabric.nvidia.com/verified"
 VALID_UNTIL_LABEL_KEY = "gpu-fabric.nvidia.com/verified-until"
@@ -58,25 +60,6 @@ class TrayState:
     @property
     def verified(self) -> bool:
         return self.verdict in (PASSED, FAILED)
-
-
-def parse_time(value: Any) -> Optional[datetime]:
-    """An RFC 3339 date-time as an aware datetime (UTC when it names no offset), or None."""
-    if not isinstance(value, str) or not value.strip():
-        return None
-    text = value.strip().replace("z", "Z")
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def rfc3339(moment: datetime) -> str:
-    """``2026-12-06T17:40:00Z``: UTC, whole seconds."""
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def epoch_label(moment: datetime) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import tray_state
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
     ANNOTATION_KEY,
     TrayState,
@@ -23,7 +24,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import
     epoch_label,
     is_selection_skip,
     not_due_reason,
-    parse_time,
     read_state,
 )
 
