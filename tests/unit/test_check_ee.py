@@ -25,7 +25,18 @@ def containerfile(tmp_path_factory) -> str:
         pytest.skip("ansible-builder is not installed (requirements-test.txt)")
     context = tmp_path_factory.mktemp("ee")
     subprocess.run(
-        [BUILDER, "create", "--file", str(ROOT / "execution-environment.yml"), "--context", str(context)],
+        # the file's name follows the container engine found (Dockerfile where docker is and podman is not):
+        # named, as `make ee` names it, so the test reads the same file on every build machine
+        [
+            BUILDER,
+            "create",
+            "--file",
+            str(ROOT / "execution-environment.yml"),
+            "--context",
+            str(context),
+            "--output-filename",
+            "Containerfile",
+        ],
         check=True,
         capture_output=True,
     )
