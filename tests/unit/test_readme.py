@@ -142,3 +142,28 @@ def test_the_documents_that_the_build_files_name_exist():
     ]
     links = yaml.safe_load((REPO / "docs" / "docsite" / "links.yml").read_text())
     assert links["edit_on_github"]["repository"] == "gpu-fabric/mnnvl"
+
+
+EE_IMAGE = "registry.example.com/gpu-fabric/mnnvl-ee"
+
+
+def test_the_documents_name_one_tarball_and_one_image_at_the_version_being_made():
+    """A user copies these commands: the tarball and the execution environment's image carry one name, at the
+    version this branch becomes (galaxy.yml's, without its development suffix)."""
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"].split("-")[0]
+    documents = [
+        REPO / "README.md",
+        *sorted((REPO / "docs").rglob("*.md")),
+        *sorted((REPO / "roles").glob("*/README.md")),
+    ]
+    problems = []
+    for path in documents:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            where = f"{path.relative_to(REPO)}:{number}"
+            for found in re.findall(r"gpu_fabric-mnnvl-([0-9][0-9A-Za-z.-]*?)\.tar\.gz", line):
+                if found != version:
+                    problems.append(f"{where}: tarball version {found}, not {version}")
+            for image, tag in re.findall(r"([\w.-]+(?:/[\w.-]+)*-ee):([\w.-]+)", line):
+                if image != EE_IMAGE or tag != version:
+                    problems.append(f"{where}: image {image}:{tag}, not {EE_IMAGE}:{version}")
+    assert problems == []
