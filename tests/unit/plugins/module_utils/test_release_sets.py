@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,19 @@ def test_the_dra_image_follows_the_chart_to_the_mirror():
         dra_driver_values("mirror.example.com/m")["image"]["repository"]
         == "mirror.example.com/m/nvidia/k8s-dra-driver-gpu"
     )
+
+
+def test_no_role_description_names_a_component_version():
+    """The release sets are the versions' one home: a role's description that names a chart or manifest version
+    goes stale with the next set (the descriptions named 25.10's charts while 26.7 was the default)."""
+    roles = Path(__file__).resolve().parents[4] / "roles"
+    version = re.compile(r"\bv?[0-9]+\.[0-9]+\.[0-9]+\b")
+    problems = []
+    for path in sorted(roles.glob("*/meta/argument_specs.yml")):
+        for entry, spec in yaml.safe_load(path.read_text())["argument_specs"].items():
+            found = version.findall(str(spec.get("short_description", "")))
+            problems += [f"{path.parent.parent.name} {entry}: short_description names {v}" for v in found]
+    for path in sorted(roles.glob("*/meta/main.yml")):
+        found = version.findall(str(yaml.safe_load(path.read_text())["galaxy_info"].get("description", "")))
+        problems += [f"{path.parent.parent.name}: description names {v}" for v in found]
+    assert problems == []
