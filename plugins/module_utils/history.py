@@ -39,6 +39,7 @@ DEFAULT_KEEP_DAYS = 90
 # A run id names a directory: letters, digits, '.', '_', '-' (playbooks/verify.yml makes 20261203T101500123456Z).
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 PASSED = "passed"
+OLDEST = datetime.min.replace(tzinfo=timezone.utc)  # where a run whose start names no time sorts
 
 
 class HistoryError(Exception):
@@ -99,13 +100,27 @@ def _read_json(path: str) -> Any:
 # ----------------------------------------------------------------------------------------- the index
 
 
+def _instant(value: Any) -> datetime:
+    """A time of the history as an instant: RFC 3339 parsed (``times.parse_time``), anything else the oldest."""
+    return parse_time(value) or OLDEST
+
+
+def _first(values: Sequence[Any], latest: bool = False) -> Optional[str]:
+    """The earliest (``latest``: the latest) of the times ``values`` by the instants they name, as written; a
+    text that names no time only when no other does."""
+    texts = [v for v in values if isinstance(v, str) and v]
+    if not texts:
+        return None
+    pick = max if latest else min
+    timed = [v for v in texts if parse_time(v) is not None]
+    return pick(timed, key=_instant) if timed else texts[0]
+
+
 def _entry_of(records: Sequence[Mapping[str, Any]], run_id: str) -> Dict[str, Any]:
-    started = [r["started"] for r in records if isinstance(r.get("started"), str)]
-    finished = [r["finished"] for r in records if isinstance(r.get("finished"), str)]
     return {
         "run_id": run_id,
-        "started": min(started) if started else None,
-        "finished": max(finished) if finished else None,
+        "started": _first([r.get("started") for r in records]),
+        "finished": _first([r.get("finished") for r in records], latest=True),
         "pinned": False,
         "verdicts": {f"{r['check']}/{r['rack']}": str(r.get("verdict") or "") for r in records},
     }
@@ -158,12 +173,26 @@ def read_index(history_dir: str) -> Dict[str, Any]:
     return index
 
 
-def _started_key(entry: Mapping[str, Any]) -> Tuple[str, str]:
-    return (str(entry.get("started") or ""), str(entry.get("run_id") or ""))
+def _started_key(entry: Mapping[str, Any]) -> Tuple[datetime, str]:
+    return (_instant(entry.get("started")), str(entry.get("run_id") or ""))
 
 
 def newest_first(runs: Sequence[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
+    """The runs by the instant each started (``2026-12-07T09:00:00+09:00`` before ``2026-12-07T01:00:00Z``), newest
+    first; a run whose start names no time is the oldest."""
     return sorted(runs, key=_started_key, reverse=True)
+
+
+def time_warnings(runs: Sequence[Mapping[str, Any]]) -> List[str]:
+    """One line per run whose start names no RFC 3339 time: it counts as the oldest run, which retention removes
+    first."""
+    return [
+        f"run {entry.get('run_id')} of the history has the start time {entry.get('started')!r}, not an RFC 3339 time "
+        "(2026-12-07T01:00:00Z); it counts as the oldest run, which retention removes first; correct its 'started' "
+        "in the history index, or remove the run"
+        for entry in runs
+        if parse_time(entry.get("started")) is None
+    ]
 
 
 def retained(
@@ -195,7 +224,8 @@ def record_run(
     """Keep ``records`` (one check's, every rack) as run ``run_id``, update the index, apply retention.
 
     A check run again in the same run replaces that check's records of the run. Returns
-    ``{"run_dir", "files", "removed_runs"}``.
+    ``{"run_dir", "files", "removed_runs", "warnings"}``; ``warnings``: one line per run whose start names no time
+    (``time_warnings``).
     """
     check_run_id(run_id)
     for record in records:
@@ -231,15 +261,20 @@ def record_run(
             verdicts = {k: v for k, v in (entry.get("verdicts") or {}).items() if k.split("/", 1)[0] not in checks}
             verdicts.update(fresh["verdicts"])
             entry["verdicts"] = dict(sorted(verdicts.items()))
-            for key, pick in (("started", min), ("finished", max)):
-                values = [v for v in (entry.get(key), fresh[key]) if v]
-                entry[key] = pick(values) if values else None
+            entry["started"] = _first([entry.get("started"), fresh["started"]])
+            entry["finished"] = _first([entry.get("finished"), fresh["finished"]], latest=True)
+        warnings = time_warnings(runs)
         kept, removed = retained(runs, keep_runs, keep_days, now or datetime.now(timezone.utc), current=run_id)
         write_json(os.path.join(history_dir, INDEX), {"version": INDEX_VERSION, "runs": newest_first(kept)})
         for gone in removed:
             if RUN_ID.match(str(gone.get("run_id"))):
                 shutil.rmtree(os.path.join(history_dir, str(gone["run_id"])), ignore_errors=True)
-    return {"run_dir": run_dir, "files": files, "removed_runs": [str(e["run_id"]) for e in removed]}
+    return {
+        "run_dir": run_dir,
+        "files": files,
+        "removed_runs": [str(e["run_id"]) for e in removed],
+        "warnings": warnings,
+    }
 
 
 def pin_run(history_dir: str, run_id: str) -> bool:

@@ -16,7 +16,9 @@ description:
   - Every file is written to a temporary file and moved into place; the index is read, changed and written under an
     exclusive C(flock) of C(<history_dir>/.lock), so two runs at once both complete with an intact history.
   - Retention, after each write - the newest O(keep_runs) runs not older than O(keep_days) days are kept; the pinned
-    run and the run being written are never removed.
+    run and the run being written are never removed. Runs are ordered by the instant they started, whatever time
+    zone their start names; a run whose start names no RFC 3339 time counts as the oldest, with a warning naming
+    it.
   - O(pin) names the run the site holds as its baseline (the one pinned run); the V(nvbandwidth) check of
     M(gpu_fabric.mnnvl.fabric_verify) holds each rack against that run's record of the rack, else its last passing
     run's.
@@ -131,11 +133,12 @@ def main() -> None:
         if params["pin"]:
             result["changed"] = history.pin_run(directory, params["pin"])
         if params["records"]:
-            result.update(
-                history.record_run(
-                    directory, params["run_id"], params["records"], params["keep_runs"], params["keep_days"]
-                )
+            kept = history.record_run(
+                directory, params["run_id"], params["records"], params["keep_runs"], params["keep_days"]
             )
+            for warning in kept.pop("warnings"):
+                module.warn(warning)
+            result.update(kept)
             result["changed"] = True
         if os.path.isdir(directory):
             pinned = [e for e in history.read_index(directory)["runs"] if isinstance(e, dict) and e.get("pinned")]

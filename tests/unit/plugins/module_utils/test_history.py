@@ -350,3 +350,51 @@ def test_a_tray_the_newest_run_did_not_measure_has_no_drop(tmp_path):
         820.0,
         True,
     )
+
+
+# ----------------------------------------------------------------------------------------- order by time
+
+
+def failed_run(tmp_path, run_id, started, keep_runs=0):
+    return record_run(
+        str(tmp_path), run_id, [nvb_record(run_id, verdict="failed", started=started)], keep_runs=keep_runs, now=NOW
+    )
+
+
+def test_runs_are_ordered_by_the_instant_they_started_whatever_their_time_zone(tmp_path):
+    failed_run(tmp_path, "utc", "2026-12-07T01:00:00Z")
+    failed_run(tmp_path, "tokyo", "2026-12-07T09:00:00+09:00")  # 00:00 UTC: an hour before "utc"
+    assert run_ids(tmp_path) == ["utc", "tokyo"]
+    result = failed_run(tmp_path, "r3", "2026-12-07T02:00:00Z", keep_runs=2)
+    assert result["removed_runs"] == ["tokyo"]
+    assert result["warnings"] == []
+    assert run_ids(tmp_path) == ["r3", "utc"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "index.json", "r3", "utc"]
+
+
+def test_a_run_whose_start_names_no_time_is_the_oldest_and_named_in_a_warning(tmp_path):
+    failed_run(tmp_path, "unknown", "yesterday")
+    failed_run(tmp_path, "r1", "2026-11-01T10:00:00Z")
+    result = failed_run(tmp_path, "r2", "2026-12-01T10:00:00Z", keep_runs=2)
+    assert result["removed_runs"] == ["unknown"]
+    assert result["warnings"] == [
+        "run unknown of the history has the start time 'yesterday', not an RFC 3339 time (2026-12-07T01:00:00Z); it "
+        "counts as the oldest run, which retention removes first; correct its 'started' in the history index, or "
+        "remove the run"
+    ]
+    assert run_ids(tmp_path) == ["r2", "r1"]
+
+
+def test_a_run_starts_at_its_earliest_record_and_finishes_at_its_latest_by_instant(tmp_path):
+    tokyo = nvb_record("r1", started="2026-12-07T09:30:00+09:00")  # 00:30 UTC, finished 00:30:30 UTC
+    utc = dict(nvb_record("r1", rack="rack1", started="2026-12-07T01:00:00Z"), finished="2026-12-07T00:45:00Z")
+    record_run(str(tmp_path), "r1", [tokyo, utc], now=NOW)
+    (entry,) = read_index(str(tmp_path))["runs"]
+    assert (entry["started"], entry["finished"]) == ("2026-12-07T09:30:00+09:00", "2026-12-07T00:45:00Z")
+    # a second check of the run, written in another zone, merges by instant too
+    later = dict(
+        nvb_record("r1", started="2026-12-07T10:00:00+09:00"), check="cliques", finished="2026-12-07T09:40:00+09:00"
+    )
+    record_run(str(tmp_path), "r1", [later], now=NOW)
+    (entry,) = read_index(str(tmp_path))["runs"]
+    assert (entry["started"], entry["finished"]) == ("2026-12-07T09:30:00+09:00", "2026-12-07T00:45:00Z")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+from ansible.module_utils import basic
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import baseline_for, read_index
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import verify_history
 
@@ -62,3 +64,43 @@ def test_check_mode_writes_nothing(tmp_path):
     )
     assert (result["changed"], result["files"]) == (True, [])
     assert not directory.exists()
+
+
+@pytest.fixture
+def warnings(monkeypatch):
+    seen = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: seen.append(msg))
+    return seen
+
+
+def keep(directory, run_id, started, verdict="failed", **args):
+    return run_module(
+        verify_history.main,
+        dict(
+            args, history_dir=directory, run_id=run_id, records=[dict(record(run_id, 800.0, verdict), started=started)]
+        ),
+    )
+
+
+def test_retention_removes_the_run_that_started_first_whatever_its_time_zone(tmp_path, warnings):
+    directory = str(tmp_path / "runs")
+    keep(directory, "utc", "2026-12-07T01:00:00Z", keep_days=0)
+    keep(directory, "tokyo", "2026-12-07T09:00:00+09:00", keep_days=0)  # 00:00 UTC
+    result = keep(directory, "r3", "2026-12-07T02:00:00Z", keep_runs=2, keep_days=0)
+    assert (result["failed"], result["removed_runs"]) == (False, ["tokyo"])
+    assert [e["run_id"] for e in read_index(directory)["runs"]] == ["r3", "utc"]
+    assert warnings == []
+
+
+def test_a_start_that_names_no_time_is_a_warning(tmp_path, warnings):
+    directory = str(tmp_path / "runs")
+    keep(directory, "unknown", "07/12/2026", keep_days=0)
+    assert len(warnings) == 1  # the run itself, kept as the run being written
+    warnings.clear()
+    result = keep(directory, "r2", "2026-12-07T02:00:00Z", keep_runs=1, keep_days=0)
+    assert result["removed_runs"] == ["unknown"]
+    assert warnings == [
+        "run unknown of the history has the start time '07/12/2026', not an RFC 3339 time (2026-12-07T01:00:00Z); "
+        "it counts as the oldest run, which retention removes first; correct its 'started' in the history index, "
+        "or remove the run"
+    ]
