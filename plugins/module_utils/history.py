@@ -12,7 +12,8 @@ Layout under the history directory (``<report dir>/runs``)::
 Every file is written to a temporary file next to it and moved into place (``os.replace``), so a reader
 sees a whole file or the earlier one; the index is read, changed and rewritten under an exclusive
 ``fcntl.flock`` of ``.lock``, so two runs at once both land in it. Retention keeps the newest
-``keep_runs`` runs not older than ``keep_days`` days, and always the pinned run and the run being written.
+``keep_runs`` runs not older than ``keep_days`` days, and always the pinned run, the run being written and each
+check's last passing run of each rack.
 """
 
 from __future__ import annotations
@@ -195,22 +196,42 @@ def time_warnings(runs: Sequence[Mapping[str, Any]]) -> List[str]:
     ]
 
 
+def last_passing_runs(runs: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
+    """``<check>/<rack>`` -> the newest run (``newest_first``) in which that check passed on that rack."""
+    found: Dict[str, str] = {}
+    for entry in newest_first(runs):
+        verdicts = entry.get("verdicts")
+        for key, verdict in verdicts.items() if isinstance(verdicts, dict) else ():
+            if verdict == PASSED:
+                found.setdefault(str(key), str(entry.get("run_id")))
+    return found
+
+
 def retained(
     runs: Sequence[Mapping[str, Any]], keep_runs: int, keep_days: int, now: datetime, current: str = ""
-) -> Tuple[List[Mapping[str, Any]], List[Mapping[str, Any]]]:
-    """(kept, removed): the newest ``keep_runs`` runs (0: any number) not older than ``keep_days`` days
-    (0: any age), and always a pinned run and the run ``current``; a run of unknown age is judged by count only."""
+) -> Tuple[List[Mapping[str, Any]], List[Mapping[str, Any]], Dict[str, List[str]]]:
+    """(kept, removed, held): the newest ``keep_runs`` runs (0: any number) not older than ``keep_days`` days
+    (0: any age), and always a pinned run, the run ``current`` and each check's last passing run of each rack
+    (``last_passing_runs``: a rack's baseline when none is pinned); a run of unknown age is judged by count only.
+    ``held``: run id -> the ``<check>/<rack>`` whose last pass it is, for each run kept only for that."""
     oldest = now - timedelta(days=keep_days) if keep_days > 0 else None
-    kept, removed = [], []
+    last_pass: Dict[str, List[str]] = {}
+    for key, run_id in sorted(last_passing_runs(runs).items()):
+        last_pass.setdefault(run_id, []).append(key)
+    kept, removed, held = [], [], {}
     for position, entry in enumerate(newest_first(runs)):
         started = parse_time(entry.get("started"))
         too_many = keep_runs > 0 and position >= keep_runs
         too_old = oldest is not None and started is not None and started < oldest
-        if entry.get("pinned") or entry.get("run_id") == current or not (too_many or too_old):
+        run_id = str(entry.get("run_id"))
+        if entry.get("pinned") or run_id == current or not (too_many or too_old):
             kept.append(entry)
+        elif run_id in last_pass:
+            kept.append(entry)
+            held[run_id] = last_pass[run_id]
         else:
             removed.append(entry)
-    return kept, removed
+    return kept, removed, held
 
 
 def record_run(
@@ -224,8 +245,9 @@ def record_run(
     """Keep ``records`` (one check's, every rack) as run ``run_id``, update the index, apply retention.
 
     A check run again in the same run replaces that check's records of the run. Returns
-    ``{"run_dir", "files", "removed_runs", "warnings"}``; ``warnings``: one line per run whose start names no time
-    (``time_warnings``).
+    ``{"run_dir", "files", "removed_runs", "kept_last_passing", "warnings"}``; ``kept_last_passing``: run id -> the
+    ``<check>/<rack>`` whose last pass it holds, for each run retention kept only for that; ``warnings``: one line
+    per run whose start names no time (``time_warnings``).
     """
     check_run_id(run_id)
     for record in records:
@@ -264,7 +286,7 @@ def record_run(
             entry["started"] = _first([entry.get("started"), fresh["started"]])
             entry["finished"] = _first([entry.get("finished"), fresh["finished"]], latest=True)
         warnings = time_warnings(runs)
-        kept, removed = retained(runs, keep_runs, keep_days, now or datetime.now(timezone.utc), current=run_id)
+        kept, removed, held = retained(runs, keep_runs, keep_days, now or datetime.now(timezone.utc), current=run_id)
         write_json(os.path.join(history_dir, INDEX), {"version": INDEX_VERSION, "runs": newest_first(kept)})
         for gone in removed:
             if RUN_ID.match(str(gone.get("run_id"))):
@@ -273,6 +295,7 @@ def record_run(
         "run_dir": run_dir,
         "files": files,
         "removed_runs": [str(e["run_id"]) for e in removed],
+        "kept_last_passing": held,
         "warnings": warnings,
     }
 

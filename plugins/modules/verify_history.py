@@ -16,7 +16,8 @@ description:
   - Every file is written to a temporary file and moved into place; the index is read, changed and written under an
     exclusive C(flock) of C(<history_dir>/.lock), so two runs at once both complete with an intact history.
   - Retention, after each write - the newest O(keep_runs) runs not older than O(keep_days) days are kept; the pinned
-    run and the run being written are never removed. Runs are ordered by the instant they started, whatever time
+    run, the run being written and each check's last passing run of each rack (the rack's baseline when no run is
+    pinned) are never removed. Runs are ordered by the instant they started, whatever time
     zone their start names; a run whose start names no RFC 3339 time counts as the oldest, with a warning naming
     it.
   - O(pin) names the run the site holds as its baseline (the one pinned run); the V(nvbandwidth) check of
@@ -94,6 +95,13 @@ removed_runs:
   returned: always
   type: list
   elements: str
+kept_last_passing:
+  description:
+    - The runs retention kept only because each is the last passing run of a check on a rack - run id to the
+      C(<check>/<rack>) it holds the last pass of.
+  returned: always
+  type: dict
+  sample: {"20261201T101500123456Z": ["nvbandwidth/rack3"]}
 pinned:
   description: The pinned run, empty when none.
   returned: always
@@ -123,7 +131,7 @@ def main() -> None:
     module = build_module()
     params = module.params
     directory = params["history_dir"]
-    result = dict(changed=False, run_dir="", files=[], removed_runs=[], pinned="")
+    result = dict(changed=False, run_dir="", files=[], removed_runs=[], kept_last_passing={}, pinned="")
     if params["records"] and not params["run_id"]:
         module.fail_json(msg="records were given without run_id; set run_id to the run they belong to", **result)
     if module.check_mode:

@@ -107,10 +107,10 @@ def test_retention_by_age_keeps_the_pinned_and_the_current_run():
         {"run_id": "recent", "started": "2026-12-01T00:00:00Z"},
         {"run_id": "now", "started": "2026-01-01T00:00:00Z"},
     ]
-    kept, removed = retained(runs, keep_runs=0, keep_days=30, now=NOW, current="now")
+    kept, removed, _held = retained(runs, keep_runs=0, keep_days=30, now=NOW, current="now")
     assert [e["run_id"] for e in kept] == ["recent", "pinned", "now"]
     assert [e["run_id"] for e in removed] == ["old"]
-    kept, removed = retained(runs, keep_runs=0, keep_days=0, now=NOW)
+    kept, removed, _held = retained(runs, keep_runs=0, keep_days=0, now=NOW)
     assert removed == []
 
 
@@ -398,3 +398,42 @@ def test_a_run_starts_at_its_earliest_record_and_finishes_at_its_latest_by_insta
     record_run(str(tmp_path), "r1", [later], now=NOW)
     (entry,) = read_index(str(tmp_path))["runs"]
     assert (entry["started"], entry["finished"]) == ("2026-12-07T09:30:00+09:00", "2026-12-07T00:45:00Z")
+
+
+# ----------------------------------------------------------------------------------------- what retention keeps
+
+
+def test_retention_keeps_each_checks_last_passing_run_of_each_rack(tmp_path):
+    def run(run_id, day, rack0, rack1, cliques=None):
+        started = f"2026-12-0{day}T10:00:00Z"
+        records = [nvb_record(run_id, "rack0", verdict=rack0, started=started)]
+        records.append(nvb_record(run_id, "rack1", verdict=rack1, started=started))
+        if cliques:
+            records.append({"check": "cliques", "rack": "rack0", "verdict": cliques, "started": started})
+        return record_run(str(tmp_path), run_id, records, keep_runs=2, now=NOW)
+
+    run("r1", 1, "passed", "passed", cliques="failed")
+    run("r2", 2, "failed", "passed", cliques="passed")
+    run("r3", 3, "failed", "passed", cliques="failed")
+    result = run("r4", 4, "failed", "passed", cliques="failed")
+    # r1: the last pass of nvbandwidth on rack0; r2: of cliques on rack0; rack1 passed in r3 and r4
+    assert result["removed_runs"] == []
+    assert result["kept_last_passing"] == {"r1": ["nvbandwidth/rack0"], "r2": ["cliques/rack0"]}
+    assert run_ids(tmp_path) == ["r4", "r3", "r2", "r1"]
+    assert baseline_for(str(tmp_path), "nvbandwidth", "rack0", TESTCASE)["source"] == "last passing run r1"
+    # rack0 passes again: r1 and r2 hold nothing any more
+    result = run("r5", 5, "passed", "passed", cliques="passed")
+    assert (result["removed_runs"], result["kept_last_passing"]) == (["r3", "r2", "r1"], {})
+    assert run_ids(tmp_path) == ["r5", "r4"]
+
+
+def test_retention_by_age_keeps_a_last_pass_and_says_so():
+    runs = [
+        {"run_id": "old-pass", "started": "2026-06-01T00:00:00Z", "verdicts": {"nvbandwidth/rack0": "passed"}},
+        {"run_id": "old-fail", "started": "2026-07-01T00:00:00Z", "verdicts": {"nvbandwidth/rack0": "failed"}},
+        {"run_id": "now", "started": "2026-12-03T00:00:00Z", "verdicts": {"nvbandwidth/rack0": "failed"}},
+    ]
+    kept, removed, held = retained(runs, keep_runs=0, keep_days=30, now=NOW, current="now")
+    assert ([e["run_id"] for e in kept], [e["run_id"] for e in removed]) == (["now", "old-pass"], ["old-fail"])
+    assert held == {"old-pass": ["nvbandwidth/rack0"]}
+    assert history.last_passing_runs(runs) == {"nvbandwidth/rack0": "old-pass"}

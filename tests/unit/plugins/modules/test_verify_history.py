@@ -104,3 +104,15 @@ def test_a_start_that_names_no_time_is_a_warning(tmp_path, warnings):
         "it counts as the oldest run, which retention removes first; correct its 'started' in the history index, "
         "or remove the run"
     ]
+
+
+def test_retention_keeps_the_racks_last_passing_run_and_names_it(tmp_path, warnings):
+    directory = str(tmp_path / "runs")
+    keep(directory, "r1", "2026-12-01T10:00:00Z", verdict="passed", keep_days=0)
+    keep(directory, "r2", "2026-12-02T10:00:00Z", keep_days=0)
+    result = keep(directory, "r3", "2026-12-03T10:00:00Z", keep_runs=1, keep_days=0)
+    assert (result["failed"], result["changed"]) == (False, True)
+    assert result["removed_runs"] == ["r2"]
+    assert result["kept_last_passing"] == {"r1": ["nvbandwidth/rack0"]}
+    assert [e["run_id"] for e in read_index(directory)["runs"]] == ["r3", "r1"]
+    assert baseline_for(directory, "nvbandwidth", "rack0", exclude_run="r4")["source"] == "last passing run r1"
