@@ -131,9 +131,33 @@ def inventory(schedule: Schedule) -> Dict[str, Any]:
     }
 
 
+class _Data(str):
+    """A string of the site's that Ansible must take as data: written with YAML's ``!unsafe`` tag."""
+
+
+def _as_data(value: Any) -> Any:
+    if isinstance(value, str):
+        return _Data(value)
+    if isinstance(value, Mapping):
+        return {key: _as_data(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_data(item) for item in value]
+    return value
+
+
 def inventory_text(schedule: Schedule) -> str:
-    return "# The inventory of the scheduled verification (role gpu_fabric.mnnvl.verify_schedule)\n" + yaml.safe_dump(
-        inventory(schedule), default_flow_style=False, sort_keys=False
+    """The job's inventory as YAML. Every string of the site's variables is tagged ``!unsafe``: the values were
+    resolved where the schedule was deployed, and the job takes them as they are (a ``{{ 7*7 }}`` stays that
+    text, never 49); only the connection's own ``{{ ansible_playbook_python }}`` is a template."""
+
+    class InventoryDumper(yaml.SafeDumper):
+        pass
+
+    InventoryDumper.add_representer(_Data, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value)))
+    document = inventory(schedule)
+    document["all"]["vars"] = _as_data(document["all"]["vars"])
+    return "# The inventory of the scheduled verification (role gpu_fabric.mnnvl.verify_schedule)\n" + yaml.dump(
+        document, Dumper=InventoryDumper, default_flow_style=False, sort_keys=False
     )
 
 

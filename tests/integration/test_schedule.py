@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from ansible.parsing.utils.yaml import from_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "sim"))
@@ -137,7 +137,8 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
     # the pod's view: the ConfigMap's inventory at its mount path, the ServiceAccount's token, the command as it is
     config = sim_rack.get_json("configmap", "-n", NAMESPACE, NAME)
     (inventory_dir / "inventory.yml").write_text(config["data"]["inventory.yml"])
-    assert yaml.safe_load(config["data"]["inventory.yml"])["all"]["vars"]["gpu_fabric_report_dir"] == str(report_dir)
+    # as Ansible reads it: the site's values are tagged !unsafe (data, never templated again)
+    assert from_yaml(config["data"]["inventory.yml"])["all"]["vars"]["gpu_fabric_report_dir"] == str(report_dir)
     # a token of the ServiceAccount the role made (TokenRequest), as the pod's projected token would be
     token = sim_rack.kubectl("-n", NAMESPACE, "create", "token", ACCOUNT, "--duration=1h").stdout.strip()
     kubeconfig = accounts.kubeconfig(sim_rack.kubeconfig, tmp_path / "kc", {"token": token}, ACCOUNT)

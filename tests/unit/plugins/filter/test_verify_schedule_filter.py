@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 from ansible.errors import AnsibleFilterError
+from ansible.parsing.utils.yaml import from_yaml
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.verify_schedule import FilterModule, verify_schedule_objects
 
 RBAC_TEXT = (Path(__file__).resolve().parents[4] / "docs" / "rbac" / "verify-stage.yaml").read_text()
@@ -24,7 +24,7 @@ def test_values_of_ansible_s_own_string_types_reach_the_inventory_as_plain_value
         {"image": Tagged("ee:1"), "verify_vars": {Tagged("gpu_fabric_rack_label"): Tagged("gpu-fabric.sim/rack")}},
         RBAC_TEXT,
     )
-    inventory = yaml.safe_load(objects["schedule"][0]["data"]["inventory.yml"])
+    inventory = from_yaml(objects["schedule"][0]["data"]["inventory.yml"])  # as Ansible reads it: !unsafe too
     assert inventory["all"]["vars"]["gpu_fabric_rack_label"] == "gpu-fabric.sim/rack"
     assert FilterModule().filters() == {"verify_schedule_objects": verify_schedule_objects}
 

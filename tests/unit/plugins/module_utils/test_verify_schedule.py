@@ -5,6 +5,10 @@ its rules), the job's inventory, the CronJob and the exact command it runs."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,12 +103,27 @@ def test_a_volume_source_replaces_the_claim_and_the_schedule_options_pass_throug
     assert job["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == 7200
 
 
+class Data(str):
+    """A value the inventory tags ``!unsafe`` (Ansible takes it as data, never as a template)."""
+
+
+class InventoryLoader(yaml.SafeLoader):
+    """YAML as written, each ``!unsafe`` value read as :class:`Data`, so that a test sees which values are tagged."""
+
+
+InventoryLoader.add_constructor("!unsafe", lambda loader, node: Data(loader.construct_scalar(node)))
+
+
+def inventory_of(config) -> dict:
+    return yaml.load(config["data"]["inventory.yml"], Loader=InventoryLoader)
+
+
 def test_the_inventory_runs_on_the_pod_itself_with_the_sites_variables_and_the_report_on_the_volume():
     config = objects(verify_vars={"gpu_fabric_verify_cliques": ["rack0"], "gpu_fabric_report_dir": "elsewhere"})[
         "schedule"
     ][0]
     assert config["metadata"]["name"] == "gpu-fabric-verify" and config["kind"] == "ConfigMap"
-    assert yaml.safe_load(config["data"]["inventory.yml"]) == {
+    assert inventory_of(config) == {
         "all": {
             "children": {
                 "k8s_controller": {
@@ -119,6 +138,47 @@ def test_the_inventory_runs_on_the_pod_itself_with_the_sites_variables_and_the_r
             "vars": {"gpu_fabric_verify_cliques": ["rack0"], "gpu_fabric_report_dir": "/var/lib/gpu-fabric/report"},
         }
     }
+    # the site's strings are data; the connection's interpreter is the one template of the file
+    inventory = inventory_of(config)
+    assert type(inventory["all"]["vars"]["gpu_fabric_verify_cliques"][0]) is Data
+    assert type(inventory["all"]["vars"]["gpu_fabric_report_dir"]) is Data
+    python = inventory["all"]["children"]["k8s_controller"]["hosts"]["localhost"]["ansible_python_interpreter"]
+    assert type(python) is str
+
+
+def test_ansible_reads_the_sites_values_in_the_jobs_inventory_as_they_are_never_as_templates(tmp_path):
+    """The rendered inventory, read by ansible-playbook as the job reads it: text that looks like a template
+    stays that text (at any depth), numbers and booleans keep their type."""
+    site = {
+        "gpu_fabric_verify_namespace_prefix": "{{ 7*7 }}",
+        "gpu_fabric_verify_cliques": ["{{ 7*7 }}", "rack1"],
+        "gpu_fabric_verify_settings": {"dcgm_diag": {"level": 2, "note": "{# kept #}x"}},
+        "gpu_fabric_trays_per_clique": 18,
+        "gpu_fabric_verify_nccl": True,
+    }
+    config = objects(verify_vars=site)["schedule"][0]
+    (tmp_path / "inventory.yml").write_text(config["data"]["inventory.yml"])
+    names = [*sorted(site), "gpu_fabric_report_dir"]
+    (tmp_path / "read.yml").write_text(
+        "- hosts: k8s_controller\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.copy:\n"
+        f"        content: \"{{{{ dict(names | zip(names | map('extract', vars))) | to_json }}}}\"\n"
+        f"        dest: {tmp_path / 'values.json'}\n"
+        f"      vars:\n        names: {json.dumps(names)}\n"
+    )
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory.yml", "read.yml"],
+        cwd=tmp_path,
+        env=dict(os.environ, ANSIBLE_NOCOLOR="1"),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert json.loads((tmp_path / "values.json").read_text()) == dict(
+        site, gpu_fabric_report_dir="/var/lib/gpu-fabric/report"
+    )
 
 
 def test_the_namespace_is_labelled_so_that_its_apply_is_recorded():
