@@ -30,13 +30,18 @@ not a diagnostic plugin; the rule guards against a DCGM that brings it into the 
 
 from __future__ import annotations
 
-import json
 import shlex
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.tray_pods import TrayFinding, TrayPodCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dcgm_json import (
+    DcgmParseError,
+    DiagResult,
+    DiagRun,
+    DiagWarning,
+    parse_diag_json,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
@@ -62,55 +67,6 @@ NOTE_CODES = {
 # dcgmi's exit status for a diagnostic that ran and found errors: DCGM_ST_NVVS_ERROR (-30) and
 # DCGM_ST_NVVS_ISOLATE_ERROR (-51), as the pod's shell sees them (256 + the dcgmReturn_t).
 FOUND_ERRORS_EXIT = (226, 205)
-
-
-@dataclass
-class DiagWarning:
-    """One error DCGM attached to a result: its text (message and next steps) and its DCGM_FR code."""
-
-    text: str
-    error_id: int
-    category: int = 0
-    severity: int = 0
-
-
-@dataclass
-class DiagResult:
-    """One test's result for one entity (``entity_id`` None: the test's summary, every entity's errors)."""
-
-    test: str
-    status: str
-    entity_group: str = "GPU"
-    entity_id: Optional[int] = None
-    warnings: List[DiagWarning] = field(default_factory=list)
-    info: List[str] = field(default_factory=list)
-
-    @property
-    def entity(self) -> str:
-        return f"{self.entity_group} {self.entity_id}"
-
-
-@dataclass
-class DiagRun:
-    """One run of ``dcgmi diag -j``: the results per entity, each test's summary, the entities and versions."""
-
-    results: List[DiagResult] = field(default_factory=list)
-    summaries: Dict[str, DiagResult] = field(default_factory=dict)
-    categories: Dict[str, str] = field(default_factory=dict)  # test -> category
-    serials: Dict[int, str] = field(default_factory=dict)  # GPU entity id -> serial number
-    device_ids: Dict[int, str] = field(default_factory=dict)
-    dcgm_version: str = ""
-    driver_version: str = ""
-    runtime_error: str = ""
-
-
-@dataclass
-class DiagReport:
-    """What ``dcgmi diag -j`` printed: one run, or several (``--iterations``) with DCGM's overall result."""
-
-    runs: List[DiagRun]
-    overall: str = ""
-    warning: str = ""
 
 
 def script(level: int, hostengine: str = "", extra_args: Sequence[str] = ()) -> str:
@@ -155,95 +111,6 @@ def _lines(text: str) -> List[Tuple[int, str]]:
         out.append((start, line))
         start += len(line) + 1
     return out
-
-
-def json_documents(text: str) -> List[Any]:
-    """Every JSON value printed at the start of a line of ``text`` (dcgmi prints one, or an error and one)."""
-    decoder = json.JSONDecoder()
-    found, index = [], 0
-    while True:
-        start = text.find("{", index)
-        if start < 0:
-            return found
-        if start and text[start - 1] != "\n":
-            index = start + 1
-            continue
-        try:
-            value, end = decoder.raw_decode(text, start)
-        except ValueError:
-            index = start + 1
-            continue
-        found.append(value)
-        index = end
-
-
-def _warnings(entries: Any) -> List[DiagWarning]:
-    return [
-        DiagWarning(
-            str(w.get("warning", "")),
-            int(w.get("error_id", 0)),
-            int(w.get("error_category", 0)),
-            int(w.get("error_severity", 0)),
-        )
-        for w in entries or []
-        if isinstance(w, dict)
-    ]
-
-
-def parse_diag_run(document: Mapping[str, Any]) -> DiagRun:
-    """One ``dcgmi diag -j`` object (DCGM 4.x); a document without ``"DCGM Diagnostic"`` raises ValueError."""
-    body = document.get("DCGM Diagnostic")
-    if not isinstance(body, dict):
-        raise ValueError(f"no 'DCGM Diagnostic' object (keys: {', '.join(sorted(document)) or 'none'})")
-    run = DiagRun(runtime_error=str(body.get("runtime_error") or ""))
-    for category in body.get("test_categories") or []:
-        for test in category.get("tests") or []:
-            name = str(test.get("name", "?"))
-            run.categories[name] = str(category.get("category", ""))
-            for entry in test.get("results") or []:
-                run.results.append(
-                    DiagResult(
-                        name,
-                        str(entry.get("status", "")),
-                        str(entry.get("entity_group", "GPU")),
-                        int(entry["entity_id"]) if "entity_id" in entry else None,
-                        _warnings(entry.get("warnings")),
-                        [str(i) for i in entry.get("info") or []],
-                    )
-                )
-            summary = test.get("test_summary")
-            if isinstance(summary, dict):
-                run.summaries[name] = DiagResult(
-                    name,
-                    str(summary.get("status", "")),
-                    "",
-                    None,
-                    _warnings(summary.get("warnings")),
-                    [str(i) for i in summary.get("info") or []],
-                )
-    for group in document.get("entity_groups") or []:
-        if group.get("entity_group") == "GPU":
-            for entity in group.get("entities") or []:
-                run.serials[int(entity["entity_id"])] = str(entity.get("serial_num", ""))
-                run.device_ids[int(entity["entity_id"])] = str(entity.get("device_id", ""))
-    metadata = document.get("metadata") or {}
-    run.dcgm_version = str(metadata.get("version") or body.get("version") or "")
-    run.driver_version = str(metadata.get("Driver Version Detected") or "")
-    return run
-
-
-def parse_diag_json(text: str) -> DiagReport:
-    """What ``dcgmi diag -j`` printed: the iterations form when there is one, else the last diagnostic object;
-    ValueError when it printed no JSON of DCGM's diagnostic."""
-    documents = [d for d in json_documents(text) if isinstance(d, dict)]
-    for document in documents:
-        if isinstance(document.get("iterations"), list):
-            runs = [parse_diag_run(d) for d in document["iterations"] if isinstance(d, dict) and d]
-            return DiagReport(runs, str(document.get("Overall Result", "")), str(document.get("warning", "")))
-    diagnostic = [d for d in documents if "DCGM Diagnostic" in d]
-    if not diagnostic:
-        raise ValueError("no JSON of DCGM's diagnostic")
-    return DiagReport([parse_diag_run(diagnostic[-1])])
 
 
 def judge_run(run: DiagRun, finding: TrayFinding, prefix: str = "") -> None:
@@ -416,7 +283,7 @@ class DcgmDiagCheck(TrayPodCheck):
         finding.details = {"level": self.level, "exit_code": status}
         try:
             report = parse_diag_json(text)
-        except ValueError as exc:
+        except DcgmParseError as exc:
             started = ""
             if engine and engine[1]:
                 started = f"; nv-hostengine exited {engine[1]}: {one_line(engine[0], 200, '...')}"

@@ -8,13 +8,16 @@ remapping, retired pages), ``nvidia-smi nvlink -e`` (NVLink error and recovery c
 (``dmesg``: the ``NVRM: Xid`` lines of the GPUs and the ``SXid`` lines of NVSwitches) and the clock and
 uptime that date the kernel log's lines. A tray fails, naming the GPU, on:
 
-* an Xid in the last ``xid_window_hours`` that is not in ``xid_ignore`` (by default the codes NVIDIA's Xid
+* an Xid (any form the driver prints, MIG's ``GPU-I``/``GPU-CI`` included: ``kernel_log``) in the last
+  ``xid_window_hours`` that is not in ``xid_ignore`` (by default the codes NVIDIA's Xid
   catalogue resolves by restarting the application or ignoring: 13, 31, 43, 45, 63, 94), and a fatal SXid;
   an Xid 154 that sets the recovery action to None is a note;
 * a non-zero NVLink counter of ``nvlink_fail_counters``: on Blackwell the failed link recoveries, malformed
   packets, buffer overruns, local link integrity and effective (post-FEC) errors; on Hopper and before the
   recovery errors. A successful link recovery is a note, as in DCGM's NVLink health watch (warn, not fail);
-* a volatile uncorrectable ECC error, a row remapping pending or failed, a page retirement pending;
+* every memory fault ``nvidia-smi -q -x`` reports (``gpu_memory``): a volatile uncorrectable ECC error, a row
+  remapping pending or failed, a page retirement, memory channel or TPC repair pending, unrepairable memory, SRAM
+  errors past the driver's threshold;
 * a GPU whose fabric is not Completed/Success, has no clique or whose fabric health is Unhealthy
   (``nvidia_smi.fabric_verdict``; Limited capacity is a note).
 
@@ -31,11 +34,17 @@ B300 and DCGM's fields name them (no GB200 capture is public: the GB200 fixture 
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.tray_pods import TrayFinding, TrayPodCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_memory import memory_problems
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kernel_log import PciKey, parse_kernel_log, pci_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import fabric_verdict, parse_query_xml
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_counters import (
+    NvlinkCounters,
+    count,
+    parse_nvlink_errors,
+)
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
@@ -91,11 +100,6 @@ NVLINK_FAIL_COUNTERS = [
 NVLINK_NOTE_COUNTERS = ("Link recovery successful events",)
 
 _SECTION = re.compile(rf"^{MARK} (begin|end) ([^\n]+?)(?: rc=(\d+))?$", re.M)
-_STAMP = re.compile(r"^\[\s*(\d+(?:\.\d+)?)\]")
-_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)(?:\.\d+)?\): (\d+),\s*(.*)$")
-_SXID = re.compile(r"(nvidia-nvswitch\d+): SXid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+), (Fatal|Non-fatal),?\s*(.*)$")
-_NVLINK_GPU = re.compile(r"^GPU (\d+): ")
-_NVLINK_COUNTER = re.compile(r"^\s*Link (\d+): (.+?): (\S+)\s*$")
 
 
 def script() -> str:
@@ -117,88 +121,6 @@ def sections(log: str) -> Dict[str, Tuple[str, Optional[int]]]:
             found[name] = (log[begun.pop(name) : match.start()], int(match.group(3) or 0))
     for name, start in begun.items():
         found[name] = (log[start:], None)
-    return found
-
-
-def pci_key(text: str) -> Tuple[int, int, int]:
-    """``00000009:01:00.0`` and ``0009:01:00`` (an Xid line's) as one key: (domain, bus, device)."""
-    parts = text.split(".")[0].split(":")
-    return int(parts[-3], 16), int(parts[-2], 16), int(parts[-1], 16)
-
-
-def parse_xid_lines(dmesg: str) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
-    """The Xid and SXid events of a kernel log (``dmesg``, raw ``[seconds]`` stamps), in order."""
-    xids, sxids = [], []
-    for line in dmesg.splitlines():
-        stamp = _STAMP.match(line)
-        seconds = float(stamp.group(1)) if stamp else None
-        xid = _XID.search(line)
-        if xid:
-            domain, bus, device, code, text = xid.groups()
-            pci = (int(domain, 16), int(bus, 16), int(device, 16))
-            xids.append({"seconds": seconds, "pci": pci, "code": int(code), "text": text.strip()})
-            continue
-        sxid = _SXID.search(line)
-        if sxid:
-            switch, pci_text, code, severity, text = sxid.groups()
-            sxids.append(
-                {
-                    "seconds": seconds,
-                    "switch": switch,
-                    "pci": pci_text,
-                    "code": int(code),
-                    "fatal": severity == "Fatal",
-                    "text": text.strip(),
-                }
-            )
-    return xids, sxids
-
-
-def parse_nvlink_errors(text: str) -> Dict[int, Dict[int, Dict[str, str]]]:
-    """``nvidia-smi nvlink -e``: GPU index -> link -> counter -> value (as printed: a count, or a BER)."""
-    counters: Dict[int, Dict[int, Dict[str, str]]] = {}
-    gpu: Optional[int] = None
-    for line in text.splitlines():
-        head = _NVLINK_GPU.match(line)
-        if head:
-            gpu = int(head.group(1))
-            counters.setdefault(gpu, {})
-            continue
-        counter = _NVLINK_COUNTER.match(line)
-        if counter and gpu is not None:
-            counters[gpu].setdefault(int(counter.group(1)), {})[counter.group(2)] = counter.group(3)
-    return counters
-
-
-def _count(value: Any) -> int:
-    return int(value) if isinstance(value, str) and value.isdigit() else 0
-
-
-def memory_findings(xml: str) -> Dict[int, List[str]]:
-    """Per GPU index, its uncorrectable ECC errors, pending or failed row remapping and pending page retirement."""
-    root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", xml, count=1))
-    found: Dict[int, List[str]] = {}
-    for index, gpu in enumerate(root.findall("gpu")):
-        problems = []
-        volatile = gpu.find("ecc_errors/volatile")
-        for tag in (
-            "dram_uncorrectable",
-            "sram_uncorrectable",
-            "sram_uncorrectable_parity",
-            "sram_uncorrectable_secded",
-            "double_bit/total",
-        ):
-            count = _count(volatile.findtext(tag) if volatile is not None else None)
-            if count:
-                problems.append(f"{count} volatile uncorrectable ECC error(s) ({tag.replace('/', ' ')})")
-        if (gpu.findtext("remapped_rows/remapped_row_pending") or "").strip() == "Yes":
-            problems.append("a row remapping is pending: reset the GPU to apply it")
-        if (gpu.findtext("remapped_rows/remapped_row_failure") or "").strip() == "Yes":
-            problems.append("row remapping failed: the GPU has no spare rows left; replace it")
-        if (gpu.findtext("retired_pages/pending_retirement") or "").strip() == "Yes":
-            problems.append("a page retirement is pending: reset the GPU to apply it")
-        if problems:
-            found[index] = problems
     return found
 
 
@@ -266,8 +188,8 @@ class GpuHealthCheck(TrayPodCheck):
             return finding
         try:
             report = parse_query_xml(parts["nvidia-smi -q -x"][0])
-            memory = memory_findings(parts["nvidia-smi -q -x"][0])
-        except (ValueError, ET.ParseError) as exc:
+            memory = memory_problems(parts["nvidia-smi -q -x"][0])
+        except ValueError as exc:
             finding.problems.append(f"nvidia-smi -q -x gave no report (rc {parts['nvidia-smi -q -x'][1]}): {exc}")
             return finding
         gpu_of = {pci_key(gpu.pci_bus_id): gpu.index for gpu in report.gpus if gpu.pci_bus_id}
@@ -285,39 +207,39 @@ class GpuHealthCheck(TrayPodCheck):
         }
         return finding
 
-    def _judge_nvlink(self, counters: Dict[int, Dict[int, Dict[str, str]]], finding: TrayFinding) -> None:
+    def _judge_nvlink(self, counters: NvlinkCounters, finding: TrayFinding) -> None:
         for gpu, links in sorted(counters.items()):
             for link, values in sorted(links.items()):
                 for counter, value in values.items():
-                    if counter in self.nvlink_fail_counters and _count(value):
+                    if counter in self.nvlink_fail_counters and count(value):
                         finding.problems.append(f"GPU {gpu} NVLink {link}: {counter} {value}")
-                    elif counter in NVLINK_NOTE_COUNTERS and _count(value):
+                    elif counter in NVLINK_NOTE_COUNTERS and count(value):
                         finding.notes.append(f"GPU {gpu} NVLink {link}: {counter} {value}")
 
-    def _judge_kernel_log(
-        self, dmesg: str, clock: str, gpu_of: Dict[Tuple[int, int, int], int], finding: TrayFinding
-    ) -> None:
+    def _judge_kernel_log(self, dmesg: str, clock: str, gpu_of: Dict[PciKey, int], finding: TrayFinding) -> None:
         since = self._since_boot(clock)
-        xids, sxids = parse_xid_lines(dmesg)
+        log = parse_kernel_log(dmesg)
         ignored: Dict[int, int] = {}
-        for event in xids:
-            if since is not None and event["seconds"] is not None and event["seconds"] < since:
+        for event in log.xids:
+            if since is not None and event.seconds is not None and event.seconds < since:
                 continue
-            gpu = gpu_of.get(event["pci"])
-            where = f"GPU {gpu}" if gpu is not None else "GPU at PCI {:04x}:{:02x}:{:02x}".format(*event["pci"])
-            meaning = XID_MEANING.get(event["code"], "see NVIDIA's Xid catalogue")
-            text = f"{where}: Xid {event['code']} ({meaning}): {event['text'][:160]}"
-            if event["code"] in self.xid_ignore or (event["code"] == 154 and "to 0x0 (None)" in event["text"]):
-                ignored[event["code"]] = ignored.get(event["code"], 0) + 1
+            gpu = gpu_of.get(event.pci)
+            where = f"GPU {gpu}" if gpu is not None else f"GPU at PCI {event.where}"
+            if gpu is not None and event.gpu_instance is not None:
+                where += event.where[len("0000:00:00") :]  # the MIG instance the driver names
+            meaning = XID_MEANING.get(event.code, "see NVIDIA's Xid catalogue")
+            text = f"{where}: Xid {event.code} ({meaning}): {event.text[:160]}"
+            if event.code in self.xid_ignore or (event.code == 154 and "to 0x0 (None)" in event.text):
+                ignored[event.code] = ignored.get(event.code, 0) + 1
             elif text not in finding.problems:  # one event can print several lines
                 finding.problems.append(text)
         finding.notes += [
-            f"Xid {code} x{count} (an application's error, not the tray's)" for code, count in sorted(ignored.items())
+            f"Xid {code} x{times} (an application's error, not the tray's)" for code, times in sorted(ignored.items())
         ]
-        for event in sxids:
-            severity = "fatal" if event["fatal"] else "non-fatal"
-            text = f"{event['switch']}: SXid {event['code']} ({severity}): {event['text'][:160]}"
-            (finding.problems if event["fatal"] else finding.notes).append(text)
+        for sxid in log.sxids:
+            severity = "fatal" if sxid.fatal else "non-fatal"
+            text = f"{sxid.switch}: SXid {sxid.code} ({severity}): {sxid.text[:160]}"
+            (finding.problems if sxid.fatal else finding.notes).append(text)
 
     def _since_boot(self, clock: str) -> Optional[float]:
         """Seconds after boot from which the kernel log's events count (None: every event since boot); read from

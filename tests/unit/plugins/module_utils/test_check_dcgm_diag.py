@@ -15,10 +15,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, ra
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.dcgm_diag import (
     MARK,
     DcgmDiagCheck,
-    parse_diag_json,
     script,
     sections,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dcgm_json import parse_diag_json
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 DCGM = REPO_ROOT / "tests" / "fixtures" / "dcgm"
@@ -291,3 +291,23 @@ def test_a_level_other_than_1_to_3_and_an_argument_the_check_sets_are_refused():
         check(level=4)
     with pytest.raises(ValueError, match=r"^dcgm_diag.extra_args gives --host=x, which the check sets itself"):
         check(extra_args=["--host=x"])
+
+
+def test_null_entries_are_read_as_absent_and_a_malformed_document_is_one_line():
+    document = json.loads((DCGM / "dcgm-4.6.0-r1-gpu2-row-remap-pending.json").read_text())
+    results = document["DCGM Diagnostic"]["test_categories"][0]["tests"][0]["results"]
+    results[0]["warnings"] = None
+    results.append(None)
+    document["entity_groups"] = None
+    log = pod_log("dcgm-4.6.0-r1-gb200-pass.json", 226).replace(
+        (DCGM / "dcgm-4.6.0-r1-gb200-pass.json").read_text(), json.dumps(document) + "\n"
+    )
+    assert check().judge_tray("t5", log).problems == [ROW_REMAP]
+    results[1]["entity_id"] = "one"
+    bad = pod_log("dcgm-4.6.0-r1-gb200-pass.json", 226).replace(
+        (DCGM / "dcgm-4.6.0-r1-gb200-pass.json").read_text(), json.dumps(document) + "\n"
+    )
+    (problem,) = check().judge_tray("t5", bad).problems
+    assert problem.startswith(
+        "dcgmi diag printed no result (exit 226, test software result 1 entity_id is 'one', expected a number): {"
+    )

@@ -14,11 +14,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import gpu
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.gpu_health import (
     MARK,
     GpuHealthCheck,
-    memory_findings,
-    parse_nvlink_errors,
-    parse_xid_lines,
     sections,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_counters import parse_nvlink_errors
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 SMI = REPO_ROOT / "tests" / "fixtures" / "nvidia-smi"
@@ -37,35 +35,6 @@ def check(**given) -> GpuHealthCheck:
 
 def judged(faults=None, **given):
     return check(**given).judge_tray("gb200-r0-t3", standin.log({}, TRAY, faults or {}))
-
-
-def test_real_xid_lines_of_a_kernel_log_are_read_with_their_gpu_and_time():
-    xids, sxids = parse_xid_lines((SMI / "h100-device-dmesg-nvrm-xid.txt").read_text())
-    assert [x["code"] for x in xids] == [31, 43, 13, 13, 13] and sxids == []
-    assert xids[0]["pci"] == (0, 0, 6) and xids[0]["seconds"] == 25.000706
-    assert xids[0]["text"].startswith("pid=688, name=python3, channel 0x0000000a")
-    # the boot log of the same machine has none
-    assert parse_xid_lines((SMI / "h100-device-dmesg-nvrm-boot.txt").read_text()) == ([], [])
-
-
-def test_an_sxid_line_is_read_with_its_switch_and_severity():
-    line = "[131453.740743] nvidia-nvswitch0: SXid (PCI:0000:00:00.0): 20034, Fatal, Link 30 LTSSM Fault Up"
-    (_xids, (sxid,)) = parse_xid_lines(line)
-    assert (sxid["switch"], sxid["code"], sxid["fatal"], sxid["text"]) == (
-        "nvidia-nvswitch0",
-        20034,
-        True,
-        "Link 30 LTSSM Fault Up",
-    )
-
-
-def test_the_ecc_and_row_remapping_of_a_real_report_are_clean():
-    assert memory_findings((SMI / "h100-device-nvidia-smi-q.xml").read_text()) == {}
-
-
-def test_a_real_machine_with_nvlink_off_prints_no_counter():
-    assert (SMI / "h100-device-nvidia-smi-nvlink-e.txt").read_text() == ""
-    assert parse_nvlink_errors("") == {}
 
 
 def test_hopper_counters_are_read_too():
@@ -142,3 +111,28 @@ def test_the_pod_reads_every_gpu_without_claiming_one():
 def test_a_negative_window_is_refused():
     with pytest.raises(ValueError, match=r"^gpu_health.xid_window_hours is -1: 0 \(since boot\) or more$"):
         check(xid_window_hours=-1)
+
+
+def test_an_xid_in_the_mig_form_fails_the_tray_naming_the_gpu_and_its_instances():
+    log = standin.log({}, TRAY, {"xid": {"node": "gb200-r0-t3", "gpu": "2", "code": "79"}})
+    mig = log.replace("NVRM: Xid (PCI:0018:01:00): 79", "NVRM: Xid (PCI:0018:01:00 GPU-I:01 GPU-CI:00): 79")
+    assert mig != log
+    assert check().judge_tray("gb200-r0-t3", mig).problems == [
+        "GPU 2 GPU-I 1 GPU-CI 0: Xid 79 (GPU has fallen off the bus): pid='<unknown>', name=<unknown>, GPU has "
+        "fallen off the bus."
+    ]
+
+
+@pytest.mark.parametrize(
+    "element, problem",
+    [
+        ("unrepairable_memory", "GPU 1: its memory has a fault it cannot repair: replace the GPU"),
+        ("channel_repair_pending", "GPU 1: a memory channel repair is pending: reset the GPU to apply it"),
+        ("tpc_repair_pending", "GPU 1: a TPC repair is pending: reset the GPU to apply it"),
+    ],
+)
+def test_each_memory_fault_the_report_shows_fails_the_tray_naming_the_gpu(element, problem):
+    log = standin.log({}, TRAY, {})
+    parts = log.split("<gpu id=")
+    parts[2] = parts[2].replace(f"<{element}>No</{element}>", f"<{element}>Yes</{element}>", 1)
+    assert check().judge_tray("gb200-r0-t3", "<gpu id=".join(parts)).problems == [problem]
