@@ -7,6 +7,7 @@ Layout under the history directory (``<report dir>/runs``)::
     index.json                  {"version": 1, "runs": [{"run_id", "started", "finished", "pinned",
                                                          "verdicts": {"<check>/<rack>": "passed"}}]}
     .lock                       flock'ed around every read-modify-write of the index
+    <run_id>/.pinned            the pinned run's mark, so an index rebuilt from the directories keeps the pin
     <run_id>/<check>/<rack>.json  the records of that run, as the checks wrote them
 
 Every file is written to a temporary file next to it and moved into place (``os.replace``), so a reader
@@ -30,10 +31,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import _node_of
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import baseline_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
 INDEX = "index.json"
 LOCK = ".lock"
+PIN_MARK = ".pinned"  # in the pinned run's directory: the pin survives an index rebuilt from the directories
 INDEX_VERSION = 1
 DEFAULT_KEEP_RUNS = 30
 DEFAULT_KEEP_DAYS = 90
@@ -145,32 +148,97 @@ def _run_records(history_dir: str, run_id: str) -> List[Dict[str, Any]]:
 
 
 def rebuild_index(history_dir: str) -> Dict[str, Any]:
-    """The index made again from the run directories (no run pinned): for a history whose index is missing."""
+    """The index made again from the run directories: each run's entry from its records, its pin from its
+    ``PIN_MARK``. Raises OSError when the directories cannot be listed."""
     runs = []
     if os.path.isdir(history_dir):
         for name in sorted(os.listdir(history_dir)):
             if RUN_ID.match(name) and os.path.isdir(os.path.join(history_dir, name)):
-                runs.append(_entry_of(_run_records(history_dir, name), name))
-    return {"version": INDEX_VERSION, "runs": runs}
+                entry = _entry_of(_run_records(history_dir, name), name)
+                entry["pinned"] = os.path.exists(os.path.join(history_dir, name, PIN_MARK))
+                runs.append(entry)
+    return {"version": INDEX_VERSION, "runs": newest_first(runs)}
 
 
-def read_index(history_dir: str) -> Dict[str, Any]:
-    """The index of ``history_dir``; rebuilt from the run directories when missing; an unreadable one is refused."""
+def _entry_problem(entry: Any, position: int) -> Optional[str]:
+    if not isinstance(entry, dict):
+        return f"has run {position + 1} as a {type(entry).__name__}, not an object"
+    run_id = entry.get("run_id")
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        return f"has run {position + 1} with run_id {run_id!r}, not the name of a run directory"
+    verdicts = entry.get("verdicts", {})
+    if not isinstance(verdicts, dict) or not all(
+        isinstance(k, str) and "/" in k and isinstance(v, str) for k, v in verdicts.items()
+    ):
+        return f"has run {run_id} with verdicts {str(verdicts)[:60]!r}, not '<check>/<rack>': verdict"
+    for key in ("started", "finished"):
+        if entry.get(key) is not None and not isinstance(entry.get(key), str):
+            return f"has run {run_id} with {key} {entry.get(key)!r}, not an RFC 3339 time"
+    if not isinstance(entry.get("pinned", False), bool):
+        return f"has run {run_id} with pinned {entry.get('pinned')!r}, not true or false"
+    return None
+
+
+def index_problem(index: Any) -> Optional[str]:
+    """What makes ``index`` no history index (a JSON object whose ``runs`` is a list of entries, each with a run
+    directory's name, '<check>/<rack>': verdict, times as text, pinned true or false, each run once), or None."""
+    if not isinstance(index, dict):
+        return f"holds a {type(index).__name__}, not an object"
+    if not isinstance(index.get("runs"), list):
+        return "has no list 'runs'"
+    seen = set()
+    for position, entry in enumerate(index["runs"]):
+        problem = _entry_problem(entry, position)
+        if problem:
+            return problem
+        if entry["run_id"] in seen:
+            return f"lists run {entry['run_id']} twice"
+        seen.add(entry["run_id"])
+    return None
+
+
+def _load_index(history_dir: str) -> Tuple[Dict[str, Any], Optional[str]]:
+    """(the index, None), or (the index rebuilt from the run directories, a warning saying why)."""
     path = os.path.join(history_dir, INDEX)
     if not os.path.exists(path):
-        return rebuild_index(history_dir)
+        problem = "is missing"
+    else:
+        try:
+            index = _read_json(path)
+        except (OSError, ValueError) as exc:
+            problem = f"cannot be read ({exc})"
+        else:
+            problem = index_problem(index)
+            if problem is None:
+                return index, None
     try:
-        index = _read_json(path)
-    except (OSError, ValueError) as exc:
+        rebuilt = rebuild_index(history_dir)
+    except OSError as exc:
         raise HistoryError(
-            f"the history index {path} cannot be read ({exc}); remove it and the next run rebuilds it from the "
-            "run directories (pin the baseline run again)"
+            f"the history index {path} {problem} and the run directories of {history_dir} cannot be read to "
+            f"rebuild it ({exc}); make {history_dir} readable by this user, or move it away to start a new history"
         ) from exc
-    if not isinstance(index, dict) or not isinstance(index.get("runs"), list):
-        raise HistoryError(
-            f"the history index {path} has no list 'runs'; remove it and the next run rebuilds it from the run "
-            "directories (pin the baseline run again)"
-        )
+    if not rebuilt["runs"]:
+        return rebuilt, None  # a new history: nothing to rebuild, nothing lost
+    pinned = [str(e["run_id"]) for e in rebuilt["runs"] if e["pinned"]]
+    pin = (
+        f"pinned run: {pinned[0]}"
+        if pinned
+        else "no run is pinned now: pin the baseline run again if one was (gpu_fabric_verify_baseline_run)"
+    )
+    return rebuilt, (
+        f"the history index {path} {problem}; rebuilt it from the {len(rebuilt['runs'])} run directories of "
+        f"{history_dir} ({pin})"
+    )
+
+
+def read_index(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, Any]:
+    """The index of ``history_dir``. One that is missing, cannot be read or is no history index
+    (``index_problem``) is rebuilt from the run directories (``rebuild_index``), with a line in ``warnings`` that
+    says so; when those cannot be read either, HistoryError says what to do."""
+    index, warning = _load_index(history_dir)
+    if warning and warnings is not None:
+        warnings.append(warning)
     return index
 
 
@@ -247,7 +315,7 @@ def record_run(
     A check run again in the same run replaces that check's records of the run. Returns
     ``{"run_dir", "files", "removed_runs", "kept_last_passing", "warnings"}``; ``kept_last_passing``: run id -> the
     ``<check>/<rack>`` whose last pass it holds, for each run retention kept only for that; ``warnings``: one line
-    per run whose start names no time (``time_warnings``).
+    per run whose start names no time (``time_warnings``) and for an index rebuilt (``read_index``).
     """
     check_run_id(run_id)
     for record in records:
@@ -261,8 +329,11 @@ def record_run(
     files = []
     checks = sorted({str(r["check"]) for r in records})
     # the records are written under the lock too: another run's retention must not remove this run's
-    # directory between its records and its index entry
+    # directory between its records and its index entry; the index is read first, so a history that
+    # cannot be rebuilt is refused before anything is written
+    warnings: List[str] = []
     with locked(history_dir):
+        index = read_index(history_dir, warnings)
         for check in checks:
             directory = os.path.join(run_dir, check)
             wanted = {os.path.join(directory, f"{r['rack']}.json"): r for r in records if r["check"] == check}
@@ -273,8 +344,7 @@ def record_run(
                 path = os.path.join(directory, name)
                 if name.endswith(".json") and not name.startswith(".") and path not in wanted:
                     os.unlink(path)
-        index = read_index(history_dir)
-        runs = [dict(e) for e in index["runs"] if isinstance(e, dict)]
+        runs = [dict(e) for e in index["runs"]]
         entry = next((e for e in runs if e.get("run_id") == run_id), None)
         fresh = _entry_of(records, run_id)
         if entry is None:
@@ -285,7 +355,7 @@ def record_run(
             entry["verdicts"] = dict(sorted(verdicts.items()))
             entry["started"] = _first([entry.get("started"), fresh["started"]])
             entry["finished"] = _first([entry.get("finished"), fresh["finished"]], latest=True)
-        warnings = time_warnings(runs)
+        warnings += time_warnings(runs)
         kept, removed, held = retained(runs, keep_runs, keep_days, now or datetime.now(timezone.utc), current=run_id)
         write_json(os.path.join(history_dir, INDEX), {"version": INDEX_VERSION, "runs": newest_first(kept)})
         for gone in removed:
@@ -300,13 +370,19 @@ def record_run(
     }
 
 
-def pin_run(history_dir: str, run_id: str) -> bool:
-    """Pin ``run_id`` as the site's baseline (the one pinned run; empty: none); whether the index changed."""
+def pin_run(history_dir: str, run_id: str, warnings: Optional[List[str]] = None) -> bool:
+    """Pin ``run_id`` as the site's baseline (the one pinned run; empty: none); whether the index changed.
+
+    The pin is also a ``PIN_MARK`` file in the run's directory, so an index rebuilt from the directories keeps it.
+    """
     if run_id:
         check_run_id(run_id)
     with locked(history_dir):
-        index = read_index(history_dir)
-        runs = [dict(e) for e in index["runs"] if isinstance(e, dict)]
+        found: List[str] = []
+        index = read_index(history_dir, found)
+        if warnings is not None:
+            warnings.extend(found)
+        runs = [dict(e) for e in index["runs"]]
         if run_id and not any(e.get("run_id") == run_id for e in runs):
             known = ", ".join(str(e.get("run_id")) for e in newest_first(runs)[:5]) or "none"
             raise HistoryError(
@@ -318,9 +394,18 @@ def pin_run(history_dir: str, run_id: str) -> bool:
             pinned = entry.get("run_id") == run_id
             changed = changed or bool(entry.get("pinned")) != pinned
             entry["pinned"] = pinned
-        if changed:
+            _mark_pin(os.path.join(history_dir, str(entry["run_id"])), pinned)
+        if changed or found:
             write_json(os.path.join(history_dir, INDEX), {"version": INDEX_VERSION, "runs": newest_first(runs)})
     return changed
+
+
+def _mark_pin(run_dir: str, pinned: bool) -> None:
+    mark = os.path.join(run_dir, PIN_MARK)
+    if pinned and os.path.isdir(run_dir) and not os.path.exists(mark):
+        write_json(mark, {"pinned": True})
+    elif not pinned and os.path.exists(mark):
+        os.unlink(mark)
 
 
 # ----------------------------------------------------------------------------------------- reading runs
@@ -338,7 +423,10 @@ def run_record(history_dir: str, run_id: str, check: str, rack: str) -> Optional
 
 
 def _gbps(value: Any) -> Optional[float]:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A kept cell as GB/s; None for what is no bandwidth (a boolean, NaN, an infinity, below 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        return None
+    return float(value)
 
 
 def tray_lowest_pairs(
@@ -379,14 +467,14 @@ def _figures(record: Mapping[str, Any], testcase: Optional[str]) -> Optional[Dic
     details = record.get("details") if isinstance(record.get("details"), dict) else {}
     if testcase and details.get("testcase") not in (None, testcase):
         return None
-    median = details.get("median_gbps")
-    if not isinstance(median, (int, float)) or isinstance(median, bool) or median <= 0:
+    median = _gbps(details.get("median_gbps"))
+    if not median:  # no median, or one that is no bandwidth: no figures of this run
         return None
     matrix = details.get("matrix") if isinstance(details.get("matrix"), list) else None
     rank_nodes = details.get("rank_nodes") or record.get("nodes") or None
     return {
-        "median_gbps": float(median),
-        "min_gbps": details.get("min") if isinstance(details.get("min"), (int, float)) else None,
+        "median_gbps": median,
+        "min_gbps": _gbps(details.get("min")),
         "matrix": matrix,
         "rank_nodes": rank_nodes,
         "driver_version": details.get("driver_version"),
@@ -403,7 +491,9 @@ def baseline_for(
 
     Returns ``{"run_id", "recorded_at", "median_gbps", "matrix", "rank_nodes", "driver_version", "source"}``
     (the keys the nvbandwidth rule reads) or None when no run gives one. A record of another testcase, or
-    without a median, is passed over.
+    without a median, is passed over. A record whose median or matrix holds what is no bandwidth (NaN, an
+    infinity, a boolean, 0 or less: ``bandwidth_thresholds.baseline_problems``) is refused with HistoryError
+    naming its file and entries: passing it over would judge the rack against an older run unsaid.
     """
     if not history_dir or not os.path.isdir(history_dir):
         return None
@@ -414,6 +504,17 @@ def baseline_for(
     passing = [("last passing", e) for e in runs if not e.get("pinned") and e["verdicts"][key] == PASSED]
     for kind, entry in pinned + passing:
         record = run_record(history_dir, str(entry["run_id"]), check, rack)
+        details = record.get("details") if record and isinstance(record.get("details"), dict) else {}
+        same_testcase = not testcase or details.get("testcase") in (None, testcase)
+        if same_testcase and details.get("median_gbps") is not None:
+            problems = baseline_problems(details)
+            if problems:
+                path = os.path.join(history_dir, str(entry["run_id"]), check, f"{rack}.json")
+                raise HistoryError(
+                    f"the kept record {path} ({kind} run {entry['run_id']}) cannot be the baseline of {key}: "
+                    f"{'; '.join(problems)}; remove that run from the history, or pin a run you trust "
+                    "(gpu_fabric_verify_baseline_run)"
+                )
         figures = _figures(record, testcase) if record else None
         if figures is None:
             continue
@@ -434,14 +535,15 @@ def options_with_baseline(
 ) -> Dict[str, Any]:
     """A rack's check options with ``baseline`` set from the history (None when it has none or the index
     cannot be read: the rule then says that no baseline held, and recording the run names the index's
-    problem); unchanged without a history directory."""
+    problem); unchanged without a history directory. A kept record that cannot be the baseline
+    (``baseline_for``) raises HistoryError: the check is refused, naming the record."""
     if not history_dir:
         return dict(options)
     try:
-        baseline = baseline_for(history_dir, check, rack, options.get("testcase"), exclude_run=run_id)
+        read_index(history_dir)
     except HistoryError:
-        baseline = None
-    return dict(options, baseline=baseline)
+        return dict(options, baseline=None)
+    return dict(options, baseline=baseline_for(history_dir, check, rack, options.get("testcase"), exclude_run=run_id))
 
 
 # ----------------------------------------------------------------------------------------- trends

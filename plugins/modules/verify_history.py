@@ -20,6 +20,9 @@ description:
     pinned) are never removed. Runs are ordered by the instant they started, whatever time
     zone their start names; a run whose start names no RFC 3339 time counts as the oldest, with a warning naming
     it.
+  - The index is read before anything is written. One that is missing, cannot be read or is no history index (a
+    hand edit, a truncated file) is rebuilt from the run directories, pin included, with a warning that says so;
+    when the run directories cannot be read either, the module fails in one line naming the path and writes nothing.
   - O(pin) names the run the site holds as its baseline (the one pinned run); the V(nvbandwidth) check of
     M(gpu_fabric.mnnvl.fabric_verify) holds each rack against that run's record of the rack, else its last passing
     run's.
@@ -137,22 +140,27 @@ def main() -> None:
     if module.check_mode:
         result["changed"] = bool(params["records"] or params["pin"])
         module.exit_json(**result)
+    warnings: list = []
+    error = ""
     try:
         if params["pin"]:
-            result["changed"] = history.pin_run(directory, params["pin"])
+            result["changed"] = history.pin_run(directory, params["pin"], warnings)
         if params["records"]:
             kept = history.record_run(
                 directory, params["run_id"], params["records"], params["keep_runs"], params["keep_days"]
             )
-            for warning in kept.pop("warnings"):
-                module.warn(warning)
+            warnings.extend(kept.pop("warnings"))
             result.update(kept)
             result["changed"] = True
         if os.path.isdir(directory):
-            pinned = [e for e in history.read_index(directory)["runs"] if isinstance(e, dict) and e.get("pinned")]
+            pinned = [e for e in history.read_index(directory, warnings)["runs"] if e.get("pinned")]
             result["pinned"] = str(pinned[0]["run_id"]) if pinned else ""
     except (history.HistoryError, OSError) as exc:
-        module.fail_json(msg=f"could not keep the run in the history {directory}: {exc}", **result)
+        error = f"could not keep the run in the history {directory}: {exc}"
+    for warning in dict.fromkeys(warnings):
+        module.warn(warning)
+    if error:
+        module.fail_json(msg=error, **result)
     module.exit_json(**result)
 
 

@@ -133,17 +133,21 @@ def test_a_run_id_that_is_no_directory_name_is_refused(tmp_path):
     assert not os.path.exists(tmp_path / "r1")
 
 
-def test_an_unreadable_index_is_refused_and_a_missing_one_rebuilt(tmp_path):
+def test_a_missing_index_is_rebuilt_with_a_warning_and_a_new_history_without(tmp_path):
+    warnings = []
+    assert read_index(str(tmp_path / "new"), warnings) == {"version": 1, "runs": []}
+    assert warnings == []
     keep(tmp_path, "r1", 1)
     keep(tmp_path, "r2", 2, verdict="failed")
     os.unlink(tmp_path / "index.json")
-    assert [(e["run_id"], e["verdicts"]) for e in read_index(str(tmp_path))["runs"]] == [
-        ("r1", {"nvbandwidth/rack0": "passed"}),
-        ("r2", {"nvbandwidth/rack0": "failed"}),
+    assert [(e["run_id"], e["verdicts"], e["pinned"]) for e in read_index(str(tmp_path), warnings)["runs"]] == [
+        ("r2", {"nvbandwidth/rack0": "failed"}, False),
+        ("r1", {"nvbandwidth/rack0": "passed"}, False),
     ]
-    (tmp_path / "index.json").write_text("{not json", encoding="utf-8")
-    with pytest.raises(HistoryError, match=r"cannot be read .*remove it and the next run rebuilds it"):
-        read_index(str(tmp_path))
+    assert warnings == [
+        f"the history index {tmp_path}/index.json is missing; rebuilt it from the 2 run directories of {tmp_path} "
+        "(no run is pinned now: pin the baseline run again if one was (gpu_fabric_verify_baseline_run))"
+    ]
 
 
 def _writer(directory, name, count):
@@ -437,3 +441,79 @@ def test_retention_by_age_keeps_a_last_pass_and_says_so():
     assert ([e["run_id"] for e in kept], [e["run_id"] for e in removed]) == (["now", "old-pass"], ["old-fail"])
     assert held == {"old-pass": ["nvbandwidth/rack0"]}
     assert history.last_passing_runs(runs) == {"nvbandwidth/rack0": "old-pass"}
+
+
+# ----------------------------------------------------------------------------------------- a corrupt index
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ('{"version": 1, "runs": [{"run_id": "r1", "pinn', "cannot be read (Unterminated string starting at"),
+        ("[]", "holds a list, not an object"),
+        ('{"runs": {"r1": {}}}', "has no list 'runs'"),
+        ('{"runs": ["r1"]}', "has run 1 as a str, not an object"),
+        ('{"runs": [{"verdicts": {}}]}', "has run 1 with run_id None, not the name of a run directory"),
+        ('{"runs": [{"run_id": "../r1"}]}', "has run 1 with run_id '../r1', not the name of a run directory"),
+        (
+            '{"runs": [{"run_id": "r1", "verdicts": "passed"}]}',
+            "has run r1 with verdicts 'passed', not '<check>/<rack>'",
+        ),
+        ('{"runs": [{"run_id": "r1", "verdicts": {"rack0": 1}}]}', "has run r1 with verdicts \"{'rack0': 1}\", not"),
+        ('{"runs": [{"run_id": "r1", "started": NaN}]}', "has run r1 with started nan, not an RFC 3339 time"),
+        ('{"runs": [{"run_id": "r1", "pinned": "yes"}]}', "has run r1 with pinned 'yes', not true or false"),
+        ('{"runs": [{"run_id": "r1"}, {"run_id": "r1"}]}', "lists run r1 twice"),
+    ],
+)
+def test_a_corrupt_index_is_rebuilt_from_the_run_directories_keeping_the_pin(tmp_path, text, problem):
+    keep(tmp_path, "r1", 1)
+    keep(tmp_path, "r2", 2, verdict="failed")
+    pin_run(str(tmp_path), "r1")
+    (tmp_path / "index.json").write_text(text, encoding="utf-8")
+    result = keep(tmp_path, "r3", 3)
+    (warning,) = result["warnings"]
+    assert warning.startswith(f"the history index {tmp_path}/index.json {problem}")
+    assert warning.endswith(f"; rebuilt it from the 2 run directories of {tmp_path} (pinned run: r1)")
+    assert [(e["run_id"], e["pinned"]) for e in read_index(str(tmp_path))["runs"]] == [
+        ("r3", False),
+        ("r2", False),
+        ("r1", True),
+    ]
+    assert baseline_for(str(tmp_path), "nvbandwidth", "rack0", exclude_run="r4")["source"] == "pinned run r1"
+
+
+def test_the_pin_moves_its_mark_with_it(tmp_path):
+    keep(tmp_path, "r1", 1)
+    keep(tmp_path, "r2", 2)
+    pin_run(str(tmp_path), "r1")
+    pin_run(str(tmp_path), "r2")
+    assert (os.path.exists(tmp_path / "r1" / ".pinned"), os.path.exists(tmp_path / "r2" / ".pinned")) == (False, True)
+    pin_run(str(tmp_path), "")
+    assert not os.path.exists(tmp_path / "r2" / ".pinned")
+
+
+def unlistable(monkeypatch, directory):
+    listdir = os.listdir
+
+    def refuse(path="."):
+        if os.path.realpath(path) == os.path.realpath(directory):
+            raise PermissionError(13, "Permission denied", str(directory))
+        return listdir(path)
+
+    monkeypatch.setattr(history.os, "listdir", refuse)
+
+
+def test_a_corrupt_index_of_unreadable_run_directories_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    keep(tmp_path, "r1", 1)
+    (tmp_path / "index.json").write_text("{", encoding="utf-8")
+    unlistable(monkeypatch, tmp_path)
+    with pytest.raises(HistoryError) as refused:
+        keep(tmp_path, "r2", 2)
+    assert str(refused.value) == (
+        f"the history index {tmp_path}/index.json cannot be read (Expecting property name enclosed in double quotes: "
+        f"line 1 column 2 (char 1)) and the run directories of {tmp_path} cannot be read to rebuild it ([Errno 13] "
+        f"Permission denied: '{tmp_path}'); make {tmp_path} readable by this user, or move it away to start a new "
+        "history"
+    )
+    assert not (tmp_path / "r2").exists()
+    assert (tmp_path / "index.json").read_text(encoding="utf-8") == "{"

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from ansible.module_utils import basic
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import baseline_for, read_index
@@ -116,3 +118,40 @@ def test_retention_keeps_the_racks_last_passing_run_and_names_it(tmp_path, warni
     assert result["kept_last_passing"] == {"r1": ["nvbandwidth/rack0"]}
     assert [e["run_id"] for e in read_index(directory)["runs"]] == ["r3", "r1"]
     assert baseline_for(directory, "nvbandwidth", "rack0", exclude_run="r4")["source"] == "last passing run r1"
+
+
+def test_a_truncated_index_is_rebuilt_before_the_run_is_kept_and_the_pin_stays(tmp_path, warnings):
+    directory = tmp_path / "runs"
+    keep(str(directory), "r1", "2026-12-01T10:00:00Z", verdict="passed", keep_days=0)
+    run_module(verify_history.main, {"history_dir": str(directory), "pin": "r1"})
+    index = (directory / "index.json").read_text()
+    (directory / "index.json").write_text(index[: len(index) // 2])
+    result = keep(str(directory), "r2", "2026-12-02T10:00:00Z", keep_runs=1, keep_days=0)
+    assert (result["failed"], result["removed_runs"], result["pinned"]) == (False, [], "r1")
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"the history index {directory}/index.json cannot be read (")
+    assert warnings[0].endswith(f"; rebuilt it from the 1 run directories of {directory} (pinned run: r1)")
+    assert [(e["run_id"], e["pinned"]) for e in read_index(str(directory))["runs"]] == [("r2", False), ("r1", True)]
+
+
+def test_a_corrupt_index_that_cannot_be_rebuilt_fails_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    directory = tmp_path / "runs"
+    keep(str(directory), "r1", "2026-12-01T10:00:00Z", keep_days=0)
+    (directory / "index.json").write_text('{"runs": 7}')
+    listdir = os.listdir
+
+    def refuse(path="."):
+        if str(path) == str(directory):
+            raise PermissionError(13, "Permission denied", str(path))
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", refuse)
+    result = keep(str(directory), "r2", "2026-12-02T10:00:00Z", keep_days=0)
+    assert result["failed"] is True
+    assert result["msg"] == (
+        f"could not keep the run in the history {directory}: the history index {directory}/index.json has no list "
+        f"'runs' and the run directories of {directory} cannot be read to rebuild it ([Errno 13] Permission denied: "
+        f"'{directory}'); make {directory} readable by this user, or move it away to start a new history"
+    )
+    assert "\n" not in result["msg"]
+    assert not (directory / "r2").exists()
