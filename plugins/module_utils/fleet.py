@@ -45,12 +45,14 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     record_for,
     superseded,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     RackPlan,
     Scope,
+    declared_plans,
     given_namespaces,
+    missing_words,
     parse_nodes_per_clique,
     plan_fleet,
 )
@@ -59,6 +61,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_obje
 # The record of a check that did not get as far as the racks (no GPU node, or no answer from the API server).
 FLEET = RackPlan(name="fleet", cliques=[], found=[], nodes=[], skipped=[], gpus_per_tray=0, gpu_product="")
 UNKNOWN_CLUSTER = {"server_version": "unknown", "host": "unknown"}
+# Why the trays of a declared rack were not read when the cluster could not be.
+NOT_READ = "not read: the API server did not answer"
 
 
 class Refused(Exception):
@@ -217,6 +221,41 @@ def error_records(check: str, plans: Sequence[RackPlan], message: str, run_id: s
     ]
 
 
+def absent_summary(check: str, plan: RackPlan) -> str:
+    """A declared rack the cluster does not show, in one line: its trays, why each is missing, what to check."""
+    return (
+        f"rack {plan.name}: declared in gpu_fabric_racks with {plural(len(plan.declared), 'tray')}, none of them a "
+        f"GPU Node of the cluster ({missing_words(plan)}); the {check} check did not run there, which says nothing "
+        "of its fabric: check that the kubeconfig and its context (gpu_fabric_kubeconfig) are this site's cluster, "
+        "that the trays joined it and that GPU Feature Discovery labels them, or remove the rack from "
+        "gpu_fabric_racks"
+    )
+
+
+def absent_record(check: str, plan: RackPlan, run_id: str) -> Record:
+    """The record of a declared rack the cluster does not show: ``error``, a finding about the site (the wrong
+    cluster, trays not joined, GPU Feature Discovery not running), not about the fabric; it fails the run."""
+    summary = absent_summary(check, plan)
+    return record_for(check, plan, OUTCOME_ERROR, summary, {"violations": [summary], "absent": True}, run_id=run_id)
+
+
+def with_absent(check: str, plans: Sequence[RackPlan], records: Sequence[Record], run_id: str) -> List[Record]:
+    """The records of the racks found and, for each declared rack the cluster does not show, its ``absent_record``,
+    in the order of ``plans``."""
+    by_rack = {record["rack"]: record for record in records}
+    by_rack.update({plan.name: absent_record(check, plan, run_id) for plan in plans if plan.absent})
+    return [by_rack[plan.name] for plan in plans if plan.name in by_rack]
+
+
+def with_missing(record: Record, plan: RackPlan) -> Record:
+    """``record`` whose summary names the trays of its rack gpu_fabric_racks declares and the cluster lacks."""
+    if not plan.missing or plan.absent:
+        return record
+    named = Record(**record)  # type: ignore[typeddict-item]
+    named["summary"] = one_line(f"{record.get('summary', '')}; {missing_words(plan)}")
+    return named
+
+
 def unreachable_message(text: str) -> str:
     """``text`` (what could not be done, one line) and what to do about it."""
     return (
@@ -250,7 +289,8 @@ def due_words(rack: Mapping[str, Any]) -> str:
 def check_mode_summary(check: str, racks: Sequence[Mapping[str, Any]]) -> str:
     """The plan in one line: the racks, per rack the expected run time where the check models one, and in an
     only-due run the due trays with their reason, the partners and the racks with nothing due."""
-    runs = [r for r in racks if not r.get("nothing_due")]
+    runs = [r for r in racks if not r.get("nothing_due") and not r.get("absent")]
+    absent = [r["rack"] for r in racks if r.get("absent")]
     expected = [
         f"rack {r['rack']}: {r['would_create']['expected']}"
         for r in runs
@@ -262,6 +302,7 @@ def check_mode_summary(check: str, racks: Sequence[Mapping[str, Any]]) -> str:
         f"check mode: {check} would run on {count} rack(s); nothing created"
         + "".join(f"; {line}" for line in expected)
         + (f"; only the due trays: {'; '.join(due)}" if due else "")
+        + (f"; declared in gpu_fabric_racks, not in the cluster (the run fails): {', '.join(absent)}" if absent else "")
     )
 
 
@@ -348,7 +389,9 @@ def verify(
         # the client reads /version and the API groups: an API server that does not answer yet is waited for
         client = connect(make_client, params["api_patience"])
     except ApiUnreachable as exc:
-        records = error_records(name, [FLEET], unreachable_message(str(exc)), params["run_id"])
+        records = error_records(
+            name, declared_plans(scope, NOT_READ) or [FLEET], unreachable_message(str(exc)), params["run_id"]
+        )
         return result_of(
             params, records, [], started, dict(UNKNOWN_CLUSTER, host=api_endpoint(exc.__cause__) or "unknown"), writer
         )
@@ -357,7 +400,8 @@ def verify(
         nodes = api.list("Node", "v1")
         pods = api.list("Pod", "v1") if check_type.uses_gpus and check is not None else []
     except ApiUnavailable as exc:
-        records = error_records(name, [FLEET], unreachable_message(f"could not {exc}"), params["run_id"])
+        plans = declared_plans(scope, NOT_READ) or [FLEET]
+        records = error_records(name, plans, unreachable_message(f"could not {exc}"), params["run_id"])
         host = str(getattr(client.configuration, "host", "unknown"))
         return result_of(params, records, [], started, dict(UNKNOWN_CLUSTER, host=host), writer)
     plan = plan_fleet(nodes, pods, scope, uses_gpus=check_type.uses_gpus and check is not None)
@@ -370,14 +414,18 @@ def verify(
             racks=racks,
         )
     try:
-        given = given_namespaces([r.name for r in plan.racks], params["namespaces"], params["namespace"])
+        given = given_namespaces(
+            [r.name for r in plan.racks if not r.absent], params["namespaces"], params["namespace"]
+        )
     except ValueError as exc:
         raise Refused(str(exc), racks=racks) from None
     settings = settings_of(params, cluster_facts(client), given)
     try:
         settings.openshift = detect_openshift(api) if params["openshift"] is None else params["openshift"]
     except ApiUnavailable as exc:
-        records = error_records(name, plan.racks or [FLEET], unreachable_message(f"could not {exc}"), params["run_id"])
+        present = [rack for rack in plan.racks if not rack.absent] or ([] if plan.racks else [FLEET])
+        records = error_records(name, present, unreachable_message(f"could not {exc}"), params["run_id"])
+        records = with_absent(name, plan.racks, records, params["run_id"]) if plan.racks else records
         return result_of(params, records, racks, started, settings.cluster, writer)
     settings.cluster["openshift"] = str(settings.openshift).lower()
     records = fleet_records(params, check, unusable, plan.racks, nodes, scope, api, settings, check_mode, racks)
@@ -412,16 +460,24 @@ def fleet_records(
     if not plans:
         message = "no GPU node found: check that GPU Feature Discovery labels the nodes (nvidia.com/gpu.present=true)"
         return error_records(name, [FLEET], message, run_id)
-    if check is None:
-        return error_records(name, plans, unusable, run_id)
-    if check.reads_only:
-        return check.read_racks(nodes, plans, scope)
-    if check_mode:
+    present = [plan for plan in plans if not plan.absent]
+    if check is not None and not check.reads_only and check_mode:
         for view, rack in zip(racks, plans):
-            view["would_create"] = {} if rack.nothing_due else check.plan_view(RackRun(check, api, rack, settings))
+            skip = rack.absent or rack.nothing_due
+            view["would_create"] = {} if skip else check.plan_view(RackRun(check, api, rack, settings))
         return None
-    try:
-        records = run_racks(check, api, plans, settings, params["parallel_racks"])
-    except ApiUnavailable as exc:  # the kinds are looked up before the racks start
-        return error_records(name, plans, unreachable_message(f"could not {exc}"), run_id)
-    return check.fleet_rule(records)
+    if check is None:
+        records = error_records(name, present, unusable, run_id)
+    elif not present:
+        records = []
+    elif check.reads_only:
+        records = check.read_racks(nodes, present, scope)
+    else:
+        try:
+            records = check.fleet_rule(run_racks(check, api, present, settings, params["parallel_racks"]))
+        except ApiUnavailable as exc:  # the kinds are looked up before the racks start
+            records = error_records(name, present, unreachable_message(f"could not {exc}"), run_id)
+        else:
+            by_plan = {plan.name: plan for plan in present}
+            records = [with_missing(record, by_plan[record["rack"]]) for record in records]
+    return with_absent(name, plans, records, run_id)

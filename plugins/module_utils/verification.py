@@ -270,10 +270,21 @@ class RackPlan:
     due: List[Dict[str, str]] = field(default_factory=list)  # [{node, reason}]: the due trays it uses
     # not due, measured with too few due ones (partners of the due trays): their verdicts are refreshed too
     partners: List[str] = field(default_factory=list)
+    # the rack as gpu_fabric_racks declares it (``is_declared``): its trays, the declared ones without a GPU Node
+    # ([{node, reason}]) and the trays of its clique the inventory does not list
+    is_declared: bool = False
+    declared: List[str] = field(default_factory=list)
+    missing: List[Dict[str, str]] = field(default_factory=list)
+    undeclared: List[str] = field(default_factory=list)
 
     @property
     def clique(self) -> Optional[str]:
         return self.cliques[0] if len(self.cliques) == 1 else None
+
+    @property
+    def absent(self) -> bool:
+        """A rack gpu_fabric_racks declares and the cluster does not show: no GPU Node of its trays."""
+        return self.is_declared and not self.found
 
     @property
     def nothing_due(self) -> bool:
@@ -282,7 +293,7 @@ class RackPlan:
 
     @property
     def incomplete(self) -> bool:
-        return len(self.nodes) < MIN_TRAYS and not self.nothing_due
+        return len(self.nodes) < MIN_TRAYS and not self.nothing_due and not self.absent
 
     def trays(self) -> Dict[str, Any]:
         trays: Dict[str, Any] = {
@@ -290,6 +301,12 @@ class RackPlan:
             "found": list(self.found),
             "skipped": [dict(s) for s in self.skipped],
         }
+        if self.is_declared:
+            trays.update(
+                declared=list(self.declared),
+                missing=[dict(m) for m in self.missing],
+                undeclared=list(self.undeclared),
+            )
         if self.only_due:
             trays.update(due=[dict(d) for d in self.due], partners=list(self.partners))
         return trays
@@ -303,6 +320,7 @@ class RackPlan:
             "gpus_per_tray": self.gpus_per_tray,
             "gpu_product": self.gpu_product,
             "incomplete": self.incomplete,
+            "absent": self.absent,
             "nothing_due": self.nothing_due,
             "due": [dict(d) for d in self.due],
             "partners": list(self.partners),
@@ -332,14 +350,91 @@ def _most_common(values: Iterable[str]) -> str:
     return max(sorted(counts), key=lambda v: counts[v]) if counts else ""
 
 
+def declares(members: Sequence[str], name: str) -> bool:
+    """Whether an inventory list names the node ``name`` (by name, else by short host name, as ``rack_of`` reads it)."""
+    return name in members or short_name(name) in {short_name(str(m)) for m in members}
+
+
 def group_racks(nodes: Sequence[Mapping[str, Any]], scope: Scope) -> Dict[str, List[Mapping[str, Any]]]:
-    """rack name -> its GPU nodes sorted by name (inventory racks listed even when a node is missing). GPU nodes
-    without multi-node NVLink (``multi_node_nvlink``) are no rack's: an H100 node is not an unlabelled tray."""
+    """rack name -> its GPU nodes sorted by name. GPU nodes without multi-node NVLink (``multi_node_nvlink``) are
+    no rack's: an H100 node is not an unlabelled tray.
+
+    A node gpu_fabric_racks does not list, in the clique of a rack it declares, is that rack's (undeclared, see
+    ``plan_fleet``), not a rack of its own: the inventory left it out, the NVLink domain did not."""
     racks: Dict[str, List[Mapping[str, Any]]] = {}
-    gpu_nodes = (n for n in nodes if is_gpu_node(n) and multi_node_nvlink(n, scope.mnnvl_products))
+    gpu_nodes = [n for n in nodes if is_gpu_node(n) and multi_node_nvlink(n, scope.mnnvl_products)]
+    declared_cliques: Dict[str, str] = {}
+    for node in gpu_nodes:
+        rack, clique = rack_of(node, scope.racks, scope.rack_label), labels_of(node).get(CLIQUE_LABEL)
+        if clique and rack in scope.racks:
+            declared_cliques.setdefault(clique, rack)
     for node in sorted(gpu_nodes, key=lambda n: natural_key(node_name(n))):
-        racks.setdefault(rack_of(node, scope.racks, scope.rack_label), []).append(node)
+        rack = rack_of(node, scope.racks, scope.rack_label)
+        clique = labels_of(node).get(CLIQUE_LABEL)
+        if clique in declared_cliques and rack == clique_short_name(clique):  # named by its clique alone
+            rack = declared_cliques[clique]
+        racks.setdefault(rack, []).append(node)
     return racks
+
+
+NO_NODE = "declared in gpu_fabric_racks, no Node of that name in the cluster"
+
+
+def missing_reason(name: str, nodes: Sequence[Mapping[str, Any]], products: Sequence[str]) -> str:
+    """Why a tray gpu_fabric_racks declares is no GPU tray of the cluster: no Node of its name, or a Node whose
+    GPUs are not seen (GPU Feature Discovery, the device plugin) or are of a product without multi-node NVLink."""
+    node = next((n for n in nodes if node_name(n) == name), None) or next(
+        (n for n in nodes if short_name(node_name(n)) == short_name(name)), None
+    )
+    if node is None:
+        return NO_NODE
+    if not is_gpu_node(node):
+        return (
+            f"declared in gpu_fabric_racks; its Node {node_name(node)} shows no GPU (no nvidia.com/gpu.present label, "
+            f"no {GPU_RESOURCE} capacity): check that GPU Feature Discovery and the device plugin run on it"
+        )
+    product = labels_of(node).get(PRODUCT_LABEL, "")
+    return (
+        f"declared in gpu_fabric_racks; its Node {node_name(node)} is a {product} node, not one of the multi-node "
+        f"NVLink products ({', '.join(products)}; gpu_fabric_verify_mnnvl_products)"
+    )
+
+
+def declared_view(
+    rack: str, members: Sequence[str], nodes: Sequence[Mapping[str, Any]], scope: Scope
+) -> Tuple[List[str], List[Dict[str, str]], List[str]]:
+    """A rack against gpu_fabric_racks: (its declared trays, the declared ones not among ``members`` with their
+    reason, the ``members`` it does not declare); nothing for a rack it does not declare."""
+    if rack not in scope.racks:
+        return [], [], []
+    declared = [str(name) for name in scope.racks[rack]]
+    missing = [
+        {"node": name, "reason": missing_reason(name, nodes, scope.mnnvl_products)}
+        for name in declared
+        if not any(declares([name], member) for member in members)
+    ]
+    undeclared = [member for member in members if not declares(declared, member)]
+    return declared, missing, undeclared
+
+
+def declared_plans(scope: Scope, reason: str) -> List[RackPlan]:
+    """The racks gpu_fabric_racks declares, none of their trays read (``reason``: why): what a run that could not
+    read the cluster accounts for, rack by rack, instead of one record of the fleet."""
+    return [
+        RackPlan(
+            name=rack,
+            cliques=[],
+            found=[],
+            nodes=[],
+            skipped=[{"node": str(name), "reason": reason} for name in by_name(str(n) for n in trays)],
+            gpus_per_tray=scope.gpus_per_tray,
+            gpu_product="",
+            expected_trays=scope.trays_per_clique,
+            is_declared=True,
+            declared=[str(name) for name in trays],
+        )
+        for rack, trays in sorted(scope.racks.items(), key=lambda item: natural_key(item[0]))
+    ]
 
 
 def plan_fleet(
@@ -356,8 +451,8 @@ def plan_fleet(
     unknown: List[str] = []
     matched: set = set()
     plans: List[RackPlan] = []
-    for rack in sorted(grouped, key=natural_key):
-        members = grouped[rack]
+    for rack in sorted(set(grouped) | set(scope.racks), key=natural_key):
+        members = grouped.get(rack, [])
         cliques = sorted({labels_of(n).get(CLIQUE_LABEL, "") for n in members} - {""})
         if wanted:
             hits = wanted & ({rack} | set(cliques))
@@ -365,7 +460,26 @@ def plan_fleet(
                 continue
             matched |= hits
         names = [node_name(n) for n in members]
-        if asked_nodes and not asked_nodes & set(names):
+        declared, missing, undeclared = declared_view(rack, names, nodes, scope)
+        if asked_nodes and not asked_nodes & set(names + declared):
+            continue
+        if not members:  # declared and not in the cluster: the run accounts for it, it does not run there
+            plans.append(
+                RackPlan(
+                    name=rack,
+                    cliques=[],
+                    found=[],
+                    nodes=[],
+                    skipped=[],
+                    gpus_per_tray=scope.gpus_per_tray,
+                    gpu_product="",
+                    expected_trays=scope.trays_per_clique,
+                    only_due=scope.only_due,
+                    is_declared=True,
+                    declared=declared,
+                    missing=missing,
+                )
+            )
             continue
         gpus = scope.gpus_per_tray or max(allocatable_gpus(n) for n in members)
         product = _most_common(labels_of(n).get(PRODUCT_LABEL, "") for n in members)
@@ -422,10 +536,15 @@ def plan_fleet(
                 only_due=scope.only_due,
                 due=[d for d in due if d["node"] in usable],
                 partners=[p for p in partners if p in usable],
+                is_declared=rack in scope.racks,
+                declared=declared,
+                missing=missing,
+                undeclared=undeclared,
             )
         )
     unknown.extend(sorted(wanted - matched))
     all_names = {node_name(n) for members in grouped.values() for n in members}
+    all_names |= {str(name) for trays in scope.racks.values() for name in trays}
     unknown.extend(sorted(asked_nodes - all_names))
     gpu_nodes = sum(len(members) for members in grouped.values())
     return FleetPlan(racks=plans, gpu_nodes=gpu_nodes, unknown_selections=unknown)
@@ -534,10 +653,26 @@ def given_namespaces(racks: Sequence[str], per_rack: Mapping[str, str], shared: 
     return resolved
 
 
-def coverage_note(plan: RackPlan) -> str:
-    """`` (16 of 18 trays; 2 skipped: t3 cordoned, ...)`` when not every tray was measured, else ''."""
-    if not plan.skipped:
+def missing_words(plan: RackPlan) -> str:
+    """``missing gb200-r1-t17 (declared in gpu_fabric_racks, no Node of that name in the cluster)``, or ''."""
+    if not plan.missing:
         return ""
-    reasons = ", ".join(f"{s['node']} {s['reason']}" for s in plan.skipped[:3])
-    more = f" and {len(plan.skipped) - 3} more" if len(plan.skipped) > 3 else ""
-    return f" ({len(plan.nodes)} of {len(plan.found)} trays; skipped {reasons}{more})"
+    reasons: Dict[str, List[str]] = {}
+    for entry in plan.missing:
+        reasons.setdefault(entry["reason"], []).append(entry["node"])
+    return "missing " + "; ".join(f"{', '.join(names)} ({reason})" for reason, names in reasons.items())
+
+
+def coverage_note(plan: RackPlan) -> str:
+    """`` (16 of 18 trays; skipped t3 cordoned, ...; missing t17 (declared in gpu_fabric_racks, ...))`` when not
+    every tray was measured, else ''. The count is of the trays found and the declared ones missing."""
+    if not plan.skipped and not plan.missing:
+        return ""
+    parts = [f"{len(plan.nodes)} of {len(plan.found) + len(plan.missing)} trays"]
+    if plan.skipped:
+        reasons = ", ".join(f"{s['node']} {s['reason']}" for s in plan.skipped[:3])
+        more = f" and {len(plan.skipped) - 3} more" if len(plan.skipped) > 3 else ""
+        parts.append(f"skipped {reasons}{more}")
+    if plan.missing:
+        parts.append(missing_words(plan))
+    return f" ({'; '.join(parts)})"

@@ -22,8 +22,16 @@ description:
     check with a one-line message, never a verdict about the fabric.
   - Making the client (which reads C(/version) and the API groups) is retried the same way. When the API server
     does not answer for O(api_patience) before the racks are read, the check writes one C(error) record for rack
-    C(fleet) (one per rack when the racks were read) that says where and why in one line, and does not fail, so
-    that the report is still written.
+    C(fleet) (one per rack when the racks were read, or one per rack of O(racks) when the site declares them, each
+    of its trays skipped as not read) that says where and why in one line, and does not fail, so that the report is
+    still written.
+  - The racks and trays of O(racks) are accounted for in every run. A declared rack none of whose trays is a GPU
+    Node of the cluster (a wrong context, racks not joined, GPU Feature Discovery not running) gets an C(error)
+    record naming it and each tray with its reason (a finding about the site, not a verdict on the fabric), which
+    fails the run. A declared tray that is no GPU Node is listed in its rack's record (C(trays.missing), with its
+    reason) and named in its summary; the V(cliques) check fails the rack for it. A tray of a declared rack's clique
+    that O(racks) does not list joins that rack (C(trays.undeclared)) and is named, instead of making a rack of
+    its own.
   - Writes one record per rack, C(<records_dir>/<check>/<rack>.json), after removing the records of that check
     from an earlier run. A rack with fewer than 2 usable trays is recorded as C(incomplete).
   - In check mode nothing is created or written; RV(racks) shows what would run where.
@@ -45,8 +53,10 @@ options:
     required: true
   racks:
     description:
-      - Rack name -> node names, for sites whose inventory names the racks. Nodes not listed are named by
-        O(rack_label) or by their clique.
+      - Rack name -> node names, for sites whose inventory names the racks (C(gpu_fabric_racks)). Nodes not listed
+        are named by O(rack_label), else join the declared rack whose clique they share, else are named by their
+        clique.
+      - Every rack and tray listed is accounted for - verified, skipped with its reason, or missing with its reason.
       - A name matches a node by its name, else by the short host name (C(gb200-r0-t1.example.com) in the
         inventory is node C(gb200-r0-t1), and the other way).
     type: dict
@@ -439,12 +449,15 @@ summary:
   sample: "nvbandwidth: 3 of 3 racks passed (rack0, rack1, rack2)"
 records:
   description: One record per rack, as written to O(records_dir) (check, rack, clique, outcome, passed, summary, nodes,
-    failed_nodes, node_problems, trays, details, started, finished, objects_left).
+    failed_nodes, node_problems, trays, details, started, finished, objects_left). For a rack of O(racks),
+    C(trays) also lists the trays declared (C(declared)), the declared ones that are no GPU Node with their reason
+    (C(missing)) and the trays of its clique not declared (C(undeclared)).
   returned: always
   type: list
   elements: dict
 racks:
-  description: The plan, per rack - clique, trays used, trays skipped with their reason, incomplete; with O(only_due)
+  description: The plan, per rack - clique, trays used, trays skipped with their reason, incomplete, C(absent) (declared
+    in O(racks) and not in the cluster); with O(only_due)
     the due trays with their reason (C(due)), the partners (C(partners)) and whether nothing is due (C(nothing_due));
     in check mode also the objects that would be created.
   returned: always

@@ -101,7 +101,13 @@ def judge_cliques(
         for value in minority:
             for name in cliques[value]:
                 problems.setdefault(name, f"{name} is in clique {value}, apart from the rest of rack {plan.name}")
-    if trays_per_clique and len(members) != trays_per_clique:
+    for entry in plan.missing:  # declared and not a GPU tray of the cluster: named, not blamed (no Node to blame)
+        violations.append(
+            f"{entry['node']} of rack {plan.name} is {entry['reason']}: bring the tray up and join it to the "
+            "cluster, or correct gpu_fabric_racks"
+        )
+    explained = len(members) + len(plan.missing) == trays_per_clique  # the missing trays named above say it
+    if trays_per_clique and len(members) != trays_per_clique and not explained:
         violations.append(
             f"rack {plan.name} has {plural(len(members), 'GPU tray')}, expected {trays_per_clique} "
             "(gpu_fabric_trays_per_clique): a tray is down, unlabelled by GPU Feature Discovery or not joined"
@@ -125,14 +131,22 @@ def judge_cliques(
         "expected_gpus_per_tray": gpus_per_tray,
         "violations": violations,
     }
+    if plan.is_declared:
+        details.update(
+            declared=list(plan.declared),
+            missing=[dict(entry) for entry in plan.missing],
+            undeclared=list(plan.undeclared),
+        )
+    # a tray of the rack's clique that the inventory leaves out is measured with its rack and named, not failed
+    notes = "".join(f"; {name} is in {plan.name}'s clique but not in gpu_fabric_racks" for name in plan.undeclared)
     if violations:
         head = f"rack {plan.name}: {plural(len(violations), 'problem')}: "
-        return False, head + "; ".join(violations), problems, details
+        return False, head + "; ".join(violations) + notes, problems, details
     value = next(iter(cliques))
     gpu_text = f", {gpus_per_tray} GPUs each" if gpus_per_tray else ""
     return (
         True,
-        f"rack {plan.name}: {plural(len(members), 'GPU tray')} in one clique ({value}){gpu_text}",
+        f"rack {plan.name}: {plural(len(members), 'GPU tray')} in one clique ({value}){gpu_text}{notes}",
         {},
         details,
     )

@@ -26,6 +26,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     UNASSIGNED_RACK,
     Scope,
     clique_short_name,
+    coverage_note,
+    declared_plans,
     dns_label,
     gpus_in_use,
     group_racks,
@@ -366,3 +368,116 @@ def test_a_record_of_a_run_that_ended_before_this_one_started_is_superseded():
     assert superseded(_ran("x", "not a time"), this_run) is True  # an unreadable record is an old one
     assert superseded(None, this_run) is True
     assert superseded(overlapping, []) is True  # no time of this run to compare: as before, removed
+
+
+# -- the fleet as declared (gpu_fabric_racks) ----------------------------------------------------------
+
+
+def inventory_fleet(racks: int, trays: int) -> list:
+    """Trays of a site that names its racks in gpu_fabric_racks only (no rack label)."""
+    nodes = fleet(racks, trays)
+    for node in nodes:
+        node["metadata"]["labels"].pop(RACK_LABEL, None)
+    return nodes
+
+
+def declared(racks: int, trays: int) -> dict:
+    return {f"rack{r}": [f"gb200-r{r}-t{t}" for t in range(trays)] for r in range(racks)}
+
+
+NO_NODE = "declared in gpu_fabric_racks, no Node of that name in the cluster"
+
+
+def test_declared_racks_the_cluster_does_not_show_are_planned_absent_with_every_tray_missing():
+    plan = plan_fleet(inventory_fleet(1, 2), [], Scope(racks=declared(4, 2), trays_per_clique=2))
+    assert [(r.name, r.absent, r.incomplete) for r in plan.racks] == [
+        ("rack0", False, False),
+        ("rack1", True, False),
+        ("rack2", True, False),
+        ("rack3", True, False),
+    ]
+    rack3 = plan.racks[3]
+    assert rack3.missing == [{"node": "gb200-r3-t0", "reason": NO_NODE}, {"node": "gb200-r3-t1", "reason": NO_NODE}]
+    assert rack3.trays() == {
+        "expected": 2,
+        "found": [],
+        "skipped": [],
+        "declared": ["gb200-r3-t0", "gb200-r3-t1"],
+        "missing": rack3.missing,
+        "undeclared": [],
+    }
+    assert plan.unknown_selections == []
+    # a run narrowed to other racks does not account for them
+    narrowed = plan_fleet(inventory_fleet(1, 2), [], Scope(racks=declared(4, 2), cliques=["rack0"]))
+    assert [r.name for r in narrowed.racks] == ["rack0"]
+
+
+def test_a_declared_tray_without_its_gpu_node_is_missing_with_its_reason():
+    nodes = inventory_fleet(1, 4)
+    no_gpu = nodes[3]
+    no_gpu["metadata"]["labels"] = {"kubernetes.io/hostname": "gb200-r0-t3"}  # GPU Feature Discovery not running
+    no_gpu["status"]["capacity"].pop("nvidia.com/gpu")
+    no_gpu["status"]["allocatable"].pop("nvidia.com/gpu")
+    racks = {"rack0": [f"gb200-r0-t{t}" for t in range(5)]}
+    (rack,) = plan_fleet(nodes, [], Scope(racks=racks)).racks
+    assert rack.found == ["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2"]
+    assert rack.missing == [
+        {
+            "node": "gb200-r0-t3",
+            "reason": "declared in gpu_fabric_racks; its Node gb200-r0-t3 shows no GPU (no nvidia.com/gpu.present "
+            "label, no nvidia.com/gpu capacity): check that GPU Feature Discovery and the device plugin run on it",
+        },
+        {"node": "gb200-r0-t4", "reason": NO_NODE},
+    ]
+    assert rack.trays()["declared"] == racks["rack0"]
+    assert coverage_note(rack) == (
+        " (3 of 5 trays; missing gb200-r0-t3 (" + rack.missing[0]["reason"] + "); gb200-r0-t4 (" + NO_NODE + "))"
+    )
+
+
+def test_a_tray_in_a_declared_racks_clique_the_inventory_does_not_list_joins_that_rack_as_undeclared():
+    nodes = inventory_fleet(1, 4)
+    racks = {"rack0": ["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2"]}
+    grouped = group_racks(nodes, Scope(racks=racks))
+    assert list(grouped) == ["rack0"]  # not an invented one-tray rack clique-...
+    (rack,) = plan_fleet(nodes, [], Scope(racks=racks)).racks
+    assert rack.found == rack.nodes == ["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2", "gb200-r0-t3"]
+    assert (rack.undeclared, rack.missing) == (["gb200-r0-t3"], [])
+    passed, summary, problems, details = judge_cliques(grouped["rack0"], rack, 4, 4)
+    assert passed and problems == {}
+    assert summary == (
+        f"rack rack0: 4 GPU trays in one clique ({rack.clique}), 4 GPUs each; "
+        "gb200-r0-t3 is in rack0's clique but not in gpu_fabric_racks"
+    )
+    assert details["undeclared"] == ["gb200-r0-t3"]
+    # a tray of a clique no declared rack has is still a rack of its own
+    other = tray(7, 0)
+    other["metadata"]["labels"].pop(RACK_LABEL)
+    clique = clique_short_name(other["metadata"]["labels"]["nvidia.com/gpu.clique"])
+    assert sorted(group_racks([*nodes, other], Scope(racks=racks))) == [clique, "rack0"]
+
+
+def test_the_clique_judge_names_the_declared_tray_the_cluster_lacks():
+    nodes = inventory_fleet(1, 3)
+    racks = {"rack0": [f"gb200-r0-t{t}" for t in range(4)]}
+    (rack,) = plan_fleet(nodes, [], Scope(racks=racks, trays_per_clique=4)).racks
+    passed, summary, problems, details = judge_cliques(nodes, rack, 4, 4)
+    assert not passed
+    assert summary == (
+        "rack rack0: 1 problem: gb200-r0-t3 of rack rack0 is declared in gpu_fabric_racks, no Node of that name in "
+        "the cluster: bring the tray up and join it to the cluster, or correct gpu_fabric_racks"
+    )
+    assert problems == {}  # no Node to blame: the hardware of the trays found is not at fault
+    assert details["missing"] == [{"node": "gb200-r0-t3", "reason": NO_NODE}]
+    # more trays expected than the inventory names: the count says what the names cannot
+    passed, summary, _problems, _details = judge_cliques(nodes, rack, 4, 5)
+    assert "rack rack0 has 3 GPU trays, expected 5 (gpu_fabric_trays_per_clique)" in summary
+
+
+def test_declared_plans_account_for_each_declared_rack_when_the_cluster_cannot_be_read():
+    plans = declared_plans(Scope(racks={"rack10": ["b", "a"], "rack2": ["c"]}, trays_per_clique=18), "not read")
+    assert [(p.name, p.found, p.skipped, p.expected_trays) for p in plans] == [
+        ("rack2", [], [{"node": "c", "reason": "not read"}], 18),
+        ("rack10", [], [{"node": "a", "reason": "not read"}, {"node": "b", "reason": "not read"}], 18),
+    ]
+    assert declared_plans(Scope(), "not read") == []

@@ -62,7 +62,8 @@ def tray(name: str) -> dict:
 class FakeClient:
     """kubernetes.core's client as the module uses it; ``down`` lists what does not answer."""
 
-    def __init__(self, down=()):
+    def __init__(self, down=(), nodes=("gb200-r0-t0", "gb200-r0-t1")):
+        self.nodes = list(nodes)
         self.configuration = types.SimpleNamespace(host=HOST)
         self.client = types.SimpleNamespace(
             version={"kubernetes": {"gitVersion": "v1.34.2"}}, request=self.request_groups
@@ -75,7 +76,7 @@ class FakeClient:
     def get(self, resource, serialize=True, **params):
         if resource in self.down:
             raise refused()
-        items = [tray("gb200-r0-t0"), tray("gb200-r0-t1")] if resource == "Node" else []
+        items = [tray(name) for name in self.nodes] if resource == "Node" else []
         return {"kind": f"{resource}List", "metadata": {}, "items": items}
 
     def request_groups(self, method, path):
@@ -251,3 +252,68 @@ def test_write_records_keeps_the_record_of_a_run_that_overlaps_and_removes_an_ea
     )
     kept = {path.stem: json.loads(path.read_text())["run_id"] for path in (tmp_path / "nvbandwidth").glob("*.json")}
     assert kept == {"rack0": "a", "rack1": "b"}  # rack2's was an earlier run's: removed by the first of the two
+
+
+# -- the fleet as declared (gpu_fabric_racks) ----------------------------------------------------------
+
+FOUR_RACKS = {f"rack{r}": [f"gb200-r{r}-t0", f"gb200-r{r}-t1"] for r in range(4)}
+NO_NODE = "declared in gpu_fabric_racks, no Node of that name in the cluster"
+
+
+@pytest.mark.parametrize("check", ["cliques", "imex_channel"])
+def test_declared_racks_the_cluster_does_not_show_fail_the_run_by_name(monkeypatch, tmp_path, clock, check):
+    """Four racks declared, the cluster shows rack0's Nodes (a wrong context, racks not joined): each of the other
+    three is an ``error`` record naming it and its trays, and the run does not pass."""
+    client_after(monkeypatch, failures=0, client=FakeClient(down={"groups"} if check == "imex_channel" else ()))
+    result = verify(tmp_path, check, racks=FOUR_RACKS)
+    assert not result["failed"], result.get("msg")
+    assert [(r["rack"], r["verdict"]) for r in result["records"]][1:] == [
+        ("rack1", "error"),
+        ("rack2", "error"),
+        ("rack3", "error"),
+    ]
+    assert not result["passed"] and result["failed_racks"][-3:] == ["rack1", "rack2", "rack3"]
+    rack3 = result["records"][3]
+    assert rack3["summary"] == (
+        "rack rack3: declared in gpu_fabric_racks with 2 trays, none of them a GPU Node of the cluster (missing "
+        f"gb200-r3-t0, gb200-r3-t1 ({NO_NODE})); the {check} check did not run there, which says nothing of its "
+        "fabric: check that the kubeconfig and its context (gpu_fabric_kubeconfig) are this site's cluster, that the "
+        "trays joined it and that GPU Feature Discovery labels them, or remove the rack from gpu_fabric_racks"
+    )
+    assert rack3["trays"]["missing"] == [
+        {"node": "gb200-r3-t0", "reason": NO_NODE},
+        {"node": "gb200-r3-t1", "reason": NO_NODE},
+    ]
+    assert (rack3["nodes"], rack3["failed_nodes"]) == ([], [])
+    assert json.loads((tmp_path / check / "rack3.json").read_text())["verdict"] == "error"
+
+
+def test_a_declared_tray_the_cluster_lacks_is_named_in_its_racks_record(monkeypatch, tmp_path, clock):
+    client_after(monkeypatch, failures=0, client=FakeClient())
+    racks = {"rack0": ["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2"]}
+    result = verify(tmp_path, racks=racks, trays_per_clique=3)
+    (record,) = result["records"]
+    assert (record["rack"], record["verdict"], record["failed_nodes"]) == ("rack0", "failed", [])
+    assert "gb200-r0-t2 of rack rack0 is declared in gpu_fabric_racks, no Node of that name" in record["summary"]
+    assert record["trays"]["missing"] == [{"node": "gb200-r0-t2", "reason": NO_NODE}]
+    assert record["trays"]["found"] == ["gb200-r0-t0", "gb200-r0-t1"]
+
+
+def test_a_tray_of_a_declared_racks_clique_the_inventory_leaves_out_joins_that_rack(monkeypatch, tmp_path, clock):
+    client_after(monkeypatch, failures=0, client=FakeClient(nodes=["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2"]))
+    result = verify(tmp_path, racks={"rack0": ["gb200-r0-t0", "gb200-r0-t1"]}, trays_per_clique=3)
+    (record,) = result["records"]  # no invented one-tray rack clique-c0ffee-1
+    assert (record["rack"], record["verdict"]) == ("rack0", "passed")
+    assert record["summary"].endswith("; gb200-r0-t2 is in rack0's clique but not in gpu_fabric_racks")
+    assert record["trays"]["undeclared"] == ["gb200-r0-t2"]
+
+
+def test_an_api_server_that_never_answers_gives_an_error_record_per_declared_rack(monkeypatch, tmp_path, clock):
+    client_after(monkeypatch, failures=10**6)
+    result = verify(tmp_path, racks={"rack0": ["gb200-r0-t0"], "rack1": ["gb200-r1-t0"]})
+    assert [(r["rack"], r["verdict"]) for r in result["records"]] == [("rack0", "error"), ("rack1", "error")]
+    assert result["records"][1]["summary"] == "rack rack1: " + UNREACHABLE + ADVICE
+    assert result["records"][1]["trays"]["skipped"] == [
+        {"node": "gb200-r1-t0", "reason": "not read: the API server did not answer"}
+    ]
+    assert result["failed_racks"] == ["rack0", "rack1"]
