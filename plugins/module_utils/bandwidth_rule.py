@@ -63,7 +63,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresho
     References,
     Thresholds,
     pair_floor,
+    peak_table_problems,
     positive_or_none,
+    reference_table_problems,
 )
 
 MAX_SUMMARY_ITEMS = 5
@@ -130,7 +132,21 @@ class Judgement:
 
 def _rows_of(matrix: Any) -> List[List[Cell]]:
     rows = getattr(matrix, "rows", matrix)
-    return [[None if v is None else float(v) for v in row] for row in rows or []]
+    return [[v if v is None or isinstance(v, bool) else float(v) for v in row] for row in rows or []]
+
+
+def _cell_problems(rows: List[List[Cell]]) -> List[str]:
+    """The cells that are no bandwidth (a boolean, NaN, an infinity, below 0): a NaN cell passes every rule."""
+    bad = [
+        f"row {r} column {c}: {v!r}"
+        for r, row in enumerate(rows)
+        for c, v in enumerate(row)
+        if v is not None and (isinstance(v, bool) or not 0 <= v < float("inf"))
+    ]
+    if not bad:
+        return []
+    more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return [f"the matrix has cells that are no bandwidth (a finite GB/s, 0 or more): {', '.join(bad[:3])}{more}"]
 
 
 def _is_gpu_to_gpu(matrix: Any, rows: List[List[Cell]]) -> bool:
@@ -212,10 +228,11 @@ def judge(
     thresholds or tables that cannot be applied.
     """
     thresholds = thresholds or Thresholds()
-    problems = thresholds.problems()
+    problems = thresholds.problems() + peak_table_problems(peak_table) + reference_table_problems(product_references)
+    rows = _rows_of(matrix)
+    problems += _cell_problems(rows)
     if problems:
         raise ValueError("; ".join(problems))
-    rows = _rows_of(matrix)
     description = str(getattr(matrix, "description", "") or "")
     gpu_to_gpu = _is_gpu_to_gpu(matrix, rows)
     square = _is_square_peer(rows, gpu_to_gpu)

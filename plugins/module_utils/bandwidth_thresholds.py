@@ -12,13 +12,16 @@
   the site's table), the site baseline (the rack's own earlier run, ``Baseline``) and the run's median;
   ``References`` picks the strictest for the rack and for each pair.
 
-The tables a user passes are checked here too (``peak_table_problems``, ``reference_table_problems``), so
-that a bad entry is refused in one line before any run. Only the Python standard library is used: this file
-runs on GPU hosts as well as on the controller.
+The tables a user passes are checked here too (``peak_table_problems``, ``reference_table_problems``,
+``baseline_problems``), so that a bad entry is refused in one line before any run: every figure the rule reads
+is a finite number above 0 (``figure_problem``). A NaN compares false with everything, so a NaN reference or
+peak would let every pair pass; a boolean is no figure either (``True`` reads as 1 GB/s). Only the Python
+standard library is used: this file runs on GPU hosts as well as on the controller.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -116,14 +119,43 @@ DEFAULT_PRODUCT_REFERENCES: Tuple[Dict[str, Any], ...] = (
 # --------------------------------------------------------------------------------------------
 
 
+def figure_problem(value: Any) -> Optional[str]:
+    """Why ``value`` is no bandwidth figure (a finite number above 0), or None when it is one.
+
+    A boolean is no number, though Python counts it as one; a numeric string (as a template renders a number)
+    is read as that number, and a string that reads as NaN or infinity is refused like the number.
+    """
+    if isinstance(value, bool):
+        return f"{value!r} is a boolean, not a number"
+    if isinstance(value, (int, float, str)):
+        try:
+            number = float(value)
+        except (ValueError, OverflowError):
+            return f"{value!r} is not a number"
+    else:
+        return f"{value!r} is not a number"
+    if not math.isfinite(number):
+        return f"{value!r} is not a finite number"
+    if number <= 0:
+        return f"{value!r} is not above 0"
+    return None
+
+
+def _figure(value: Any, name: str) -> float:
+    """``value`` as a figure, or ValueError "<name> <why>"."""
+    problem = figure_problem(value)
+    if problem:
+        raise ValueError(f"{name} {problem}")
+    return float(value)
+
+
 def peak_table_problems(table: Optional[Sequence[Mapping[str, Any]]]) -> List[str]:
     """Why a peak table cannot be used: each entry needs ``match`` (a regular expression) and ``peak_gbps`` > 0."""
     problems = []
     for position, entry in enumerate(table or []):
         try:
             re.compile(str(entry["match"]))
-            if float(entry["peak_gbps"]) <= 0:
-                raise ValueError("peak_gbps must be above 0")
+            _figure(entry["peak_gbps"], "peak_gbps")
         except (KeyError, TypeError, ValueError, re.error) as exc:
             problems.append(
                 f"peak table entry {position} ({entry!r}) is not "
@@ -169,10 +201,14 @@ class Thresholds:
         found = []
         for name in ("min_fraction_of_peak", "min_fraction_of_median"):
             value = getattr(self, name)
-            if value is not None and not 0 <= float(value) <= 1:
-                found.append(f"{name} is {value}; it must be from 0 to 1 (e.g. 0.85; 0 turns the rule off)")
-        if self.peak_gbps is not None and float(self.peak_gbps) < 0:
-            found.append(f"peak_gbps is {self.peak_gbps}; it must be a positive GB/s value (GB200: 900)")
+            if value is not None and not 0 <= _number_or_nan(value) <= 1:
+                found.append(f"{name} is {value!r}; it must be from 0 to 1 (e.g. 0.85; 0 turns the rule off)")
+        if self.peak_gbps is not None and not 0 <= _number_or_nan(self.peak_gbps) < math.inf:
+            found.append(f"peak_gbps is {self.peak_gbps!r}; it must be a positive GB/s value (GB200: 900)")
+        for name in ("min_gbps", "min_sum_gbps"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= _number_or_nan(value) < math.inf:
+                found.append(f"{name} is {value!r}; it must be a finite GB/s value (0 turns it off)")
         return found
 
     def cell_threshold(self, gpu_product: Optional[str] = None) -> Optional[float]:
@@ -190,6 +226,16 @@ class Floor:
     peak_gbps: Optional[float] = None
     # True when a fraction of the peak was asked for but no peak is known for the product given.
     peak_unknown: bool = False
+
+
+def _number_or_nan(value: Any) -> float:
+    """``value`` as a number; NaN (which no range holds) for a boolean or anything that is no number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return math.nan
+    try:
+        return float(value)
+    except (ValueError, OverflowError):
+        return math.nan
 
 
 def positive_or_none(value: Optional[float]) -> Optional[float]:
@@ -280,11 +326,11 @@ def reference_table_problems(table: Optional[Sequence[Mapping[str, Any]]]) -> Li
         try:
             re.compile(str(entry["match"]))
             re.compile(str(entry["testcase"]))
-            if float(entry["gbps"]) <= 0:
-                raise ValueError("gbps must be above 0")
-            if entry.get("driver_branch") is not None:
-                int(entry["driver_branch"])
-        except (KeyError, TypeError, ValueError, re.error) as exc:
+            _figure(entry["gbps"], "gbps")
+            branch = entry.get("driver_branch")
+            if branch is not None and (figure_problem(branch) or int(branch) != float(branch)):
+                raise ValueError(f"driver_branch {branch!r} is not a driver's major version (580)")
+        except (KeyError, TypeError, ValueError, AttributeError, re.error) as exc:
             problems.append(
                 f"product reference entry {position} ({entry!r}) is not {{match: <regular expression>, testcase: "
                 f"<regular expression>, driver_branch: <major version, optional>, gbps: <GB/s> > 0, source: <text>}}: "
@@ -356,6 +402,40 @@ def product_reference(
     return Reference(RULE_PRODUCT, float(chosen["gbps"]), source), note
 
 
+def baseline_problems(record: Any) -> List[str]:
+    """Why a baseline record (``median_gbps``, optionally ``matrix``) cannot be used: each entry that is no figure.
+
+    The median must be a figure (``figure_problem``); each cell of the matrix a figure or None (not measured).
+    At most three cells are named, then how many more.
+    """
+    if not isinstance(record, Mapping):
+        return [f"{record!r} is not a mapping with median_gbps"]
+    if "median_gbps" not in record:
+        return ["median_gbps is missing"]
+    problems = []
+    median = figure_problem(record["median_gbps"])
+    if median:
+        problems.append(f"median_gbps {median}")
+    matrix = record.get("matrix")
+    if matrix is not None:
+        if not isinstance(matrix, (list, tuple)) or not all(isinstance(row, (list, tuple)) for row in matrix):
+            problems.append(f"matrix {matrix!r} is not a list of rows"[:200])
+        else:
+            cells = [
+                f"matrix row {r} column {c} {why}"
+                for r, row in enumerate(matrix)
+                for c, value in enumerate(row)
+                if value is not None
+                for why in [figure_problem(value)]
+                if why
+            ]
+            more = f"; and {len(cells) - 3} more cells" if len(cells) > 3 else ""
+            problems.extend(cells[:3])
+            if more:
+                problems[-1] += more
+    return problems
+
+
 @dataclass
 class Baseline:
     """The rack's own figures from an earlier run: its median, and per GPU pair where the ranks match.
@@ -363,7 +443,8 @@ class Baseline:
     ``matrix`` is that run's matrix (rows of GB/s, None where not measured) and ``nodes`` the tray of each
     rank in that run; the per-pair figures are used only when the current run has the same trays in the
     same rank order and the same shape. ``driver_version``: that run's driver; a baseline of another
-    driver branch is not used (the figure moves with the driver).
+    driver branch is not used (the figure moves with the driver). A median or a cell that is no figure
+    (``figure_problem``) is refused with ValueError: a NaN baseline would let every pair pass.
     """
 
     median_gbps: float
@@ -372,22 +453,27 @@ class Baseline:
     nodes: Optional[List[str]] = None
     driver_version: Optional[str] = None
 
+    def __post_init__(self) -> None:
+        problems = baseline_problems({"median_gbps": self.median_gbps, "matrix": self.matrix})
+        if problems:
+            raise ValueError(f"the site baseline ({self.source}): " + "; ".join(problems))
+
     @classmethod
     def from_record(cls, record: Optional[Mapping[str, Any]]) -> Optional[Baseline]:
-        """A baseline from the history's record (keys median_gbps, matrix, rank_nodes or nodes, run_id, source)."""
-        if not record or not isinstance(record, Mapping):
-            return None
-        try:
-            median = float(record["median_gbps"])
-        except (KeyError, TypeError, ValueError):
-            return None
-        if median <= 0:
+        """A baseline from the history's record (keys median_gbps, matrix, rank_nodes or nodes, run_id, source).
+
+        None for no record (None, empty, no ``median_gbps``); ValueError for a record whose figures are no
+        numbers (``baseline_problems``)."""
+        if not record or not isinstance(record, Mapping) or "median_gbps" not in record:
             return None
         source = str(record.get("source") or f"run {record.get('run_id', '(unknown)')}")
+        problems = baseline_problems(record)
+        if problems:
+            raise ValueError(f"the site baseline ({source}): " + "; ".join(problems))
         matrix = record.get("matrix")
         nodes = record.get("rank_nodes") or record.get("nodes")
         return cls(
-            median_gbps=median,
+            median_gbps=float(record["median_gbps"]),
             source=source,
             matrix=[[None if v is None else float(v) for v in row] for row in matrix] if matrix else None,
             nodes=[str(n) for n in nodes] if nodes else None,

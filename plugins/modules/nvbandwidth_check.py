@@ -115,6 +115,10 @@ options:
       - C(median_gbps) (required), C(source), and optionally C(matrix) (that run's rows, for per-pair figures),
         C(rank_nodes) (the tray of each rank then; per-pair figures are used only for the same trays) and
         C(driver_version) (a baseline of another driver branch is not used).
+      - C(median_gbps) and each cell of C(matrix) must be a finite number above 0 (a cell may be V(null)); anything
+        else (NaN, an infinity, a boolean) fails the module in one line naming the entry. The same holds for
+        C(gbps) and C(driver_branch) of each O(product_references) entry and C(peak_gbps) of each
+        O(peak_gbps_by_product) entry.
     type: dict
     version_added: 0.4.0
   min_fraction_of_median:
@@ -495,6 +499,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresho
     DEFAULT_MIN_FRACTION_OF_MEDIAN,
     DEFAULT_MIN_FRACTION_OF_PEAK,
     Baseline,
+    baseline_problems,
     peak_table_problems,
     reference_table_problems,
 )
@@ -572,9 +577,12 @@ def _check_arguments(module: AnsibleModule) -> None:
     problems = reference_table_problems(params["product_references"])
     if problems:
         module.fail_json(msg="product_references: " + "; ".join(problems))
-    if params["baseline"] is not None and Baseline.from_record(params["baseline"]) is None:
+    problems = baseline_problems(params["baseline"]) if params["baseline"] is not None else []
+    if problems:
         module.fail_json(
-            msg="baseline needs median_gbps, a GB/s value above 0 (and optionally matrix, rank_nodes, source)"
+            msg="baseline: "
+            + "; ".join(problems)
+            + "; it needs median_gbps, a finite GB/s above 0 (and optionally matrix, rank_nodes, source)"
         )
 
 
@@ -595,6 +603,9 @@ def main() -> None:
         min_fraction_of_median=params["min_fraction_of_median"],
         expected_gpus=params["expected_gpus"],
     )
+    problems = thresholds.problems()
+    if problems:  # NaN or an infinity passes Ansible's float type
+        module.fail_json(msg="; ".join(problems))
     verdict = check_nvbandwidth(
         content,
         testcase=params["testcase"],

@@ -16,7 +16,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresho
     peak_table_problems,
     reference_table_problems,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Result
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun, Result
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.mpijob import MPI_OPTIONS, MpiJobCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nvbandwidth_log
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
@@ -57,6 +57,8 @@ class NvbandwidthCheck(MpiJobCheck):
         super().__init__(image, mpi, judge)
         self.testcase = testcase
         self.extra_args = list(extra_args)
+        # the rack's options with its baseline from the history (from_params sets it; none without a history)
+        self.options_of: Callable[[str], Dict[str, Any]] = lambda rack: {}
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> NvbandwidthCheck:
@@ -68,18 +70,23 @@ class NvbandwidthCheck(MpiJobCheck):
             raise ValueError("nvbandwidth: " + "; ".join(problems))
         runtime.run_options(nvb["extra_args"])  # a buffer or sample count that is no number: refused
         history_dir, run_id = params["history_dir"], params["run_id"]
-        return cls(
+
+        def options_of(rack: str) -> Dict[str, Any]:
+            """The options with the rack's baseline; a kept record that cannot be one refuses the check."""
+            try:
+                return history.options_with_baseline(nvb, history_dir, cls.name, rack, run_id)
+            except history.HistoryError as exc:
+                raise NotRun(str(exc)) from exc
+
+        check = cls(
             nvb["image"],
             params["mpi"],
             nvb["testcase"],
             nvb["extra_args"],
-            lambda log, plan, nodes: judge_nvbandwidth_log(
-                log,
-                plan,
-                history.options_with_baseline(nvb, history_dir, cls.name, plan.name, run_id),
-                nodes,
-            ),
+            lambda log, plan, nodes: judge_nvbandwidth_log(log, plan, options_of(plan.name), nodes),
         )
+        check.options_of = options_of
+        return check
 
     def launcher_args(self, run: RackRun) -> List[str]:
         return ["--report-bindings", "-q", "nvbandwidth", "-t", self.testcase, *self.extra_args]
@@ -89,6 +96,7 @@ class NvbandwidthCheck(MpiJobCheck):
         return runtime.estimate_for(self.testcase, gpus, self.extra_args, plan.gpu_product) if gpus else None
 
     def measure(self, run: RackRun) -> Result:
+        self.options_of(run.plan.name)  # a kept record that cannot be the baseline: refused before the job runs
         result = super().measure(run)
         estimate = self.run_estimate(run.plan)
         if estimate is not None:  # what the model expected, next to the record's timings: the model checked

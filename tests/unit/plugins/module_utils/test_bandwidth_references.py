@@ -246,7 +246,7 @@ def test_the_site_table_is_tried_first_and_a_bad_one_is_refused():
     site = [{"match": "GB200", "testcase": MN_READ, "gbps": 830.0, "source": "rack A acceptance, 2026-11"}]
     reference, note = product_reference(GB200, MN_READ, "580.95.05", site)
     assert (reference.gbps, reference.source, note) == (830.0, "rack A acceptance, 2026-11", None)
-    with pytest.raises(ValueError, match=r"product reference entry 0 .* gbps must be above 0"):
+    with pytest.raises(ValueError, match=r"product reference entry 0 .* gbps 0 is not above 0"):
         product_reference(GB200, MN_READ, "580.95.05", [{"match": "GB200", "testcase": MN_READ, "gbps": 0}])
 
 
@@ -333,9 +333,57 @@ def test_a_baseline_of_another_driver_branch_is_not_used_and_the_record_says_why
     )
 
 
-@pytest.mark.parametrize("record", [None, {}, {"median_gbps": "n/a"}, {"median_gbps": 0}, "821"])
+@pytest.mark.parametrize("record", [None, {}, {"source": "run r1"}, "821"])
 def test_a_baseline_record_without_a_median_is_no_baseline(record):
     assert Baseline.from_record(record) is None
+
+
+@pytest.mark.parametrize(
+    ("record", "why"),
+    [
+        ({"median_gbps": "n/a"}, "median_gbps 'n/a' is not a number"),
+        ({"median_gbps": 0}, "median_gbps 0 is not above 0"),
+        ({"median_gbps": float("nan")}, "median_gbps nan is not a finite number"),
+        ({"median_gbps": float("inf")}, "median_gbps inf is not a finite number"),
+        ({"median_gbps": True}, "median_gbps True is a boolean, not a number"),
+        (
+            {"median_gbps": 821.0, "matrix": [[None, float("nan")], [False, None]]},
+            "matrix row 0 column 1 nan is not a finite number; matrix row 1 column 0 False is a boolean, not a number",
+        ),
+    ],
+)
+def test_a_baseline_whose_figures_are_no_numbers_is_refused_naming_the_entry(record, why):
+    with pytest.raises(ValueError) as refused:
+        Baseline.from_record({**record, "source": "pinned run r1"})
+    assert str(refused.value) == f"the site baseline (pinned run r1): {why}"
+    with pytest.raises(ValueError, match="the site baseline"):
+        Baseline(median_gbps=record["median_gbps"], source="given", matrix=record.get("matrix"))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), True, "fast", -821.41, 0])
+def test_a_reference_or_peak_that_is_no_figure_is_refused_before_judging(bad):
+    references = [{"match": "GB200", "testcase": MN_READ, "gbps": bad, "source": "site"}]
+    with pytest.raises(ValueError, match=r"^product reference entry 0 .*: gbps "):
+        judge(real_gb200_rows(), Thresholds(), GB200, 4, NODES, testcase=MN_READ, product_references=references)
+    with pytest.raises(ValueError, match=r"^peak table entry 0 .*: peak_gbps "):
+        judge(real_gb200_rows(), Thresholds(), GB200, 4, NODES, peak_table=[{"match": "GB200", "peak_gbps": bad}])
+    branch = [{"match": "GB200", "testcase": MN_READ, "gbps": 830.0, "driver_branch": bad}]
+    with pytest.raises(ValueError, match=r"^product reference entry 0 .*driver_branch"):
+        judge(real_gb200_rows(), Thresholds(), GB200, 4, NODES, testcase=MN_READ, product_references=branch)
+
+
+@pytest.mark.parametrize("name", ["min_gbps", "min_sum_gbps", "peak_gbps", "min_fraction_of_median"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), True])
+def test_a_threshold_that_is_no_number_is_refused(name, bad):
+    with pytest.raises(ValueError, match=f"{name} is {bad!r}; it must be"):
+        judge(real_gb200_rows(), Thresholds(**{name: bad}), GB200, 4, NODES, testcase=MN_READ)
+
+
+def test_a_nan_cell_of_plain_rows_is_refused():
+    rows = real_gb200_rows()
+    rows[0][1] = float("nan")
+    with pytest.raises(ValueError, match=r"cells that are no bandwidth .*: row 0 column 1: nan"):
+        judge(rows, Thresholds(), GB200, 4, NODES, testcase=MN_READ)
 
 
 def test_the_strictest_reference_wins_per_pair():

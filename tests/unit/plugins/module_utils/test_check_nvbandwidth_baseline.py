@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import pin_run, record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
@@ -67,3 +69,39 @@ def test_each_rack_gets_its_pinned_or_last_passing_run_as_baseline(monkeypatch, 
 
 def test_without_a_history_dir_the_options_have_no_baseline(monkeypatch):
     assert "baseline" not in judged_options(monkeypatch, "", "rack0")
+
+
+class Run:
+    """What the check reads of the rack's run before its job starts: the plan."""
+
+    def __init__(self, rack: str) -> None:
+        self.plan = plan(rack)
+
+
+def test_a_kept_record_whose_median_is_no_number_refuses_the_check_before_its_job(tmp_path):
+    history_dir = str(tmp_path / "runs")
+    kept(history_dir, "r1", 1, rack0=(float("nan"), "passed"))
+    pin_run(history_dir, "r1")
+    check = nvbandwidth_check.NvbandwidthCheck.from_params(params(history_dir))
+    with pytest.raises(NotRun) as refused:
+        check.measure(Run("rack0"))  # before the MPIJob: the fake run has nothing else to give
+    assert str(refused.value) == (
+        f"the kept record {history_dir}/r1/nvbandwidth/rack0.json (pinned run r1) cannot be the baseline of "
+        "nvbandwidth/rack0: median_gbps nan is not a finite number; matrix row 0 column 1 nan is not a finite number; "
+        "matrix row 1 column 0 nan is not a finite number; remove that run from the history, or pin a run you trust "
+        "(gpu_fabric_verify_baseline_run)"
+    )
+    # the judge, reached any other way, refuses it too: it never judges against a NaN baseline
+    with pytest.raises(NotRun, match="cannot be the baseline of nvbandwidth/rack0"):
+        check.judge_log("log", plan("rack0"), ["t0", "t1"])
+
+
+@pytest.mark.parametrize("bad", [True, float("inf"), -821.0])
+def test_a_kept_record_that_is_no_bandwidth_is_refused_naming_the_entry(tmp_path, bad):
+    history_dir = str(tmp_path / "runs")
+    kept(history_dir, "r1", 1, rack0=(bad, "passed"))
+    pin_run(history_dir, "r1")
+    with pytest.raises(
+        NotRun, match=rf"pinned run r1\) cannot be the baseline of nvbandwidth/rack0: median_gbps {bad!r}"
+    ):
+        nvbandwidth_check.NvbandwidthCheck.from_params(params(history_dir)).measure(Run("rack0"))

@@ -207,12 +207,55 @@ def test_a_baseline_and_the_sites_references_reach_the_rule(capsys):
     ("bad", "message"),
     [
         ({"product_references": [{"match": "GB300", "gbps": 815.0}]}, "product_references: product reference entry 0"),
-        ({"baseline": {"source": "r1"}}, "baseline needs median_gbps"),
+        ({"baseline": {"source": "r1"}}, "baseline: median_gbps is missing; it needs median_gbps"),
     ],
 )
 def test_a_bad_reference_is_refused_in_one_line(capsys, bad, message):
     result = run_module({"src": str(GB200), "gpu_product": "NVIDIA-GB300", **bad}, capsys)
     assert result["failed"] is True and result["msg"].startswith(message) and "\n" not in result["msg"]
+
+
+def _five_of_eight_lose_a_link(rows) -> None:
+    """GPUs 0-4 each lost one NVLink of 18: every pair with one of them at either end runs at 0.944."""
+    for r in range(8):
+        for c in range(8):
+            if r != c and (r < 5 or c < 5):
+                rows[r][c] = round(rows[r][c] * 0.944, 2)
+
+
+NOT_FIGURES = [float("nan"), float("inf"), True]
+
+
+@pytest.mark.parametrize("bad", NOT_FIGURES)
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            lambda bad: {"product_references": [{"match": "GB200", "testcase": "read_ce$", "gbps": bad}]},
+            "product_references: product reference entry 0 ",
+        ),
+        (lambda bad: {"peak_gbps_by_product": [{"match": "GB200", "peak_gbps": bad}]}, "peak_gbps_by_product: "),
+        (lambda bad: {"baseline": {"median_gbps": bad, "source": "pinned run r1"}}, "baseline: median_gbps "),
+        (
+            lambda bad: {"baseline": {"median_gbps": 821.0, "matrix": [[None, bad], [821.0, None]]}},
+            "baseline: matrix row 0 column 1 ",
+        ),
+    ],
+)
+def test_a_figure_that_is_no_number_is_refused_in_one_line(capsys, table, message, bad):
+    """Before: a NaN or True reference let a GB200 rack with 5 of 8 GPUs one link down pass."""
+    args = {"content": _gb200_with(_five_of_eight_lose_a_link), "gpu_product": "NVIDIA-GB200", **table(bad)}
+    result = run_module(args, capsys)
+    assert result["failed"] is True
+    assert result["msg"].startswith(message) and "\n" not in result["msg"]
+    assert repr(bad) in result["msg"]
+
+
+@pytest.mark.parametrize("name", ["min_gbps", "peak_gbps", "min_sum_gbps"])
+def test_a_threshold_that_is_not_finite_is_refused_in_one_line(capsys, name):
+    result = run_module({"content": GB200.read_text(), "gpu_product": "NVIDIA-GB200", name: "nan"}, capsys)
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"{name} is nan; it must be")
 
 
 def test_missing_src(capsys, tmp_path):
