@@ -16,11 +16,18 @@ Levels as ``dcgmi diag --help`` sizes them: 1 the software deployment checks (se
 
 The judge reads the JSON ``dcgmi diag -j`` prints (DCGM 4.x: ``"DCGM Diagnostic" -> test_categories -> tests ->
 results`` per entity, ``warnings`` with DCGM's text and its ``DCGM_FR`` code; the ``runtime_error`` form; the
-``iterations`` form). Per GPU: an error fails the tray, naming the GPU, the test, DCGM's text and code; a skip is a
-note with DCGM's reason. ``dcgmi diag -j`` prints a Warn result as ``Fail`` (``HelperDisplayDiagResult`` without
+``iterations`` form; ``dcgm_json`` reads it). Coverage first: the tray's GPUs are 0 to ``gpus_per_tray`` - 1 and
+each test of the level (``LEVEL_TESTS``) must have a result of its own on each of them; a GPU or test DCGM printed no
+result for, a ``Skip`` (DCGM's reason quoted) and a GPU the tray does not have fail the tray, named: none of them is
+evidence. Then per GPU: an error fails the tray, naming the GPU, the test, DCGM's text and code; an error DCGM
+attached to a GPU whose result is ``Pass`` contradicts itself and fails it too. Last, dcgmi's exit status must say
+what the JSON says (0: no error; 226 or 205: errors found), else the tray fails naming both.
+
+``dcgmi diag -j`` prints a Warn result as ``Fail`` (``HelperDisplayDiagResult`` without
 ``DDR_DISPLAY_WARN``; DCGM's own test asserts it) and exits non-zero for it, so a warning cannot be told from a
 failure here and fails the tray as it fails ``dcgmi``. A GPU that DCGM marked Fail only because the whole test
-failed (``SetResult`` of every GPU for another GPU's error) is a note, and the error is named on its own GPU.
+failed (``SetResult`` of every GPU for another GPU's error) is a note, and the error is named on its own GPU; that
+holds only while another GPU's failed result or the test's summary carries the error.
 
 DCGM_FR_IMEX_UNHEALTHY (code 122) is a note, never a failure: DCGM raises it when ``nvidia-imex-ctl`` finds no
 IMEX daemon, which with the DRA driver is every tray outside a running ComputeDomain (NVIDIA/DCGM issue 308); the
@@ -36,6 +43,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.tray_pods import TrayFinding, TrayPodCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dcgm_json import (
+    STATUS_PASS,
+    STATUS_SKIP,
     DcgmParseError,
     DiagResult,
     DiagRun,
@@ -59,6 +68,25 @@ LEVELS: Dict[int, Tuple[str, float]] = {
     2: ("+ memory and pcie, about 2 minutes", 120.0),
     3: ("+ diagnostic, nvbandwidth, nccl_tests, memory_bandwidth, targeted_stress/power, about 15 minutes", 900.0),
 }
+# The tests each level runs on every GPU (``FillTestVectors``; the names ``dcgmi diag -j`` prints): a tray passes
+# only when each of them passed on each of its GPUs.
+LEVEL_TESTS: Dict[int, Tuple[str, ...]] = {
+    1: ("software",),
+    2: ("software", "memory", "pcie"),
+    3: (
+        "software",
+        "memory",
+        "pcie",
+        "diagnostic",
+        "nvbandwidth",
+        "nccl_tests",
+        "memory_bandwidth",
+        "targeted_stress",
+        "targeted_power",
+    ),
+}
+# Arguments of dcgmi diag that the check sets itself, or that would narrow the GPUs it diagnoses.
+OWN_ARGS = ("-r", "--run", "-j", "--json", "--host", "-g", "--group", "-i", "--entity-id", "-f", "--fakeGpuList")
 # DCGM_FR codes that are notes, not failures, and why.
 NOTE_CODES = {
     122: "DCGM finds no IMEX daemon where none runs, as on every tray outside a ComputeDomain when the DRA driver "
@@ -113,8 +141,39 @@ def _lines(text: str) -> List[Tuple[int, str]]:
     return out
 
 
+def judge_coverage(run: DiagRun, tests: Sequence[str], gpus: Sequence[int], finding: TrayFinding, prefix: str) -> None:
+    """Every test of ``tests`` on every GPU of ``gpus``, each with a result of its own: a test DCGM skipped or
+    printed no result for is no evidence, and so fails the tray naming the GPUs and the test; so does a result
+    for a GPU the tray does not have."""
+    for test in tests:
+        missing = [f"GPU {gpu}" for gpu in gpus if run.result(test, gpu) is None]
+        if missing:
+            finding.problems.append(
+                f"{prefix}{_names(missing)}: {test} not run: DCGM printed no result for it (every test of the level "
+                f"runs on each of the tray's {len(gpus)} GPUs)"
+            )
+        skipped: Dict[str, List[str]] = {}
+        for gpu in gpus:
+            result = run.result(test, gpu)
+            if result is not None and result.status == STATUS_SKIP:
+                said = result.info or (run.summaries[test].info if test in run.summaries else [])
+                reason = "; ".join(one_line(i) for i in said) or "DCGM printed no reason, see its nvvs.log"
+                skipped.setdefault(reason, []).append(result.entity)
+        for reason, entities in skipped.items():
+            finding.problems.append(
+                f"{prefix}{_names(entities)}: {test} skipped, so not proven ({reason}); give DCGM what the test "
+                "needs or choose a level without it (dcgm_diag.level)"
+            )
+    others = sorted({r.entity_id for r in run.results if r.entity_group == "GPU"} - set(gpus) - {None})
+    if others:
+        finding.problems.append(
+            f"{prefix}DCGM diagnosed {_names([f'GPU {g}' for g in others])}, which the tray does not have (it has "
+            f"{len(gpus)} GPUs, 0 to {len(gpus) - 1}): the pod saw other GPUs than the tray's"
+        )
+
+
 def judge_run(run: DiagRun, finding: TrayFinding, prefix: str = "") -> None:
-    """The problems and notes of one run: per GPU, named; errors no GPU carries, under their test."""
+    """The problems and notes of one run's results: per GPU, named; errors no GPU carries, under their test."""
     if run.runtime_error:
         finding.problems.append(f"{prefix}dcgmi diag did not run: {one_line(run.runtime_error, 300, '...')}")
         return
@@ -137,35 +196,38 @@ def _failed(warning: DiagWarning) -> str:
 def _judge_test(
     test: str, results: List[DiagResult], summary: Optional[DiagResult], finding: TrayFinding, prefix: str
 ) -> None:
+    """One test's results: each error on the GPU DCGM attached it to. A GPU marked Fail without an error of its own
+    is the whole test's failure only when another GPU's failed result, or the test's summary, carries the error."""
     carried = {(w.text, w.error_id) for r in results for w in r.warnings}
     loose = [w for w in (summary.warnings if summary else []) if (w.text, w.error_id) not in carried]
+    explained = bool(loose) or any(r.warnings for r in results if r.status not in (STATUS_PASS, STATUS_SKIP))
     noted: Dict[int, List[Tuple[str, DiagWarning]]] = {}
-    skipped: Dict[str, List[str]] = {}
     collateral: List[str] = []
     for result in sorted(results, key=lambda r: (r.entity_group, r.entity_id or 0)):
-        if result.status == "Skip":
-            said = result.info or (summary.info if summary else [])  # nvvs logs most reasons, prints few
-            reason = "; ".join(one_line(i) for i in said) or "DCGM printed no reason (see its nvvs.log)"
-            skipped.setdefault(reason, []).append(result.entity)
-        elif result.status not in ("Pass", "Not Run"):  # Fail, or Warn from a DCGM that prints it
-            for warning in result.warnings:
-                if warning.error_id in NOTE_CODES:
-                    noted.setdefault(warning.error_id, []).append((result.entity, warning))
-                else:
-                    finding.problems.append(f"{prefix}{result.entity}: {test} failed: {_failed(warning)}")
-            if not result.warnings and (carried or loose):
+        if result.status == STATUS_SKIP:
+            continue  # judged by the coverage: no evidence
+        for warning in result.warnings:
+            if warning.error_id in NOTE_CODES:
+                noted.setdefault(warning.error_id, []).append((result.entity, warning))
+            elif result.status == STATUS_PASS:
+                finding.problems.append(
+                    f"{prefix}{result.entity}: {test} Pass with an error DCGM attached to it: {_failed(warning)}; "
+                    "the result contradicts itself"
+                )
+            else:
+                finding.problems.append(f"{prefix}{result.entity}: {test} failed: {_failed(warning)}")
+        if result.status not in (STATUS_PASS, "Not Run") and not result.warnings:  # Fail, or Warn of a newer DCGM
+            if explained:
                 collateral.append(result.entity)  # DCGM failed the whole test for another entity's error
-            elif not result.warnings:
+            else:
                 finding.problems.append(f"{prefix}{result.entity}: {test} {result.status} with no error from DCGM")
     for warning in loose:  # errors of no GPU: the test's own (Denylist, Permissions, ...)
         if warning.error_id in NOTE_CODES:
             noted.setdefault(warning.error_id, []).append((test, warning))
         else:
             finding.problems.append(f"{prefix}{test} failed: {_failed(warning)}")
-    if summary and summary.status not in ("Pass", "Skip", "Not Run") and not results and not summary.warnings:
+    if summary and summary.status not in (STATUS_PASS, STATUS_SKIP, "Not Run") and not results and not summary.warnings:
         finding.problems.append(f"{prefix}{test}: {summary.status} with no error from DCGM")
-    for reason, entities in skipped.items():
-        finding.notes.append(f"{prefix}{_names(entities)}: {test} skipped: {reason}")
     for code, found in noted.items():
         where = _names([entity for entity, _warning in found])
         finding.notes.append(f"{prefix}{where}: {test}: {_failed(found[0][1])}, not counted: {NOTE_CODES[code]}")
@@ -221,10 +283,10 @@ class DcgmDiagCheck(TrayPodCheck):
             )
         given["hostengine"] = given["hostengine"].strip()
         for arg in given["extra_args"]:
-            if arg.split("=", 1)[0] in ("-r", "--run", "-j", "--json", "--host"):
+            if arg.split("=", 1)[0] in OWN_ARGS:
                 raise ValueError(
-                    f"dcgm_diag.extra_args gives {arg}, which the check sets itself: use dcgm_diag.level and "
-                    "dcgm_diag.hostengine"
+                    f"dcgm_diag.extra_args gives {arg}, which the check sets itself (it diagnoses every GPU of the "
+                    "tray): use dcgm_diag.level and dcgm_diag.hostengine"
                 )
         return cls(**given)
 
@@ -272,7 +334,9 @@ class DcgmDiagCheck(TrayPodCheck):
             f"({nodes[0]} .. {nodes[-1]})" + (f", {notes} note(s)" if notes else "")
         )
 
-    def judge_tray(self, node: str, log: str) -> TrayFinding:
+    def judge_tray(self, node: str, log: str, gpus: int) -> TrayFinding:
+        """The tray's verdict: first the coverage (each test of the level on each of its ``gpus`` GPUs, 0 to
+        gpus - 1), then DCGM's errors per GPU, then whether dcgmi's exit status says what its JSON says."""
         finding = TrayFinding()
         parts = sections(log)
         engine = parts.get("nv-hostengine")
@@ -290,29 +354,53 @@ class DcgmDiagCheck(TrayPodCheck):
             printed = one_line(text, 300, "...") or "nothing"
             finding.problems.append(f"dcgmi diag printed no result (exit {status}, {exc}): {printed}{started}")
             return finding
+        expected = list(range(gpus))
         for index, run in enumerate(report.runs):
-            judge_run(run, finding, f"iteration {index + 1}: " if len(report.runs) > 1 else "")
+            prefix = f"iteration {index + 1}: " if len(report.runs) > 1 else ""
+            if not run.runtime_error:  # the level's tests, and any other DCGM ran
+                tests = dict.fromkeys([*LEVEL_TESTS[self.level], *run.categories, *(r.test for r in run.results)])
+                judge_coverage(run, list(tests), expected, finding, prefix)
+            judge_run(run, finding, prefix)
         if report.overall == "Fail" and not finding.problems:
             finding.problems.append(
                 f"dcgmi diag iterations failed: {one_line(report.warning) or 'DCGM gave no reason'}"
             )
-        gpus = sorted({r.entity_id for run in report.runs for r in run.results if r.entity_group == "GPU"} - {None})
-        if not gpus and not finding.problems:
-            finding.problems.append(f"dcgmi diag reported no result for any GPU (exit {status})")
-        if not finding.problems and status not in (0, *FOUND_ERRORS_EXIT):
-            code = status - 256 if status > 127 else status
-            finding.problems.append(
-                f"dcgmi diag exited {status} (DCGM return code {code}) though its results show no failure"
-            )
+        self._judge_exit(status, report.found_errors, any(run.runtime_error for run in report.runs), finding)
+        seen = sorted({r.entity_id for run in report.runs for r in run.results if r.entity_group == "GPU"} - {None})
         last = report.runs[-1] if report.runs else DiagRun()
         finding.details.update(
-            gpus=gpus,
+            gpus=seen,
+            expected_gpus=expected,
+            expected_tests=list(LEVEL_TESTS[self.level]),
             serials={str(gpu): serial for gpu, serial in sorted(last.serials.items())},
             tests=sorted(last.categories),
             dcgm_version=last.dcgm_version,
             driver_version=last.driver_version,
         )
         return finding
+
+    @staticmethod
+    def _judge_exit(status: int, found_errors: bool, runtime_error: bool, finding: TrayFinding) -> None:
+        """dcgmi exits 0 when the diagnostic found nothing and 226 or 205 when it found errors: a status that says
+        otherwise than the JSON leaves the result unproven."""
+        code = status - 256 if status > 127 else status
+        if runtime_error:
+            return  # judged: the diagnostic did not run, whatever dcgmi exited with
+        if status in FOUND_ERRORS_EXIT and not found_errors:
+            finding.problems.append(
+                f"dcgmi diag exited {status} (DCGM return code {code}: errors found) but its JSON shows no error: "
+                "the status and the results disagree; rerun the check and read the pod's log"
+            )
+        elif status == 0 and found_errors:
+            finding.problems.append(
+                "dcgmi diag exited 0 (no error) but its JSON shows errors: the status and the results disagree; "
+                "rerun the check and read the pod's log"
+            )
+        elif status not in (0, *FOUND_ERRORS_EXIT):
+            finding.problems.append(
+                f"dcgmi diag exited {status} (DCGM return code {code}), which is neither 0 nor errors found (226, 205)"
+                + ("" if finding.problems else " though its results show no failure")
+            )
 
 
 CHECK = DcgmDiagCheck

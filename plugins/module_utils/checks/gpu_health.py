@@ -179,7 +179,7 @@ class GpuHealthCheck(TrayPodCheck):
     def pod_spec(self, run: RackRun, node: str) -> Dict[str, Any]:
         return {"runtimeClassName": self.runtime_class} if self.runtime_class else {}
 
-    def judge_tray(self, node: str, log: str) -> TrayFinding:
+    def judge_tray(self, node: str, log: str, gpus: int) -> TrayFinding:
         finding = TrayFinding()
         parts = sections(log)
         missing = [name for name, _command in SECTIONS if name not in parts or parts[name][1] is None]

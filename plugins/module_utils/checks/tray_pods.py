@@ -74,7 +74,9 @@ class TrayPodCheck(Check):
         """More of the pod's spec (e.g. ``runtimeClassName``, ``hostPID``)."""
         return {}
 
-    def judge_tray(self, node: str, log: str) -> TrayFinding:
+    def judge_tray(self, node: str, log: str, gpus: int) -> TrayFinding:
+        """One tray's verdict from its pod's log; ``gpus``: the GPUs the tray has (the rack plan's), which the
+        output must account for, each one."""
         raise NotImplementedError
 
     def passed_summary(self, run: RackRun, findings: Dict[str, TrayFinding]) -> str:
@@ -152,7 +154,7 @@ class TrayPodCheck(Check):
         seen = pods()
         findings: Dict[str, TrayFinding] = {}
         for node in nodes:
-            finding = self.judge_tray(node, run.read_log(names[node]))
+            finding = self.judge_tray(node, run.read_log(names[node]), run.plan.gpus_per_tray)
             if (
                 _phase(seen.get(names[node]) or {}) == "Failed"
                 and not finding.problems

@@ -34,7 +34,7 @@ def check(**given) -> GpuHealthCheck:
 
 
 def judged(faults=None, **given):
-    return check(**given).judge_tray("gb200-r0-t3", standin.log({}, TRAY, faults or {}))
+    return check(**given).judge_tray("gb200-r0-t3", standin.log({}, TRAY, faults or {}), 4)
 
 
 def test_hopper_counters_are_read_too():
@@ -67,7 +67,7 @@ def test_an_application_xid_is_a_note_and_an_older_one_than_the_window_does_not_
     assert judged({"xid": {"node": "gb200-r0-t3", "code": "79"}}, xid_window_hours=1).problems
     older = check(xid_window_hours=1)
     older.xid_window_hours = 0.1
-    assert older.judge_tray("t", standin.log({}, TRAY, {"xid": {"node": "gb200-r0-t3", "code": "79"}})).passed
+    assert older.judge_tray("t", standin.log({}, TRAY, {"xid": {"node": "gb200-r0-t3", "code": "79"}}), 4).passed
 
 
 def test_a_failed_link_recovery_fails_the_tray_naming_gpu_and_link():
@@ -90,7 +90,7 @@ def test_a_fault_on_another_tray_leaves_this_one_healthy():
 def test_an_unfinished_output_fails_the_tray_saying_what_is_missing():
     log = standin.log({}, TRAY, {})
     cut = log[: log.index(f"{MARK} begin dmesg")]
-    assert check().judge_tray("t", cut).problems == ["the pod's output lacks dmesg: it did not run to its end"]
+    assert check().judge_tray("t", cut, 4).problems == ["the pod's output lacks dmesg: it did not run to its end"]
     assert set(sections(log)) == {"clock", "nvidia-smi -q -x", "nvidia-smi nvlink -e", "dmesg"}
 
 
@@ -117,7 +117,7 @@ def test_an_xid_in_the_mig_form_fails_the_tray_naming_the_gpu_and_its_instances(
     log = standin.log({}, TRAY, {"xid": {"node": "gb200-r0-t3", "gpu": "2", "code": "79"}})
     mig = log.replace("NVRM: Xid (PCI:0018:01:00): 79", "NVRM: Xid (PCI:0018:01:00 GPU-I:01 GPU-CI:00): 79")
     assert mig != log
-    assert check().judge_tray("gb200-r0-t3", mig).problems == [
+    assert check().judge_tray("gb200-r0-t3", mig, 4).problems == [
         "GPU 2 GPU-I 1 GPU-CI 0: Xid 79 (GPU has fallen off the bus): pid='<unknown>', name=<unknown>, GPU has "
         "fallen off the bus."
     ]
@@ -135,4 +135,4 @@ def test_each_memory_fault_the_report_shows_fails_the_tray_naming_the_gpu(elemen
     log = standin.log({}, TRAY, {})
     parts = log.split("<gpu id=")
     parts[2] = parts[2].replace(f"<{element}>No</{element}>", f"<{element}>Yes</{element}>", 1)
-    assert check().judge_tray("gb200-r0-t3", "<gpu id=".join(parts)).problems == [problem]
+    assert check().judge_tray("gb200-r0-t3", "<gpu id=".join(parts), 4).problems == [problem]
