@@ -25,6 +25,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     newest_first,
     read_index,
     tray_lowest_pairs,
+    valid_runs,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import SKIPPED, natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
@@ -211,10 +212,11 @@ def rack_passed(verdicts: Iterable[str]) -> bool:
 def last_passes(index: Mapping[str, Any]) -> Dict[str, float]:
     """rack -> Unix time of the newest kept run in which the rack passed (its end, else its start).
 
-    ``index``: the history's index (``history.read_index``); a run's verdicts are ``<check>/<rack>: verdict``.
+    ``index``: the history's index (``history.read_index``); a run's verdicts are ``<check>/<rack>: verdict``; an
+    entry that is no history entry (``history.valid_runs``) is passed over.
     """
     found: Dict[str, float] = {}
-    for entry in newest_first([e for e in index.get("runs") or [] if isinstance(e, dict)]):
+    for entry in newest_first(valid_runs(index)):
         by_rack: Dict[str, List[str]] = {}
         for key, verdict in (entry.get("verdicts") or {}).items():
             if isinstance(key, str) and "/" in key:
@@ -226,11 +228,13 @@ def last_passes(index: Mapping[str, Any]) -> Dict[str, float]:
     return found
 
 
-def history_last_passes(history_dir: str) -> Dict[str, float]:
-    """``last_passes`` of the history in ``history_dir``; empty without one. Raises HistoryError for a bad index."""
+def history_last_passes(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, float]:
+    """``last_passes`` of the history in ``history_dir``; empty without one. An index that cannot be read is
+    rebuilt from the run directories (``history.read_index``, a line in ``warnings``); HistoryError when those
+    cannot be read either."""
     if not history_dir or not os.path.isdir(history_dir):
         return {}
-    return last_passes(read_index(history_dir))
+    return last_passes(read_index(history_dir, warnings))
 
 
 def current_passes(report: Mapping[str, Any]) -> Dict[str, float]:
@@ -244,6 +248,107 @@ def current_passes(report: Mapping[str, Any]) -> Dict[str, float]:
     return {rack: when for rack, verdicts in by_rack.items() if rack_passed(verdicts)}
 
 
+# ----------------------------------------------------------------------------------------- the last known verdict
+
+# fleet.FLEET's name: the rack of the records of a run whose API server answered for no rack (a test ties the two;
+# a reader does not import the runner). It names no rack, so it is never a rack's last known verdict.
+NO_RACK_REACHED = "fleet"
+LAST_VERDICTS = (PASSED, FAILED)
+
+
+def rack_run_verdict(verdicts: Iterable[str]) -> Optional[str]:
+    """What a run said of a rack from its checks' verdicts: ``failed`` when one failed, ``passed`` when every one
+    passed (an allowed incomplete check passes); None when a check could not run and none failed (``error``: the run
+    said nothing of the fabric) or there is no verdict."""
+    found = [str(verdict) for verdict in verdicts]
+    if FAILED in found:
+        return FAILED
+    return PASSED if rack_passed(found) else None
+
+
+def _by_rack(verdicts: Any) -> Dict[str, List[str]]:
+    """``{"<check>/<rack>": verdict}`` (a history index entry's) -> rack -> its checks' verdicts."""
+    by_rack: Dict[str, List[str]] = {}
+    for key, verdict in (verdicts if isinstance(verdicts, dict) else {}).items():
+        if isinstance(key, str) and "/" in key:
+            by_rack.setdefault(key.split("/", 1)[1], []).append(str(verdict))
+    return by_rack
+
+
+def newest_verdicts(*sources: Mapping[str, Tuple[str, float]]) -> Dict[str, Tuple[str, float]]:
+    """rack -> (verdict, Unix time): per rack the newest of ``sources`` (the later source wins a tie)."""
+    found: Dict[str, Tuple[str, float]] = {}
+    for source in sources:
+        for rack, (verdict, when) in source.items():
+            if rack not in found or when >= found[rack][1]:
+                found[rack] = (verdict, when)
+    return found
+
+
+def latest_passes(*sources: Mapping[str, float]) -> Dict[str, float]:
+    """rack -> the latest of its last-pass times in ``sources``."""
+    found: Dict[str, float] = {}
+    for source in sources:
+        for rack, when in source.items():
+            found[rack] = max(found.get(rack, when), when)
+    return found
+
+
+def last_verdicts(index: Mapping[str, Any]) -> Dict[str, Tuple[str, float]]:
+    """rack -> (verdict, Unix time) of the newest kept run that judged the rack (``rack_run_verdict``; a run whose
+    checks could not run on it does not count), the time being the run's end, else its start."""
+    runs = index.get("runs") if isinstance(index.get("runs"), list) else []
+    found: Dict[str, Tuple[str, float]] = {}
+    for entry in (e for e in runs if isinstance(e, dict)):
+        when = timestamp_seconds(entry.get("finished"))
+        when = timestamp_seconds(entry.get("started")) if when is None else when
+        if when is None:
+            continue
+        judged = {rack: rack_run_verdict(verdicts) for rack, verdicts in _by_rack(entry.get("verdicts")).items()}
+        found = newest_verdicts(
+            found, {rack: (v, when) for rack, v in judged.items() if v is not None and rack != NO_RACK_REACHED}
+        )
+    return found
+
+
+def history_last_verdicts(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, Tuple[str, float]]:
+    """``last_verdicts`` of the history in ``history_dir``; empty without one. An index that had to be rebuilt from
+    the run directories adds a line to ``warnings``; HistoryError when it cannot be (``history.read_index``)."""
+    if not history_dir or not os.path.isdir(history_dir):
+        return {}
+    return last_verdicts(read_index(history_dir, warnings))
+
+
+def current_verdicts(report: Mapping[str, Any]) -> Dict[str, Tuple[str, float]]:
+    """rack -> (verdict, the end of this run), for each rack this run judged (``rack_run_verdict``)."""
+    when = timestamp_seconds(report.get("generated"))
+    if when is None:
+        return {}
+    by_rack: Dict[str, List[str]] = {}
+    for record in report.get("checks") or []:
+        by_rack.setdefault(record["rack"], []).append(record["verdict"])
+    judged = {rack: rack_run_verdict(verdicts) for rack, verdicts in by_rack.items() if rack != NO_RACK_REACHED}
+    return {rack: (verdict, when) for rack, verdict in judged.items() if verdict is not None}
+
+
+RACK_VERDICT_ORDER = (PASSED, INCOMPLETE, ERROR, FAILED)  # report_model.rack_verdict: the later one wins
+
+
+def worse_verdict(first: str, second: str) -> str:
+    """The rack verdict of two sets of records together, as ``report_model.rack_verdict`` ranks them."""
+    rank = {verdict: position for position, verdict in enumerate(RACK_VERDICT_ORDER)}
+    return first if rank.get(first, len(rank)) >= rank.get(second, len(rank)) else second
+
+
+def racks_in(report: Mapping[str, Any], declared: Sequence[str], known: Iterable[str]) -> List[str]:
+    """The racks a record of the rack ``NO_RACK_REACHED`` speaks for: the declared racks (``gpu_fabric_racks``),
+    else the racks the kept history and this run know; empty when none is known (the record stays the fleet's)."""
+    if declared:
+        return sorted({str(rack) for rack in declared}, key=natural_key)
+    reached = set(report.get("racks") or {}) | set(known)
+    return sorted(reached - {NO_RACK_REACHED}, key=natural_key)
+
+
 # ----------------------------------------------------------------------------------------- the families
 
 
@@ -251,12 +356,27 @@ def _name(suffix: str) -> str:
     return PREFIX + suffix
 
 
-def metric_families(report: Mapping[str, Any], last_pass: Optional[Mapping[str, float]] = None) -> List[Family]:
+def metric_families(
+    report: Mapping[str, Any],
+    last_pass: Optional[Mapping[str, float]] = None,
+    last_verdict: Optional[Mapping[str, Tuple[str, float]]] = None,
+    declared: Sequence[str] = (),
+) -> List[Family]:
     """The report's metrics, in a fixed order (see docs/metrics.md for each).
 
-    ``last_pass``: rack -> Unix time of its newest passing run in the kept history (``history_last_passes``); the
-    report's own run counts for the racks that passed in it.
+    ``last_pass``: rack -> Unix time of its newest passing run in the kept history (``history_last_passes``);
+    ``last_verdict``: rack -> (verdict, Unix time) of the newest run that judged it (``history_last_verdicts``); the
+    report's own run counts in both. ``declared``: the site's racks (``gpu_fabric_racks``): a record of a run that
+    reached no rack (``NO_RACK_REACHED``) gives its error to each of them (without any: to each rack the history
+    knows), so the racks' samples stay, and the last-known families show the declared racks and this run's only.
     """
+    passes = latest_passes(last_pass or {}, current_passes(report))
+    verdicts = newest_verdicts(last_verdict or {}, current_verdicts(report))
+    fanned = racks_in(report, declared, set(passes) | set(verdicts))
+
+    def racks_of(rack: str) -> List[str]:
+        return fanned if rack == NO_RACK_REACHED and fanned else [rack]
+
     run_verdict = Family(
         _name("verification_verdict"),
         "gauge",
@@ -341,9 +461,12 @@ def metric_families(report: Mapping[str, Any], last_pass: Optional[Mapping[str, 
     )
     for record in report.get("checks") or []:
         rack, check, details = record["rack"], record["check"], record.get("details") or {}
-        passed.add(int(bool(record["passed"])), rack=rack, check=check)
-        for verdict in VERDICTS:
-            check_verdict.add(int(record["verdict"] == verdict), rack=rack, check=check, verdict=verdict)
+        for each in racks_of(rack):
+            passed.add(int(bool(record["passed"])), rack=each, check=check)
+            for verdict in VERDICTS:
+                check_verdict.add(int(record["verdict"] == verdict), rack=each, check=check, verdict=verdict)
+        if racks_of(rack) != [rack]:
+            continue  # a check that reached no rack: its verdict is each rack's, no duration or figure is
         duration.add(record.get("duration_seconds"), rack=rack, check=check)
         if record["verdict"] == ERROR:
             continue  # a check that could not run measured nothing
@@ -372,11 +495,18 @@ def metric_families(report: Mapping[str, Any], last_pass: Optional[Mapping[str, 
         "The rack's GPU trays: expected, found, verified, skipped, unmeasured",
         ("rack", "state"),
     )
-    for rack, view in (report.get("racks") or {}).items():
+    views = report.get("racks") or {}
+    unreached = views.get(NO_RACK_REACHED) if fanned else None
+    judged = {rack: view["verdict"] for rack, view in views.items() if unreached is None or rack != NO_RACK_REACHED}
+    for rack in fanned if unreached is not None else []:
+        judged[rack] = worse_verdict(judged.get(rack, unreached["verdict"]), unreached["verdict"])
+    for rack, found in judged.items():
         for verdict in RACK_VERDICTS:
-            rack_verdict.add(int(view["verdict"] == verdict), rack=rack, verdict=verdict)
-        for state, count in (view.get("trays") or {}).items():
-            rack_trays.add(count, rack=rack, state=state)
+            rack_verdict.add(int(found == verdict), rack=rack, verdict=verdict)
+    for rack, view in views.items():
+        if rack in judged:
+            for state, count in (view.get("trays") or {}).items():
+                rack_trays.add(count, rack=rack, state=state)
 
     tray_verified = Family(
         _name("tray_verified"),
@@ -394,11 +524,30 @@ def metric_families(report: Mapping[str, Any], last_pass: Optional[Mapping[str, 
         "When the rack last passed every check of a run (Unix time; the kept history and this run)",
         ("rack",),
     )
-    passes = dict(last_pass or {})
-    for rack, when in current_passes(report).items():
-        passes[rack] = max(passes.get(rack, when), when)
+    shown = set(passes) | set(verdicts)
+    if declared:  # a rack the site no longer declares leaves no stale sample behind
+        shown &= {str(rack) for rack in declared} | set(views)
     for rack, when in passes.items():
-        last.add(when, rack=rack)
+        if rack in shown:
+            last.add(when, rack=rack)
+    last_known = Family(
+        _name("rack_last_verdict"),
+        "gauge",
+        "The rack's verdict in the newest run that judged it (passed, failed), one-hot; a run whose checks could not "
+        "run on the rack does not count",
+        ("rack", "verdict"),
+    )
+    last_known_time = Family(
+        _name("rack_last_verdict_timestamp_seconds"),
+        "gauge",
+        "When the run that gave the rack its last verdict finished (Unix time)",
+        ("rack",),
+    )
+    for rack, (found, when) in verdicts.items():
+        if rack in shown:
+            for verdict in LAST_VERDICTS:
+                last_known.add(int(found == verdict), rack=rack, verdict=verdict)
+            last_known_time.add(when, rack=rack)
 
     return [
         run_verdict,
@@ -408,6 +557,8 @@ def metric_families(report: Mapping[str, Any], last_pass: Optional[Mapping[str, 
         rack_verdict,
         rack_trays,
         last,
+        last_known,
+        last_known_time,
         passed,
         check_verdict,
         duration,

@@ -11,10 +11,15 @@ version_added: 0.4.0
 description:
   - Builds the report of the verification records in O(records_dir) as M(gpu_fabric.mnnvl.verification_report)
     does and renders it in the Prometheus text exposition format 0.0.4 - the run's verdict and finish time, per
-    rack its verdict, trays and time of the last passing run (the kept runs in O(history_dir) and this one), per
-    check and rack the verdict and duration, the lowest and median GPU pair bandwidth, the NCCL bus bandwidth,
-    per tray its verdict and its lowest and median pair bandwidth. Bandwidth is in bytes per second, times in
-    seconds; a figure that was not measured has no sample. docs/metrics.md lists every metric.
+    rack its verdict, trays, time of the last passing run and last verdict with its time (the kept runs in
+    O(history_dir), the state file beside them and this run), per check and rack the verdict and duration, the
+    lowest and median GPU pair bandwidth, the NCCL bus bandwidth, per tray its verdict and its lowest and median
+    pair bandwidth. Bandwidth is in bytes per second, times in seconds; a figure that was not measured has no
+    sample. docs/metrics.md lists every metric.
+  - A run that reached no rack (its records are the rack C(fleet)) gives its C(error) to each rack of O(racks), else
+    to each rack the kept runs know, so every rack's samples stay and each keeps its last verdict.
+  - With O(history_dir), keeps each rack's last-pass time and last verdict in C(<history_dir>/metrics-state.json)
+    (written atomically, only ever moved forward), so they outlive the retention of the kept runs.
   - With O(textfile), writes them to that C(.prom) file for node-exporter's textfile collector - a temporary file in
     the same directory renamed over it, mode 0644 for a new file - only when the content differs.
   - With O(pushgateway_url), pushes them to a Prometheus Pushgateway with a PUT to
@@ -50,8 +55,19 @@ options:
     description:
       - Directory of the kept runs (M(gpu_fabric.mnnvl.verify_history)); the time of each rack's last passing run
         comes from its index. Empty or missing - only this run counts.
+      - The file C(metrics-state.json) in it keeps what the metrics published of each rack (its last-pass time and
+        last verdict) after retention removes the runs they came from; a file that cannot be read is a warning and
+        is written again.
     type: path
     default: ""
+  racks:
+    description:
+      - The site's declared racks (the keys of C(gpu_fabric_racks)). A record of a run that reached no rack speaks
+        for each of them, and the last-pass and last-verdict samples are those of these racks and of this run's.
+      - Empty - the racks the kept runs and this run know.
+    type: list
+    elements: str
+    default: []
   textfile:
     description:
       - Path of the C(.prom) file to write, in the directory node-exporter reads with
@@ -123,6 +139,7 @@ EXAMPLES = r"""
     records_dir: ./report/records
     history_dir: ./report/runs
     run_id: "{{ gpu_fabric_verify_run_id }}"
+    racks: "{{ gpu_fabric_racks | list }}"
     textfile: /var/lib/node_exporter/textfile_collector/gpu_fabric.prom
 
 - name: Push them to the Pushgateway of the monitoring namespace; a Pushgateway down only warns
@@ -158,6 +175,12 @@ textfile:
   returned: always
   type: str
   sample: /var/lib/node_exporter/textfile_collector/gpu_fabric.prom
+state_file:
+  description: The state file of the last-pass times and last verdicts (C(<history_dir>/metrics-state.json)), or null
+    without a history directory.
+  returned: always
+  type: str
+  sample: /srv/gpu-fabric/report/runs/metrics-state.json
 pushed:
   description: Whether the metrics were pushed to the Pushgateway (never in check mode).
   returned: always
@@ -195,6 +218,7 @@ ARGUMENT_SPEC = dict(
     records_dir=dict(type="path", required=True),
     run_id=dict(type="str", default=""),
     history_dir=dict(type="path", default=""),
+    racks=dict(type="list", elements="str", default=[]),
     textfile=dict(type="path", default=""),
     pushgateway_url=dict(type="str", default=""),
     job=dict(type="str", default=DEFAULT_JOB),

@@ -225,3 +225,136 @@ def test_bandwidth_is_in_bytes_per_second():
 
 def test_no_sample_makes_no_text():
     assert metrics.render([metrics.Family("gpu_fabric_x", "gauge", "x", ("rack",))]) == ""
+
+
+# ----------------------------------------------------------------------------------------- a run that reached no rack
+
+UNREACHED_RUN = "20261202T101500Z-0e0e"
+UNREACHED_AT = "2026-12-02T10:15:03.000000Z"
+
+
+def unreached_records(check: str = "cliques") -> list[dict]:
+    """The records ``fabric_verify`` writes when no API server answers: one ``error`` of the rack ``fleet``."""
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.fleet import (
+        FLEET,
+        error_records,
+        unreachable_message,
+    )
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import completed
+
+    message = unreachable_message("the API server https://10.0.0.1:6443 did not answer")
+    return [
+        completed(r, UNREACHED_AT, UNREACHED_AT, {"host": "https://10.0.0.1:6443"})
+        for r in error_records(check, [FLEET], message, UNREACHED_RUN)
+    ]
+
+
+def unreached_report() -> dict:
+    records = [normalise_record(r, f"records/{r['check']}/fleet.json") for r in unreached_records()]
+    return build_report(records, "t", UNREACHED_RUN)
+
+
+def racks_labelled(found, name: str) -> set[str]:
+    return {dict(labels)["rack"] for key, labels in found if key == name}
+
+
+def test_the_fleet_s_records_are_those_of_the_runner_s_unreached_fleet():
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.fleet import FLEET
+
+    assert FLEET.name == metrics.NO_RACK_REACHED
+    assert {r["rack"] for r in unreached_records()} == {metrics.NO_RACK_REACHED}
+
+
+def test_a_run_that_reached_no_rack_gives_its_error_to_each_declared_rack():
+    families = metrics.metric_families(unreached_report(), declared=["rack2", "rack0", "rack1"])
+    found = samples(metrics.render(families))
+    for rack in ("rack0", "rack1", "rack2"):
+        assert value(found, "gpu_fabric_rack_verdict", rack=rack, verdict="error") == 1
+        assert value(found, "gpu_fabric_rack_verdict", rack=rack, verdict="failed") == 0
+        assert value(found, "gpu_fabric_check_verdict", rack=rack, check="cliques", verdict="error") == 1
+        assert value(found, "gpu_fabric_verification_passed", rack=rack, check="cliques") == 0
+    assert not [labels for _name, labels in found if ("rack", "fleet") in labels]
+    assert value(found, "gpu_fabric_verification_verdict", verdict="error") == 1
+    # nothing was measured on a rack: no duration, no trays
+    assert racks_labelled(found, "gpu_fabric_check_duration_seconds") == set()
+    assert racks_labelled(found, "gpu_fabric_rack_trays") == set()
+
+
+def test_without_declared_racks_the_error_goes_to_each_rack_the_history_knows_else_stays_the_fleet_s():
+    known = {"rack1": ("failed", 100.0), "rack7": ("passed", 90.0)}
+    found = samples(metrics.render(metrics.metric_families(unreached_report(), {"rack3": 80.0}, known)))
+    assert racks_labelled(found, "gpu_fabric_rack_verdict") == {"rack1", "rack3", "rack7"}
+    assert value(found, "gpu_fabric_rack_verdict", rack="rack3", verdict="error") == 1
+    alone = samples(metrics.render(metrics.metric_families(unreached_report())))
+    assert racks_labelled(alone, "gpu_fabric_rack_verdict") == {"fleet"}  # no rack known: the fleet's error
+
+
+def test_a_check_that_reached_no_rack_joins_the_verdict_of_the_racks_another_check_reached():
+    reached = [r for r in load_records(str(RECORDS)) if r["run_id"] == RUN and r["check"] == "nvbandwidth"]
+    unreached = [normalise_record(dict(r, run_id=RUN), "records/cliques/fleet.json") for r in unreached_records()]
+    report = build_report(reached + unreached, "t", RUN)
+    found = samples(metrics.render(metrics.metric_families(report, declared=["rack0", "rack1", "rack2"])))
+    # rack1 failed nvbandwidth (failed outranks error, as in report_model.rack_verdict); rack2 passed it
+    assert value(found, "gpu_fabric_rack_verdict", rack="rack1", verdict="failed") == 1
+    assert value(found, "gpu_fabric_rack_verdict", rack="rack2", verdict="error") == 1
+    assert value(found, "gpu_fabric_rack_verdict", rack="rack2", verdict="passed") == 0
+    assert value(found, "gpu_fabric_check_verdict", rack="rack2", check="nvbandwidth", verdict="passed") == 1
+    assert value(found, "gpu_fabric_check_verdict", rack="rack2", check="cliques", verdict="error") == 1
+    assert value(found, "gpu_fabric_rack_trays", rack="rack2", state="skipped") == 1  # the rack's own view stays
+
+
+# ----------------------------------------------------------------------------------------- the last known verdict
+
+
+def test_the_last_verdict_of_a_rack_is_that_of_the_newest_run_that_judged_it():
+    index = {
+        "runs": [
+            {"run_id": "r3", "started": "2026-12-03T10:00:00Z", "finished": "2026-12-03T10:01:00Z",
+             "verdicts": {"cliques/fleet": "error"}},
+            {"run_id": "r2", "started": "2026-12-02T10:00:00Z", "finished": "2026-12-02T10:05:00Z",
+             "verdicts": {"cliques/rack1": "passed", "nvbandwidth/rack1": "failed", "cliques/rack2": "passed",
+                          "nvbandwidth/rack2": "error"}},
+            {"run_id": "r1", "started": "2026-12-01T10:00:00Z", "finished": None,
+             "verdicts": {"cliques/rack2": "passed", "nvbandwidth/rack2": "passed"}},
+            "not a run",
+        ]
+    }  # fmt: skip
+    day = {n: datetime(2026, 12, n, 10, tzinfo=timezone.utc).timestamp() for n in (1, 2)}
+    assert metrics.last_verdicts(index) == {
+        "rack1": ("failed", day[2] + 300),  # a failure outranks a check that could not run
+        "rack2": ("passed", day[1]),  # r2 could not run nvbandwidth on it: r1 (no end: its start) is the last word
+    }
+    assert metrics.last_verdicts({"runs": "broken"}) == {}
+    assert metrics.rack_run_verdict(["passed", "error"]) is None and metrics.rack_run_verdict([]) is None
+
+
+def test_the_last_verdict_family_keeps_a_failed_rack_failed_through_a_run_that_reached_no_rack():
+    known = {"rack1": ("failed", 1000.0), "rack2": ("passed", 900.0), "rack9": ("failed", 10.0)}
+    families = metrics.metric_families(unreached_report(), {"rack2": 900.0, "rack9": 5.0}, known, ["rack1", "rack2"])
+    found = samples(metrics.render(families))
+    assert value(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
+    assert value(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="passed") == 0
+    assert value(found, "gpu_fabric_rack_last_verdict", rack="rack2", verdict="passed") == 1
+    assert value(found, "gpu_fabric_rack_last_verdict_timestamp_seconds", rack="rack1") == 1000.0
+    assert value(found, "gpu_fabric_last_pass_timestamp_seconds", rack="rack2") == 900.0
+    # rack9 is no longer declared: no stale sample of it
+    assert "rack9" not in racks_labelled(found, "gpu_fabric_rack_last_verdict")
+    assert "rack9" not in racks_labelled(found, "gpu_fabric_last_pass_timestamp_seconds")
+
+
+def test_this_run_s_verdicts_are_newer_than_the_kept_ones():
+    report = build_report(load_records(str(RECORDS)), "t", RUN)
+    known = {"rack1": ("passed", 10.0), "rack2": ("failed", FINISHED + 60)}  # rack2: a newer run than this one
+    found = samples(metrics.render(metrics.metric_families(report, None, known)))
+    assert value(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
+    assert value(found, "gpu_fabric_rack_last_verdict_timestamp_seconds", rack="rack1") == pytest.approx(FINISHED)
+    assert value(found, "gpu_fabric_rack_last_verdict", rack="rack0", verdict="passed") == 1  # incomplete, allowed
+    assert value(found, "gpu_fabric_rack_last_verdict", rack="rack2", verdict="failed") == 1
+
+
+def test_docs_metrics_names_every_family():
+    from tests.conftest import REPO_ROOT
+
+    docs = (REPO_ROOT / "docs" / "metrics.md").read_text()
+    for family in metrics.metric_families(unreached_report()):
+        assert f"| `{family.name}` |" in docs, family.name

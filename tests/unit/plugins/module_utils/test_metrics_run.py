@@ -5,13 +5,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import stat
 import urllib.error
+from datetime import datetime, timezone
 
 import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import metrics, metrics_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileChange, replace_file
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import write_json
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import record_run, write_json
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_run import (
     MetricsError,
     MetricsRequest,
@@ -19,12 +23,14 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_run impor
     write_metrics,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import PushTarget
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import load_records
 
 from tests.conftest import FIXTURES
 
 RECORDS = str(FIXTURES / "verification_records" / "records")
 RUN = "20261201T101500Z-ab12"
 URL = "http://127.0.0.1:9"
+FINISHED = datetime(2026, 12, 1, 10, 17, 31, 904466, tzinfo=timezone.utc).timestamp()  # the run's last record
 
 
 def write(change: FileChange) -> None:
@@ -102,11 +108,16 @@ def test_a_grouping_label_that_the_metrics_carry_is_refused_before_anything_is_s
         write_metrics(request, write, never, check_mode=False)
 
 
-def test_an_unreadable_history_index_fails_in_one_line(tmp_path):
+def test_a_history_index_that_is_no_index_is_rebuilt_from_the_runs_with_a_warning(tmp_path):
     history = tmp_path / "runs"
+    record_run(str(history), RUN, [r for r in load_records(RECORDS) if r["run_id"] == RUN])
     write_json(str(history / "index.json"), {"runs": "not a list"})
-    with pytest.raises(MetricsError, match="has no list 'runs'"):
-        write_metrics(MetricsRequest(RECORDS, RUN, history_dir=str(history)), write, never, check_mode=False)
+    result = write_metrics(MetricsRequest(RECORDS, "", history_dir=str(history)), write, never, check_mode=True)
+    assert result["warnings"] == [
+        f"the history index {history / 'index.json'} has no list 'runs'; rebuilt it from the 1 run directories of "
+        f"{history} (no run is pinned now: pin the baseline run again if one was (gpu_fabric_verify_baseline_run))"
+    ]
+    assert 'gpu_fabric_rack_last_verdict{rack="rack1",verdict="failed"} 1' in result["metrics"]
 
 
 def test_no_records_fail_in_one_line(tmp_path):
@@ -135,3 +146,90 @@ def test_the_parameters_make_the_request():
     assert request.target == PushTarget(URL, job="verify", grouping={"fleet": "a"}, timeout=5, attempts=2)
     assert request.push_failure == "warn"
     assert request_from_params(dict(params, pushgateway_url="")).target is None
+
+
+# ----------------------------------------------------------------------------------------- the state file
+
+
+def kept_history(tmp_path):
+    """A history holding the fixture run RUN (rack0 and rack2 passed, rack1 failed nvbandwidth)."""
+    history = tmp_path / "runs"
+    records = [r for r in load_records(RECORDS) if r["run_id"] == RUN]
+    record_run(str(history), RUN, records)
+    return history
+
+
+def forget_run(history, run_id: str) -> None:
+    """What retention does to a run: its entry and its directory gone."""
+    index = json.loads((history / "index.json").read_text())
+    write_json(str(history / "index.json"), dict(index, runs=[e for e in index["runs"] if e["run_id"] != run_id]))
+    shutil.rmtree(history / run_id)
+
+
+def test_the_last_pass_and_last_verdict_outlive_the_run_they_came_from(tmp_path):
+    history = kept_history(tmp_path)
+    first = write_metrics(MetricsRequest(RECORDS, RUN, history_dir=str(history)), write, never, check_mode=False)
+    state = history / metrics_run.STATE_FILE
+    assert first["changed"] and first["state_file"] == str(state)
+    kept = json.loads(state.read_text())
+    assert kept["last_pass"] == {"rack0": pytest.approx(FINISHED), "rack2": pytest.approx(FINISHED)}
+    assert kept["last_verdict"]["rack1"] == {"verdict": "failed", "time": pytest.approx(FINISHED)}
+
+    forget_run(history, RUN)
+    assert metrics.history_last_passes(str(history)) == {} and metrics.history_last_verdicts(str(history)) == {}
+    again = write_metrics(MetricsRequest(RECORDS, RUN, history_dir=str(history)), write, never, check_mode=False)
+    assert not again["changed"] and json.loads(state.read_text()) == kept  # nothing new: the file is left alone
+    assert again["metrics"] == first["metrics"]
+
+
+def test_a_state_file_that_cannot_be_read_is_a_warning_and_is_written_again(tmp_path):
+    history = kept_history(tmp_path)
+    state = history / metrics_run.STATE_FILE
+    state.write_text('{"last_pass": {"rack0": ')
+    result = write_metrics(MetricsRequest(RECORDS, RUN, history_dir=str(history)), write, never, check_mode=False)
+    assert len(result["warnings"]) == 1
+    assert result["warnings"][0].startswith(f"the metrics state {state} cannot be read (")
+    assert result["warnings"][0].endswith("come from the kept history and this run only, and the file is written again")
+    assert json.loads(state.read_text())["last_pass"]["rack2"] == pytest.approx(FINISHED)
+
+
+def test_bad_entries_of_the_state_file_are_left_out():
+    data = {
+        "last_pass": {"rack0": 5.0, "rack1": "soon", "rack2": float("nan"), "rack3": True},
+        "last_verdict": {"rack0": {"verdict": "failed", "time": 4}, "rack1": {"verdict": "error", "time": 4},
+                         "rack2": {"verdict": "passed"}, "rack3": "failed"},
+    }  # fmt: skip
+    assert metrics_run.state_of(data) == metrics_run.KnownState({"rack0": 5.0}, {"rack0": ("failed", 4.0)})
+    assert metrics_run.state_of(["not", "a", "state"]) == metrics_run.KnownState()
+
+
+def test_the_state_only_moves_forward():
+    older = metrics_run.KnownState({"rack1": 10.0, "rack2": 50.0}, {"rack1": ("failed", 20.0)})
+    newer = metrics_run.KnownState({"rack1": 30.0}, {"rack1": ("passed", 30.0), "rack2": ("passed", 50.0)})
+    expected = metrics_run.KnownState(
+        {"rack1": 30.0, "rack2": 50.0}, {"rack1": ("passed", 30.0), "rack2": ("passed", 50.0)}
+    )
+    assert older.merged(newer) == expected and newer.merged(older) == expected
+
+
+def test_check_mode_keeps_no_state_and_says_that_it_would(tmp_path):
+    history = kept_history(tmp_path)
+    result = write_metrics(MetricsRequest(RECORDS, RUN, history_dir=str(history)), pytest.fail, never, check_mode=True)
+    assert result["changed"] and not (history / metrics_run.STATE_FILE).exists()
+
+
+def test_a_push_that_fails_keeps_the_state_all_the_same(tmp_path):
+    def refused(*_args, **_kwargs):
+        raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+
+    history = kept_history(tmp_path)
+    request = MetricsRequest(RECORDS, RUN, history_dir=str(history), target=PushTarget(URL, attempts=1))
+    with pytest.raises(MetricsError, match="Connection refused"):
+        write_metrics(request, write, refused, check_mode=False)
+    assert json.loads((history / metrics_run.STATE_FILE).read_text())["last_pass"]["rack0"] == pytest.approx(FINISHED)
+
+
+def test_the_declared_racks_are_a_parameter():
+    params = {"records_dir": RECORDS, "job": "j", "validate_certs": True, "timeout": 5, "push_attempts": 1}
+    assert request_from_params(dict(params, racks=["rack1", "rack2"])).racks == ("rack1", "rack2")
+    assert request_from_params(params).racks == ()

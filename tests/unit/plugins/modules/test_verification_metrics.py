@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -205,3 +206,105 @@ def test_a_pushgateway_that_is_down_fails_in_one_line_after_its_retries():
         f"cannot push the metrics to {url}/metrics/job/gpu_fabric_verify: [Errno 111] Connection refused "
         "(after 3 tries); check that the Pushgateway runs and the URL (pushgateway_url) is right"
     )
+
+
+# ----------------------------------------------------------------------------------------- as Ansible runs the module
+
+UNREACHED_RUN = "20261202T101500Z-0e0e"
+UNREACHED_AT = "2026-12-02T10:15:03.000000Z"
+FINISHED = datetime(2026, 12, 1, 10, 17, 31, 904466, tzinfo=timezone.utc).timestamp()  # the end of the run RUN
+
+
+def in_process(args: dict, check_mode: bool = False) -> dict:
+    from ansible_collections.gpu_fabric.mnnvl.plugins.modules.verification_metrics import main
+
+    from tests.unit.plugins.modules.runner import run_module as run
+
+    return run(main, args, check_mode=check_mode)
+
+
+def parsed(text: str) -> dict:
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in parser.text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def sample(found: dict, name: str, **labels: str) -> float:
+    return found[(name, tuple(sorted(labels.items())))]
+
+
+def unreached_run(records_dir: Path, history: Path) -> None:
+    """What fabric_verify and verify_history write when no API server answers: the check's records, one ``error``
+    of the rack ``fleet`` in place of the racks', kept in the history as a run of its own."""
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.fleet import (
+        FLEET,
+        error_records,
+        unreachable_message,
+    )
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import record_run
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import completed
+
+    message = unreachable_message("the API server https://10.0.0.1:6443 did not answer")
+    records = [
+        completed(r, UNREACHED_AT, UNREACHED_AT, {"host": "https://10.0.0.1:6443"})
+        for r in error_records("cliques", [FLEET], message, UNREACHED_RUN)
+    ]
+    (records_dir / "cliques").mkdir(parents=True)
+    (records_dir / "cliques" / "fleet.json").write_text(json.dumps(records[0]))
+    record_run(str(history), UNREACHED_RUN, records)
+
+
+def kept_fixture_run(history: Path) -> None:
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import record_run
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import load_records
+
+    record_run(str(history), RUN, [r for r in load_records(str(RECORDS)) if r["run_id"] == RUN])
+
+
+def test_a_run_that_reached_no_rack_keeps_each_declared_rack_and_its_last_verdict(tmp_path):
+    history, records = tmp_path / "runs", tmp_path / "records"
+    kept_fixture_run(history)  # last night: rack1 failed nvbandwidth, rack0 and rack2 passed
+    unreached_run(records, history)  # tonight: no API server answered
+    result = in_process(
+        {"records_dir": str(records), "run_id": UNREACHED_RUN, "history_dir": str(history),
+         "racks": ["rack0", "rack1", "rack2"]}
+    )  # fmt: skip
+    assert not result["failed"], result
+    found = parsed(result["metrics"])
+    assert not [labels for _name, labels in found if ("rack", "fleet") in labels]
+    for rack in ("rack0", "rack1", "rack2"):
+        assert sample(found, "gpu_fabric_rack_verdict", rack=rack, verdict="error") == 1
+        assert sample(found, "gpu_fabric_check_verdict", rack=rack, check="cliques", verdict="error") == 1
+    # last night's failed rack stays failed until a run judges it again
+    assert sample(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
+    assert sample(found, "gpu_fabric_rack_last_verdict_timestamp_seconds", rack="rack1") == pytest.approx(FINISHED)
+    assert sample(found, "gpu_fabric_rack_last_verdict", rack="rack2", verdict="passed") == 1
+    assert sample(found, "gpu_fabric_last_pass_timestamp_seconds", rack="rack2") == pytest.approx(FINISHED)
+    assert result["verdict"] == "error"
+
+
+def test_the_last_pass_survives_the_retention_of_the_run_it_came_from(tmp_path):
+    history, records = tmp_path / "runs", tmp_path / "records"
+    kept_fixture_run(history)
+    first = in_process({"records_dir": str(RECORDS), "run_id": RUN, "history_dir": str(history)})
+    assert first["changed"] and first["state_file"] == str(history / "metrics-state.json"), first
+    # retention drops last night's run; tonight no API server answers
+    index = json.loads((history / "index.json").read_text())
+    (history / "index.json").write_text(json.dumps(dict(index, runs=[])))
+    shutil.rmtree(history / RUN)
+    unreached_run(records, history)
+    checked = in_process({"records_dir": str(records), "run_id": UNREACHED_RUN, "history_dir": str(history)}, True)
+    result = in_process({"records_dir": str(records), "run_id": UNREACHED_RUN, "history_dir": str(history)})
+    assert checked["metrics"] == result["metrics"]
+    found = parsed(result["metrics"])
+    assert sample(found, "gpu_fabric_last_pass_timestamp_seconds", rack="rack0") == pytest.approx(FINISHED)
+    assert sample(found, "gpu_fabric_last_pass_timestamp_seconds", rack="rack2") == pytest.approx(FINISHED)
+    assert sample(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
+    # no racks declared: the error goes to the racks the metrics knew
+    assert {dict(labels)["rack"] for name, labels in found if name == "gpu_fabric_rack_verdict"} == {
+        "rack0",
+        "rack1",
+        "rack2",
+    }
