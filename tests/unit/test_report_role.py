@@ -1,0 +1,59 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The report role's tasks as its task file holds them: the verdict reaches the trays before the metrics go out,
+and the metrics task passes only options the module has, every variable it reads declared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import yaml
+from ansible_collections.gpu_fabric.mnnvl.plugins.modules.verification_metrics import ARGUMENT_SPEC
+
+from tests.conftest import REPO_ROOT
+
+ROLE = REPO_ROOT / "roles" / "report"
+NODE_VERDICT = "gpu_fabric.mnnvl.node_verdict"
+METRICS = "gpu_fabric.mnnvl.verification_metrics"
+
+
+def tasks_in_order(path: Path) -> List[Dict[str, Any]]:
+    """Every task of the file, blocks opened (block, rescue, always), in the order they run."""
+
+    def walk(tasks: List[Dict[str, Any]]) -> Iterator[Dict[str, Any]]:
+        for task in tasks or []:
+            if "block" in task:
+                for part in ("block", "rescue", "always"):
+                    yield from walk(task.get(part) or [])
+            else:
+                yield task
+
+    return list(walk(yaml.safe_load(path.read_text())))
+
+
+def position(tasks: List[Dict[str, Any]], module: str) -> int:
+    found = [index for index, task in enumerate(tasks) if module in task]
+    assert len(found) == 1, f"{module}: {found}"
+    return found[0]
+
+
+def test_the_verdict_is_on_the_trays_before_the_metrics_are_pushed():
+    tasks = tasks_in_order(ROLE / "tasks" / "main.yml")
+    assert position(tasks, NODE_VERDICT) < position(tasks, METRICS)
+    # a failed push can stop the play only after it: no rescue or block condition ties the two together
+    metrics = tasks[position(tasks, METRICS)]
+    assert metrics[METRICS]["push_failure"] == "{{ report_pushgateway_failure }}"
+    assert "ignore_errors" not in tasks[position(tasks, NODE_VERDICT)]
+
+
+def test_the_metrics_task_passes_the_declared_racks_and_only_options_the_module_has():
+    task = tasks_in_order(ROLE / "tasks" / "main.yml")
+    options = task[position(task, METRICS)][METRICS]
+    assert set(options) <= set(ARGUMENT_SPEC)
+    assert options["racks"] == "{{ report_racks }}"
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    assert defaults["report_racks"] == "{{ gpu_fabric_racks | default({}) | list }}"
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    assert specs["report_racks"]["type"] == "list" and specs["report_racks"]["elements"] == "str"
+    assert "gpu_fabric_racks" in specs
