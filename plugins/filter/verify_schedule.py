@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List
 
-from ansible.errors import AnsibleFilterError
+from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_schedule as _verify_schedule
+from jinja2 import Undefined
 
 
 def verify_schedule_objects(settings: Any, rbac_text: Any) -> Dict[str, List[Dict[str, Any]]]:
@@ -23,6 +24,32 @@ def verify_schedule_objects(settings: Any, rbac_text: Any) -> Dict[str, List[Dic
         raise AnsibleFilterError(f"verify_schedule_objects: {exc}") from None
 
 
+def _defined(value: Any) -> Any:
+    """json's hook for what it cannot write: Ansible's mark of an undefined value is refused with its message."""
+    if isinstance(value, Undefined):
+        raise ValueError(value._undefined_message)
+    raise TypeError(f"a value of type {type(value).__name__} is not data")
+
+
+def verify_schedule_site_vars(host_vars: Any) -> Dict[str, Any]:
+    """A host's variables as the inventory sets them (``hostvars[inventory_hostname]``) -> the verify variables that
+    the job's inventory carries, resolved here, as plain values. Only those names are read (and templated)."""
+    values: Dict[str, Any] = {}
+    for name in _verify_schedule.carried_names(host_vars.keys()):
+        try:
+            values[name] = json.loads(json.dumps(host_vars[name], default=_defined))
+        except (AnsibleError, TypeError, ValueError) as exc:
+            reason = (str(exc).strip().splitlines() or ["no value"])[0]
+            raise AnsibleFilterError(
+                f"verify_schedule_site_vars: the site's {name} cannot be resolved where the schedule is applied "
+                f"({reason}); give it a value there, or set it in verify_schedule_verify_vars"
+            ) from None
+    return values
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
-        return {"verify_schedule_objects": verify_schedule_objects}
+        return {
+            "verify_schedule_objects": verify_schedule_objects,
+            "verify_schedule_site_vars": verify_schedule_site_vars,
+        }

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Sequence
 
 try:  # on the controller (the filter); the uninstall's module reads only the label below
     import yaml
@@ -30,9 +30,73 @@ SHIPPED_PULL_SECRETS_NAMESPACE = "gpu-operator"
 # the optional objects of the file, by name suffix: included only when asked for
 OPTIONAL = {"pull_secrets": "gpu-fabric-verify-pull-secrets", "node_verdict": "gpu-fabric-verify-node-verdict"}
 
+# The site's verify variables, carried from the inventory that applies the schedule into the job's, so that the
+# scheduled run checks what a run by hand from that inventory checks (the same racks under the same names, trays,
+# images, thresholds, history): every variable of the verify stage's roles and the shared gpu_fabric_verify_*,
+# by prefix, so that a new one is carried without a change here ...
+VERIFY_PREFIXES = (
+    "gpu_fabric_verify_",
+    "verify_common_",
+    "verify_cliques_",
+    "verify_imex_channel_",
+    "verify_nvbandwidth_",
+    "verify_nccl_",
+    "verify_checks_",
+    "report_",
+)
+# ... and the shared values those roles read (their defaults and tasks, the gpu_fabric role's, playbooks/verify.yml)
+VERIFY_SHARED = (
+    "gpu_fabric_racks",
+    "gpu_fabric_rack_label",
+    "gpu_fabric_trays_per_clique",
+    "gpu_fabric_gpus_per_tray",
+    "gpu_fabric_mnnvl_products",
+    "gpu_fabric_gpu_tolerations",
+    "gpu_fabric_registry",
+    "gpu_fabric_image_overrides",
+    "gpu_fabric_dra_driver_namespace",
+    "gpu_fabric_gpu_operator_namespace",
+    "gpu_fabric_openshift",
+    "gpu_fabric_release_set",
+    "gpu_fabric_check_variables",
+    "dra_driver_namespace",
+    "gpu_operator_namespace",
+)
+# read by the verify stage, but the job's own: each with the reason it is not carried
+NOT_CARRIED = {
+    "gpu_fabric_kubeconfig": "the job connects as its pod's ServiceAccount",
+    "gpu_fabric_kube_context": "the job connects as its pod's ServiceAccount",
+    "gpu_fabric_k8s_auth_environment": "the job connects as its pod's ServiceAccount",
+    "gpu_fabric_report_dir": "the job's report is on its volume (verify_schedule_report_mount_path)",
+    "report_dir": "the job's report is on its volume (verify_schedule_report_mount_path)",
+    "report_records_dir": "the job's report is on its volume (verify_schedule_report_mount_path)",
+    "report_history_dir": "the job's report is on its volume (verify_schedule_report_mount_path)",
+    "verify_common_report_dir": "the job's report is on its volume (verify_schedule_report_mount_path)",
+    "gpu_fabric_verify_run_id": "every scheduled run names itself",
+    "report_run_id": "every scheduled run names itself",
+    "verify_common_run_id": "every scheduled run names itself",
+    # what a run of the roles sets (register, set_fact), when the schedule is applied in the same play
+    "report_metrics": "a result of the run",
+    "report_records": "a result of the run",
+    "report_result": "a result of the run",
+    "verify_checks_selected": "a result of the run",
+    "verify_common_result": "a result of the run",
+}
+
 MANAGED_BY = "gpu_fabric.mnnvl.verify_schedule"
 INVENTORY_KEY = "inventory.yml"
 PLAYBOOK = "gpu_fabric.mnnvl.verify"
+
+
+def is_carried(name: str) -> bool:
+    """Whether the site's variable ``name`` goes into the job's inventory (a verify variable the job does not
+    set itself)."""
+    return name not in NOT_CARRIED and (name in VERIFY_SHARED or name.startswith(VERIFY_PREFIXES))
+
+
+def carried_names(names: Iterable[str]) -> List[str]:
+    """The names of the site's variables (an inventory host's) that the job's inventory carries, sorted."""
+    return sorted({str(name) for name in names if is_carried(str(name))})
 
 
 class ScheduleError(ValueError):
@@ -52,7 +116,9 @@ class Schedule:
     suspend: bool = False
     only_due: bool = False
     extra_args: List[str] = field(default_factory=list)
-    # the site's verify variables (gpu_fabric_*, verify_*), written into the inventory
+    # the site's verify variables as the inventory that applies the schedule sets them (see VERIFY_PREFIXES), and
+    # the role's verify_schedule_verify_vars, which win; both are written into the job's inventory
+    site_vars: Dict[str, Any] = field(default_factory=dict)
     verify_vars: Dict[str, Any] = field(default_factory=dict)
     # the report volume: an existing PVC by name, or any volume source dict (its ``name`` is set here)
     report_claim: str = "gpu-fabric-verify-report"
@@ -111,8 +177,10 @@ def command(schedule: Schedule) -> List[str]:
 
 
 def inventory(schedule: Schedule) -> Dict[str, Any]:
-    """The inventory of the job: the controller is the pod itself; the report goes to the volume."""
-    site_vars = dict(schedule.verify_vars)
+    """The inventory of the job: the controller is the pod itself; the site's verify variables (those carried, by
+    name), then ``verify_vars``; the report goes to the volume."""
+    site_vars = {name: schedule.site_vars[name] for name in carried_names(schedule.site_vars)}
+    site_vars.update(schedule.verify_vars)
     site_vars["gpu_fabric_report_dir"] = schedule.report_mount_path
     return {
         "all": {

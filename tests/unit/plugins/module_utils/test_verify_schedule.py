@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import inventory_variables as iv
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_schedule as vs
 
 RBAC_TEXT = (Path(__file__).resolve().parents[4] / "docs" / "rbac" / "verify-stage.yaml").read_text()
@@ -265,3 +267,140 @@ def test_settings_that_make_no_cronjob_are_refused_naming_the_variable(settings,
 def test_a_file_that_is_not_the_shipped_rbac_is_refused():
     with pytest.raises(vs.ScheduleError, match=r"holds no ClusterRole: is it the shipped file\?$"):
         vs.objects_from_text({"image": IMAGE}, "kind: ConfigMap\nmetadata: {name: x}\n")
+
+
+# -- the site's verify variables in the job's inventory -------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[4]
+ROLE_NAME = re.compile(r"gpu_fabric\.mnnvl\.([a-z_]+)")
+# a variable read (a mapping key, such as a set_stats key, is followed by a colon)
+READ = r"\b{name}\b(?!\s*:)"
+
+
+def verify_stage_roles() -> list:
+    """The roles playbooks/verify.yml runs, with the roles they include and depend on (the shared gpu_fabric too)."""
+    play = yaml.safe_load((REPO / "playbooks" / "verify.yml").read_text())[0]
+    todo = [entry["role"].split(".")[-1] for entry in play["roles"]]
+    found: list = []
+    while todo:
+        role = todo.pop()
+        if role in found:
+            continue
+        found.append(role)
+        texts = [p.read_text() for p in sorted((REPO / "roles" / role / "tasks").glob("*.yml"))]
+        texts.append((REPO / "roles" / role / "meta" / "main.yml").read_text())
+        todo += [name for text in texts for name in ROLE_NAME.findall(text) if (REPO / "roles" / name).is_dir()]
+    return sorted(found)
+
+
+def spec_options(role: str) -> set:
+    specs = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    return {name for spec in specs.values() for name in spec.get("options") or {}}
+
+
+def verify_stage_texts() -> list:
+    """The verify playbook and the verify stage's roles' tasks and defaults, without their comments."""
+    paths = [REPO / "playbooks" / "verify.yml"]
+    for role in verify_stage_roles():
+        paths += sorted((REPO / "roles" / role / "tasks").glob("*.yml"))
+        paths += sorted((REPO / "roles" / role / "defaults").glob("*.yml"))
+    return [re.sub(r"(^|\s)#.*$", "", path.read_text(), flags=re.M) for path in paths]
+
+
+def test_the_verify_stage_is_the_roles_the_verify_playbook_runs():
+    assert verify_stage_roles() == [
+        "gpu_fabric",
+        "report",
+        "verify_checks",
+        "verify_cliques",
+        "verify_common",
+        "verify_imex_channel",
+        "verify_nccl",
+        "verify_nvbandwidth",
+    ]
+
+
+@pytest.mark.parametrize("role", [r for r in verify_stage_roles() if r != "gpu_fabric"])
+def test_every_variable_a_verify_role_declares_is_carried_or_the_jobs_own(role):
+    """A new variable of a verify role (its argument spec) reaches the scheduled run without a change to the list."""
+    left_out = sorted(name for name in spec_options(role) if not vs.is_carried(name) and name not in vs.NOT_CARRIED)
+    assert left_out == []
+
+
+def test_every_shared_variable_the_verify_stage_reads_is_carried_or_the_jobs_own():
+    """The gpu_fabric_* values and other roles' variables that the verify roles' defaults, tasks and the playbook
+    read (gpu_fabric_racks, gpu_fabric_trays_per_clique, dra_driver_namespace, ...): each is carried, or named
+    with its reason as the job's own."""
+    texts = verify_stage_texts()
+    stage = set(verify_stage_roles()) - {"gpu_fabric"}
+    others = {
+        name
+        for role in sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").is_file())
+        if role not in stage
+        for name in spec_options(role)
+    }
+    shared = {name for text in texts for name in re.findall(r"\bgpu_fabric_[a-z0-9_]*[a-z0-9]\b", text)}
+    read = sorted(name for name in others | shared if any(re.search(READ.format(name=name), t) for t in texts))
+    assert {"gpu_fabric_racks", "gpu_fabric_trays_per_clique", "dra_driver_namespace", "gpu_fabric_kubeconfig"} <= set(
+        read
+    )
+    assert [name for name in read if not vs.is_carried(name) and name not in vs.NOT_CARRIED] == []
+    # and the list names nothing the verify stage does not read
+    assert sorted(set(vs.VERIFY_SHARED) - set(read)) == []
+
+
+def test_what_a_verify_run_sets_itself_is_never_carried():
+    """What the verify stage registers or sets (report_result, verify_common_result, the run id, ...) stays out,
+    also when the schedule is applied in the same play as a verify run."""
+    play = yaml.safe_load((REPO / "playbooks" / "verify.yml").read_text())[0]
+    tasks = [*play.get("pre_tasks", []), *play.get("post_tasks", [])]
+    for role in verify_stage_roles():
+        tasks += [
+            t for p in sorted((REPO / "roles" / role / "tasks").glob("*.yml")) for t in yaml.safe_load(p.read_text())
+        ]
+    set_names = iv.task_names(tasks)
+    assert {"gpu_fabric_verify_run_id", "report_result", "verify_common_result"} <= set_names
+    assert sorted(name for name in set_names if vs.is_carried(name)) == []
+
+
+def test_the_sites_verify_variables_reach_the_jobs_inventory_and_nothing_else_does():
+    site = {
+        "gpu_fabric_racks": {"rack-a": ["gb200-a-t0", "gb200-a-t1"]},
+        "gpu_fabric_rack_label": "example.com/rack",
+        "gpu_fabric_trays_per_clique": 18,
+        "gpu_fabric_gpus_per_tray": 4,
+        "verify_nvbandwidth_image": "registry.example.com/nvbandwidth:v0.7",
+        "verify_nvbandwidth_min_fraction_of_peak": 0.85,
+        "gpu_fabric_verify_settings": {"dcgm_diag": {"level": 2}},
+        "dra_driver_namespace": "dra",
+        # the job's own, and what is not the verify stage's
+        "gpu_fabric_kubeconfig": "/home/admin/.kube/config",
+        "gpu_fabric_report_dir": "/srv/reports",
+        "gpu_fabric_verify_run_id": "20261206T030000Z",
+        "gpu_fabric_driver_owner": "host",
+        "verify_schedule_image": IMAGE,
+        "ansible_host": "10.0.0.1",
+        "site_registry": "registry.example.com",
+    }
+    config = objects(site_vars=site, verify_vars={"gpu_fabric_gpus_per_tray": 2})["schedule"][0]
+    assert inventory_of(config)["all"]["vars"] == {
+        "dra_driver_namespace": "dra",
+        "gpu_fabric_gpus_per_tray": 2,  # verify_schedule_verify_vars wins
+        "gpu_fabric_rack_label": "example.com/rack",
+        "gpu_fabric_racks": {"rack-a": ["gb200-a-t0", "gb200-a-t1"]},
+        "gpu_fabric_trays_per_clique": 18,
+        "gpu_fabric_verify_settings": {"dcgm_diag": {"level": 2}},
+        "verify_nvbandwidth_image": "registry.example.com/nvbandwidth:v0.7",
+        "verify_nvbandwidth_min_fraction_of_peak": 0.85,
+        "gpu_fabric_report_dir": "/var/lib/gpu-fabric/report",
+    }
+    assert vs.carried_names(site) == [
+        "dra_driver_namespace",
+        "gpu_fabric_gpus_per_tray",
+        "gpu_fabric_rack_label",
+        "gpu_fabric_racks",
+        "gpu_fabric_trays_per_clique",
+        "gpu_fabric_verify_settings",
+        "verify_nvbandwidth_image",
+        "verify_nvbandwidth_min_fraction_of_peak",
+    ]
