@@ -6,7 +6,13 @@
 One pod per tray prints, between markers, ``nvidia-smi -q -x`` (fabric state and health, ECC errors, row
 remapping, retired pages), ``nvidia-smi nvlink -e`` (NVLink error and recovery counters), the kernel log
 (``dmesg``: the ``NVRM: Xid`` lines of the GPUs and the ``SXid`` lines of NVSwitches) and the clock and
-uptime that date the kernel log's lines. A tray fails, naming the GPU, on:
+uptime that date the kernel log's lines.
+
+Evidence first: each section must end with its exit status, exit 0 and print something; a refused ``dmesg``
+(CAP_SYSLOG), ``nvlink -e`` answering Not Supported or printing nothing, a failed ``nvidia-smi`` is an error naming
+the tool and its status, never a pass. ``nvidia-smi -q -x`` and ``nvlink -e`` must each list every GPU of the tray
+(0 to ``gpus_per_tray`` - 1): a GPU either leaves out fails the tray naming its index. Then a tray fails, naming
+the GPU, on:
 
 * an Xid (any form the driver prints, MIG's ``GPU-I``/``GPU-CI`` included: ``kernel_log``) in the last
   ``xid_window_hours`` that is not in ``xid_ignore`` (by default the codes NVIDIA's Xid
@@ -33,8 +39,9 @@ B300 and DCGM's fields name them (no GB200 capture is public: the GB200 fixture 
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.tray_pods import TrayFinding, TrayPodCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_memory import memory_problems
@@ -45,6 +52,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_counters i
     count,
     parse_nvlink_errors,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
@@ -117,8 +125,8 @@ def sections(log: str) -> Dict[str, Tuple[str, Optional[int]]]:
         kind, name = match.group(1), match.group(2)
         if kind == "begin":
             begun[name] = match.end() + 1
-        elif name in begun:
-            found[name] = (log[begun.pop(name) : match.start()], int(match.group(3) or 0))
+        elif name in begun and match.group(3) is not None:  # an end without its status proves nothing
+            found[name] = (log[begun.pop(name) : match.start()], int(match.group(3)))
     for name, start in begun.items():
         found[name] = (log[start:], None)
     return found
@@ -180,30 +188,57 @@ class GpuHealthCheck(TrayPodCheck):
         return {"runtimeClassName": self.runtime_class} if self.runtime_class else {}
 
     def judge_tray(self, node: str, log: str, gpus: int) -> TrayFinding:
+        """The tray's verdict: first the evidence (each section ended, exited 0 and printed something; the report
+        and the NVLink counters list each of the tray's ``gpus`` GPUs, 0 to gpus - 1), then the signals."""
         finding = TrayFinding()
         parts = sections(log)
         missing = [name for name, _command in SECTIONS if name not in parts or parts[name][1] is None]
         if missing:
             finding.problems.append(f"the pod's output lacks {', '.join(missing)}: it did not run to its end")
             return finding
+        for name, _command in SECTIONS:
+            text, status = parts[name]
+            if status:
+                printed = one_line(text, 200, "...") or "nothing"
+                finding.problems.append(f"{name} exited {status}, so its signals are unread: {printed}")
+            elif not text.strip():
+                finding.problems.append(f"{name} exited 0 but printed nothing, so its signals are unread")
+        smi_text = parts["nvidia-smi -q -x"][0]
         try:
-            report = parse_query_xml(parts["nvidia-smi -q -x"][0])
-            memory = memory_problems(parts["nvidia-smi -q -x"][0])
+            report = parse_query_xml(smi_text) if not parts["nvidia-smi -q -x"][1] and smi_text.strip() else None
+            memory = memory_problems(smi_text) if report is not None else {}
         except ValueError as exc:
             finding.problems.append(f"nvidia-smi -q -x gave no report (rc {parts['nvidia-smi -q -x'][1]}): {exc}")
-            return finding
-        gpu_of = {pci_key(gpu.pci_bus_id): gpu.index for gpu in report.gpus if gpu.pci_bus_id}
-        verdict = fabric_verdict(report.gpus)
-        finding.problems += verdict.problems + verdict.pending
-        finding.notes += verdict.warnings
-        for index, problems in sorted(memory.items()):
-            finding.problems += [f"GPU {index}: {problem}" for problem in problems]
-        self._judge_nvlink(parse_nvlink_errors(parts["nvidia-smi nvlink -e"][0]), finding)
-        self._judge_kernel_log(parts["dmesg"][0], parts["clock"][0], gpu_of, finding)
+            report, memory = None, {}
+        gpu_of: Dict[PciKey, int] = {}
+        if report is not None:
+            finding.problems += _count_problems("nvidia-smi -q -x", [g.index for g in report.gpus], gpus)
+            for gpu in report.gpus:
+                with contextlib.suppress(ValueError):  # no readable bus id: its Xids are named by PCI address
+                    gpu_of[pci_key(gpu.pci_bus_id or "")] = gpu.index
+            verdict = fabric_verdict(report.gpus)
+            finding.problems += verdict.problems + verdict.pending
+            finding.notes += verdict.warnings
+            for index, problems in sorted(memory.items()):
+                finding.problems += [f"GPU {index}: {problem}" for problem in problems]
+        if not parts["nvidia-smi nvlink -e"][1]:
+            counters = parse_nvlink_errors(parts["nvidia-smi nvlink -e"][0])
+            if parts["nvidia-smi nvlink -e"][0].strip():
+                finding.problems += _count_problems("nvidia-smi nvlink -e", list(counters), gpus)
+                finding.problems += [
+                    f"GPU {gpu}: nvidia-smi nvlink -e printed no counter of any link"
+                    for gpu, links in counters.items()
+                    if not links
+                ]
+            self._judge_nvlink(counters, finding)
+        if not parts["dmesg"][1]:
+            self._judge_kernel_log(parts["dmesg"][0], parts["clock"][0], gpu_of, finding)
         finding.details = {
-            "gpus": len(report.gpus),
-            "driver_version": report.driver_version,
-            "fabric": sorted({f"{g.fabric.state}/{g.fabric.status}" for g in report.gpus}),
+            "gpus": len(report.gpus) if report else 0,
+            "expected_gpus": gpus,
+            "driver_version": report.driver_version if report else None,
+            "fabric": sorted({f"{g.fabric.state}/{g.fabric.status}" for g in report.gpus}) if report else [],
+            "exit_codes": {name: parts[name][1] for name, _command in SECTIONS},
         }
         return finding
 
@@ -251,6 +286,27 @@ class GpuHealthCheck(TrayPodCheck):
             return None  # no clock: every event counts
         uptime = float(numbers[1])
         return uptime - self.xid_window_hours * 3600.0
+
+
+def _count_problems(tool: str, listed: Sequence[int], gpus: int) -> List[str]:
+    """What ``tool`` leaves unread of the tray's ``gpus`` GPUs (0 to gpus - 1): each one it does not list, and
+    any it lists that the tray does not have."""
+    problems = []
+    absent = [index for index in range(gpus) if index not in listed]
+    if absent:
+        problems.append(
+            f"{tool} lists {len(listed)} of the tray's {gpus} GPUs: "
+            + "GPU "
+            + ", ".join(str(index) for index in absent)
+            + " missing (fallen off the bus, or not bound to the driver: check the tray's kernel log)"
+        )
+    extra = sorted(set(listed) - set(range(gpus)))
+    if extra:
+        problems.append(
+            f"{tool} lists GPU " + ", ".join(str(index) for index in extra) + f", which the tray does not have "
+            f"(it has {gpus} GPUs, gpu_fabric_gpus_per_tray or the Node's nvidia.com/gpu)"
+        )
+    return problems
 
 
 CHECK = GpuHealthCheck

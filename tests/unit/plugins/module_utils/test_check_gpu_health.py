@@ -48,7 +48,13 @@ def test_hopper_counters_are_read_too():
 def test_a_healthy_gb200_tray_passes_with_its_four_gpus_in_one_clique():
     finding = judged()
     assert finding.passed, finding.problems
-    assert finding.details == {"gpus": 4, "driver_version": "580.95.05", "fabric": ["Completed/Success"]}
+    assert finding.details == {
+        "gpus": 4,
+        "expected_gpus": 4,
+        "driver_version": "580.95.05",
+        "fabric": ["Completed/Success"],
+        "exit_codes": {"clock": 0, "nvidia-smi -q -x": 0, "nvidia-smi nvlink -e": 0, "dmesg": 0},
+    }
     assert finding.notes == []
 
 
@@ -136,3 +142,65 @@ def test_each_memory_fault_the_report_shows_fails_the_tray_naming_the_gpu(elemen
     parts = log.split("<gpu id=")
     parts[2] = parts[2].replace(f"<{element}>No</{element}>", f"<{element}>Yes</{element}>", 1)
     assert check().judge_tray("gb200-r0-t3", "<gpu id=".join(parts), 4).problems == [problem]
+
+
+def with_section(name: str, text: str, status: int, log: str = "") -> str:
+    """The stand-in's healthy log with section ``name`` replaced (a bad case written here from the tools' outputs)."""
+    log = log or standin.log({}, TRAY, {})
+    begin, end = f"{MARK} begin {name}\n", f"{MARK} end {name} rc=0\n"
+    start, stop = log.index(begin) + len(begin), log.index(end)
+    return log[:start] + text + log[stop:].replace(end, f"{MARK} end {name} rc={status}\n", 1)
+
+
+def test_a_refused_kernel_log_is_an_error_naming_the_tool_and_its_status():
+    log = with_section("dmesg", "dmesg: read kernel buffer failed: Operation not permitted\n", 1)
+    assert check().judge_tray("gb200-r0-t3", log, 4).problems == [
+        "dmesg exited 1, so its signals are unread: dmesg: read kernel buffer failed: Operation not permitted"
+    ]
+
+
+def test_nvlink_counters_not_supported_or_not_printed_are_errors():
+    unsupported = with_section("nvidia-smi nvlink -e", "NVLink error counters are Not Supported on this GPU\n", 3)
+    assert check().judge_tray("gb200-r0-t3", unsupported, 4).problems == [
+        "nvidia-smi nvlink -e exited 3, so its signals are unread: NVLink error counters are Not Supported on this GPU"
+    ]
+    silent = with_section("nvidia-smi nvlink -e", "", 0)
+    assert check().judge_tray("gb200-r0-t3", silent, 4).problems == [
+        "nvidia-smi nvlink -e exited 0 but printed nothing, so its signals are unread"
+    ]
+
+
+def test_a_gpu_the_tools_do_not_list_fails_the_tray_naming_its_index():
+    log = standin.log({}, TRAY, {})
+    xml_start = log.index("<?xml")
+    xml = log[xml_start : log.index(f"{MARK} end nvidia-smi -q -x")]
+    three = xml[: xml.rindex("\t<gpu id=")] + "</nvidia_smi_log>\n"
+    three = three.replace("<attached_gpus>4</attached_gpus>", "<attached_gpus>3</attached_gpus>")
+    assert three != xml
+    finding = check().judge_tray("gb200-r0-t3", with_section("nvidia-smi -q -x", three, 0, log), 4)
+    assert finding.problems == [
+        "nvidia-smi -q -x lists 3 of the tray's 4 GPUs: GPU 3 missing (fallen off the bus, or not bound to the "
+        "driver: check the tray's kernel log)"
+    ]
+    counters = log[log.index(f"{MARK} begin nvidia-smi nvlink -e\n") :].split("\n", 1)[1]
+    counters = counters[: counters.index(f"{MARK} end nvidia-smi nvlink -e")]
+    blocks = counters.split("GPU ")
+    without_gpu_1 = "GPU ".join(b for b in blocks if not b.startswith("1: "))
+    finding = check().judge_tray("gb200-r0-t3", with_section("nvidia-smi nvlink -e", without_gpu_1, 0, log), 4)
+    assert finding.problems == [
+        "nvidia-smi nvlink -e lists 3 of the tray's 4 GPUs: GPU 1 missing (fallen off the bus, or not bound to the "
+        "driver: check the tray's kernel log)"
+    ]
+    assert check().judge_tray("gb200-r0-t3", log, 2).problems == [
+        "nvidia-smi -q -x lists GPU 2, 3, which the tray does not have (it has 2 GPUs, gpu_fabric_gpus_per_tray or "
+        "the Node's nvidia.com/gpu)",
+        "nvidia-smi nvlink -e lists GPU 2, 3, which the tray does not have (it has 2 GPUs, gpu_fabric_gpus_per_tray "
+        "or the Node's nvidia.com/gpu)",
+    ]
+
+
+def test_a_section_that_ends_without_its_exit_status_did_not_end():
+    log = standin.log({}, TRAY, {}).replace(f"{MARK} end dmesg rc=0", f"{MARK} end dmesg")
+    assert check().judge_tray("gb200-r0-t3", log, 4).problems == [
+        "the pod's output lacks dmesg: it did not run to its end"
+    ]
