@@ -358,3 +358,19 @@ def test_docs_metrics_names_every_family():
     docs = (REPO_ROOT / "docs" / "metrics.md").read_text()
     for family in metrics.metric_families(unreached_report()):
         assert f"| `{family.name}` |" in docs, family.name
+
+
+def test_error_records_that_name_each_declared_rack_keep_each_rack_s_last_verdict_too():
+    named = [
+        normalise_record(dict(r, rack=rack), f"records/cliques/{rack}.json")
+        for r in unreached_records()
+        for rack in ("rack1", "rack2")
+    ]
+    report = build_report(named, "t", UNREACHED_RUN)
+    known = {"rack1": ("failed", 1000.0), "rack2": ("passed", 900.0)}
+    found = samples(metrics.render(metrics.metric_families(report, {"rack2": 900.0}, known, ["rack1", "rack2"])))
+    assert racks_labelled(found, "gpu_fabric_rack_verdict") == {"rack1", "rack2"}
+    assert value(found, "gpu_fabric_rack_verdict", rack="rack1", verdict="error") == 1
+    assert value(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
+    assert value(found, "gpu_fabric_rack_last_verdict", rack="rack2", verdict="passed") == 1
+    assert value(found, "gpu_fabric_last_pass_timestamp_seconds", rack="rack2") == 900.0
