@@ -215,6 +215,7 @@ def judge(
     driver_version: Optional[str] = None,
     product_references: Optional[Sequence[Mapping[str, Any]]] = None,
     baseline: Optional[Baseline] = None,
+    named_product: Optional[str] = None,
 ) -> Judgement:
     """Judge one bandwidth matrix with the floor and the reference rule.
 
@@ -224,8 +225,10 @@ def judge(
     findings name no node. ``gpu_product`` is the ``nvidia.com/gpu.product`` value: when it is given (even
     empty) and the floor needs a peak that is unknown for it, that is a violation. ``peak_table`` replaces
     the built-in peak table. ``testcase`` and ``driver_version`` pick the product reference (with the site's
-    ``product_references`` tried first); ``baseline`` is the rack's earlier run. Raises ValueError for
-    thresholds or tables that cannot be applied.
+    ``product_references`` tried first); ``baseline`` is the rack's earlier run. ``named_product`` is the
+    product the output's own device lines name: without ``gpu_product`` it picks the product reference (the
+    floor's peak stays with ``gpu_product`` and ``peak_gbps``). Raises ValueError for thresholds or tables that
+    cannot be applied.
     """
     thresholds = thresholds or Thresholds()
     problems = thresholds.problems() + peak_table_problems(peak_table) + reference_table_problems(product_references)
@@ -245,6 +248,7 @@ def judge(
         gpus_per_node = max(1, count // len(nodes)) if count and count % len(nodes) == 0 else 1
 
     floor = pair_floor(thresholds, gpu_product, peak_table)
+    product = gpu_product or named_product
     median_fraction = positive_or_none(thresholds.min_fraction_of_median) if gpu_to_gpu else None
 
     def gpus_of(r: int, c: int) -> Tuple[int, int]:
@@ -269,7 +273,7 @@ def judge(
     references = References.of(
         median_fraction,
         median,
-        gpu_product,
+        product,
         testcase,
         driver_version,
         product_references,

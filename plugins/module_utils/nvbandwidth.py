@@ -41,6 +41,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_outpu
     NvbandwidthOutput,
     NvbandwidthParseError,
     TestcaseResult,
+    gpu_product_of,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_text import parse_text
 
@@ -211,7 +212,9 @@ def evaluate(
     (``nvidia.com/gpu.product``) picks the NVLink peak; GPU i lives on ``nodes[i // gpus_per_node]``, and
     without ``nodes`` on the host the output names for it (the ``Process N (host)`` lines). The product
     reference follows from ``gpu_product``, the testcase and the output's driver version (``product_references``
-    tried first); ``baseline`` is the rack's earlier run.
+    tried first); ``baseline`` is the rack's earlier run. Without ``gpu_product`` (None or empty) the product is
+    read from the output's device lines (``gpu_product_of``) for the product reference, which so applies on every
+    route, also with ``min_gbps`` set.
     """
     thresholds = thresholds or Thresholds()
     verdict = Verdict(testcase=testcase, output=output, warnings=list(output.warnings), gpu_product=gpu_product)
@@ -293,7 +296,10 @@ def evaluate(
 
     if not nodes:
         nodes, gpus_per_node = _hosts_of(output, matrix)
-    references = {"testcase": selected.name, "driver_version": output.driver_version}
+    named, note = gpu_product_of(output.devices) if not gpu_product else (None, None)
+    if note:
+        verdict.warnings.append(note)
+    references = {"testcase": selected.name, "driver_version": output.driver_version, "named_product": named}
     references.update(product_references=product_references, baseline=baseline)
     _check_thresholds(verdict, matrix, thresholds, gpu_product, nodes, gpus_per_node, peak_table, references)
     directions = [m for m in selected.matrices if m.key in selected.expected_parts()[:2]]

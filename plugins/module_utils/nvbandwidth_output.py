@@ -259,6 +259,25 @@ class Device:
         }
 
 
+def gpu_product_of(devices: Sequence[Device]) -> Tuple[Optional[str], Optional[str]]:
+    """The GPU product the output's device lines name, as the ``nvidia.com/gpu.product`` label spells it, and a
+    note when they name several.
+
+    nvbandwidth prints each GPU's CUDA name (``Process 0 (host): device 0: NVIDIA GB200 (...)``, ``Device 0:
+    NVIDIA H200 (...)``, JSON ``0: NVIDIA H200 (...): (host)``); the GPU feature discovery labels a node with the
+    same name, spaces replaced by ``-`` (``NVIDIA-GB200``). (None, None) without device lines.
+    """
+    names = sorted({"-".join(device.name.split()) for device in devices if device.name.strip()})
+    if len(names) == 1:
+        return names[0], None
+    if not names:
+        return None, None
+    return None, (
+        f"the output's device lines name several GPU products ({', '.join(names)}): no product reference is read "
+        "from them; set gpu_product"
+    )
+
+
 @dataclass
 class NvbandwidthOutput:
     """Everything read from one nvbandwidth run."""

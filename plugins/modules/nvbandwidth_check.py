@@ -91,6 +91,9 @@ options:
         V(NVIDIA-H100-80GB-HBM3)); picks the NVLink peak from O(peak_gbps_by_product).
       - When it is set and the floor needs a peak that is not known for it, that is a violation that names the options
         to set.
+      - When it is not set (or empty), the product reference follows the product the output's own device lines name
+        (the GPU name C(NVIDIA GB200) of a C(Process) or C(Device) line reads as V(NVIDIA-GB200)), also when
+        O(min_gbps) sets the floor; device lines of several products give none, with a warning.
     type: str
   peak_gbps_by_product:
     description:

@@ -17,6 +17,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth impor
     parse_to_dict,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_json import detect_format, parse_json
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_output import Device, gpu_product_of
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth_text import parse_text
 
 HERE = Path(__file__).resolve().parent
@@ -35,6 +36,10 @@ NVBW = HERE.parents[2] / "fixtures" / "nvbandwidth"
 MN = "multinode_device_to_device_memcpy_read_ce"
 D2D = "device_to_device_memcpy_read_ce"
 BIDIR = "device_to_device_bidirectional_memcpy_read_ce"
+HELD = (
+    "held against the product reference 821.41 GB/s "
+    "(GB200 NVL72, 2 trays x 4 GPUs, driver 580.95.05, the guide's run: 820.35-822.16 GB/s)"
+)
 
 
 def fixture(name: str) -> str:
@@ -146,14 +151,15 @@ def test_gb200_threshold_between_values_lists_exactly_the_slower_pairs(gb200):
         "dst_node": "nvbandwidth-test-worker-0",
         "fraction_of_median": 0.9989,
         "rule": "floor",
-        "reference_gbps": 821.41,  # no product given: the median is the one reference
+        "reference_gbps": 821.41,  # no product given: the one the Process lines name, NVIDIA GB200 on driver 580
         "threshold_gbps": round(0.97 * 821.41, 4),
         "low_gpu": None,
     }
     assert verdict.summary.startswith(
-        "5 of 56 GPU pairs below the threshold: 2->0 820.59 GB/s (nvbandwidth-test-worker-0 -> "
+        f"5 of 56 GPU pairs below the threshold, {HELD}: 2->0 820.59 GB/s (nvbandwidth-test-worker-0 -> "
         "nvbandwidth-test-worker-0), below the floor 820.60; "
     )
+    assert verdict.judgement.reference["kind"] == "product"
     assert verdict.violations[0] == "GPU 2 -> GPU 0: 820.59 GB/s is below the threshold 820.6"
 
 
@@ -250,8 +256,8 @@ def test_72_gpu_matrix_one_line_per_row_and_a_degraded_link():
             "dst_node": "gb200-rack1-tray13",
             "fraction_of_median": round(402.17 / result["median_gbps"], 4),
             "rule": "floor",
-            "reference_gbps": 820.0,
-            "threshold_gbps": round(0.97 * 820.0, 4),
+            "reference_gbps": 821.41,  # the product reference of the GB200 the Process lines name
+            "threshold_gbps": round(0.97 * 821.41, 4),
             "low_gpu": None,
         }
     ]
@@ -272,7 +278,9 @@ def test_72_gpu_matrix_one_line_per_row_and_a_degraded_link():
 @pytest.mark.parametrize("gpus", [2, 3, 8, 16, 36, 72])
 def test_sizes_2_to_72(gpus):
     rows = uniform_peer_matrix(gpus, 395.0)
-    content = emit_run([Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows)])], single_node_gpus=gpus)
+    content = emit_run(
+        [Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows)])], single_node_gpus=gpus, gpu_name="NVIDIA H200"
+    )
     result = check_nvbandwidth(content, thresholds=Thresholds(expected_gpus=gpus)).to_result()
     assert result["passed"]
     assert result["matrix"] == rows
@@ -502,7 +510,9 @@ def test_error_line_after_running():
 
 def test_unmeasured_pair_is_a_violation():
     rows = [[None, 393.76, None], [393.58, None, 393.6], [393.5, 393.4, None]]
-    content = emit_run([Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows)])], single_node_gpus=3)
+    content = emit_run(
+        [Testcase(D2D, [Matrix(D2D, READ_DESCRIPTION, rows)])], single_node_gpus=3, gpu_name="NVIDIA H200"
+    )
     verdict = check_nvbandwidth(content)
     assert verdict.errors == []
     assert brief(verdict.failing_pairs) == [(0, 2, None, "not_measured")]
@@ -581,11 +591,12 @@ def test_median_rule_applies_without_any_threshold(gb200):
     assert [(g["gpu"], g["node"], g["pairs"]) for g in result["low_gpus"]] == [(2, "nvbandwidth-test-worker-0", 14)]
     assert result["failed_nodes"] == ["nvbandwidth-test-worker-0"]
     assert len(result["failing_pairs"]) == 14
+    # no gpu_product: the product the Process lines name (NVIDIA GB200) gives the reference
     assert result["violations"] == [
-        "GPU 2 on nvbandwidth-test-worker-0: its 14 pairs average 775.40 GB/s, 0.944 of the median 821.30: "
-        "a GPU with lost NVLinks"
+        "GPU 2 on nvbandwidth-test-worker-0: its 14 pairs average 775.40 GB/s, 0.944 of the product reference "
+        "821.41: a GPU with lost NVLinks"
     ]
-    assert result["summary"] == "14 of 56 GPU pairs below the threshold: " + result["violations"][0]
+    assert result["summary"] == f"14 of 56 GPU pairs below the threshold, {HELD}: " + result["violations"][0]
 
 
 def test_summary_of_a_run_that_did_not_complete():
@@ -897,3 +908,42 @@ def test_many_blank_lines_inside_a_matrix_read_in_linear_time():
     verdict = check_nvbandwidth(healthy.replace(row, row + "\n" * 40000, 1), testcase=D2D)
     assert verdict.passed, verdict.summary
     assert time.monotonic() - started < 2.0  # 65 s when each blank line looked ahead over all the others
+
+
+@pytest.mark.parametrize(
+    ("name", "product", "reference"),
+    [
+        ("gb200-2node-multinode_device_to_device_memcpy_read_ce.txt", "NVIDIA-GB200", 821.41),
+        ("h200x2-device_to_device_memcpy_read_ce.txt", "NVIDIA-H200", 393.67),
+        ("h200x2-device_to_device_memcpy_read_ce.json", "NVIDIA-H200", 393.67),
+        ("h200x2-device_to_device_memcpy_write_ce.json", "NVIDIA-H200", 396.22),
+    ],
+)
+def test_without_a_product_the_real_outputs_name_theirs_and_its_reference_holds(name, product, reference):
+    output = parse_nvbandwidth(fixture(name))
+    assert gpu_product_of(output.devices) == (product, None)
+    result = check_nvbandwidth(fixture(name), thresholds=Thresholds(min_gbps=300)).to_result()
+    assert result["passed"] is True
+    assert result["references"][0] == {
+        "kind": "product",
+        "gbps": reference,
+        "source": result["references"][0]["source"],
+    }
+    assert not any(w.startswith("held against the run's median alone") for w in result["warnings"])
+
+
+def test_devices_of_several_products_give_no_product_and_say_so():
+    devices = [Device(0, 0, "NVIDIA GB200", "0:1"), Device(1, 0, "NVIDIA  H200", "0:2")]
+    assert gpu_product_of(devices) == (
+        None,
+        "the output's device lines name several GPU products (NVIDIA-GB200, NVIDIA-H200): no product reference is "
+        "read from them; set gpu_product",
+    )
+    assert gpu_product_of([]) == (None, None)
+
+
+def test_a_product_given_wins_over_the_one_the_output_names():
+    result = check_nvbandwidth(
+        fixture("gb200-2node-multinode_device_to_device_memcpy_read_ce.txt"), gpu_product="NVIDIA-GB300"
+    ).to_result()
+    assert [r["kind"] for r in result["references"]] == ["median"]

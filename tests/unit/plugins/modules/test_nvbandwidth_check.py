@@ -52,7 +52,8 @@ def test_failing_pair_fails_the_module_and_lists_it(capsys):
     assert result["passed"] is False
     assert [(p["src"], p["dst"], p["gbps"], p["rule"]) for p in result["failing_pairs"]] == [(0, 3, 410.5, "floor")]
     assert result["summary"] == (
-        "1 of 56 GPU pairs below the threshold: 0->3 410.50 GB/s "
+        "1 of 56 GPU pairs below the threshold, held against the product reference 821.41 GB/s (GB200 NVL72, "
+        "2 trays x 4 GPUs, driver 580.95.05, the guide's run: 820.35-822.16 GB/s): 0->3 410.50 GB/s "
         "(nvbandwidth-test-worker-0 -> nvbandwidth-test-worker-0), below the floor 765.00"
     )
     assert result["msg"] == (
@@ -256,6 +257,24 @@ def test_a_threshold_that_is_not_finite_is_refused_in_one_line(capsys, name):
     result = run_module({"content": GB200.read_text(), "gpu_product": "NVIDIA-GB200", name: "nan"}, capsys)
     assert result["failed"] is True
     assert result["msg"].startswith(f"{name} is nan; it must be")
+
+
+def _three_of_eight_lose_a_link(rows) -> None:
+    for r in range(8):
+        for c in range(8):
+            if r != c and (r in (1, 4, 6) or c in (1, 4, 6)):
+                rows[r][c] = round(rows[r][c] * 0.944, 2)
+
+
+def test_with_min_gbps_and_no_product_the_product_the_output_names_is_the_reference(capsys):
+    """Before: min_gbps without gpu_product left the run's median as the only reference, and 3 of 8 GPUs one
+    link down moved the median with them and passed."""
+    result = run_module({"content": _gb200_with(_three_of_eight_lose_a_link), "min_gbps": 765}, capsys)
+    assert result["failed"] is True and result["passed"] is False
+    assert result["reference"]["kind"] == "product" and result["reference"]["gbps"] == 821.41
+    assert [g["gpu"] for g in result["low_gpus"]] == [1, 4, 6]
+    assert {p["rule"] for p in result["failing_pairs"]} == {"product"}
+    assert result["threshold_gbps"] == 765.0  # the floor stays the one asked for
 
 
 def test_missing_src(capsys, tmp_path):
