@@ -25,7 +25,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     newest_first,
     read_index,
     tray_lowest_pairs,
-    valid_runs,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import SKIPPED, natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
@@ -212,11 +211,10 @@ def rack_passed(verdicts: Iterable[str]) -> bool:
 def last_passes(index: Mapping[str, Any]) -> Dict[str, float]:
     """rack -> Unix time of the newest kept run in which the rack passed (its end, else its start).
 
-    ``index``: the history's index (``history.read_index``); a run's verdicts are ``<check>/<rack>: verdict``; an
-    entry that is no history entry (``history.valid_runs``) is passed over.
+    ``index``: the history's index (``history.read_index``); a run's verdicts are ``<check>/<rack>: verdict``.
     """
     found: Dict[str, float] = {}
-    for entry in newest_first(valid_runs(index)):
+    for entry in newest_first([e for e in index.get("runs") or [] if isinstance(e, dict)]):
         by_rack: Dict[str, List[str]] = {}
         for key, verdict in (entry.get("verdicts") or {}).items():
             if isinstance(key, str) and "/" in key:
@@ -228,13 +226,11 @@ def last_passes(index: Mapping[str, Any]) -> Dict[str, float]:
     return found
 
 
-def history_last_passes(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, float]:
-    """``last_passes`` of the history in ``history_dir``; empty without one. An index that cannot be read is
-    rebuilt from the run directories (``history.read_index``, a line in ``warnings``); HistoryError when those
-    cannot be read either."""
+def history_last_passes(history_dir: str) -> Dict[str, float]:
+    """``last_passes`` of the history in ``history_dir``; empty without one. Raises HistoryError for a bad index."""
     if not history_dir or not os.path.isdir(history_dir):
         return {}
-    return last_passes(read_index(history_dir, warnings))
+    return last_passes(read_index(history_dir))
 
 
 def current_passes(report: Mapping[str, Any]) -> Dict[str, float]:
