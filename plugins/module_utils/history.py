@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import shutil
@@ -130,7 +131,7 @@ def _entry_of(records: Sequence[Mapping[str, Any]], run_id: str) -> Dict[str, An
     }
 
 
-def _run_records(history_dir: str, run_id: str) -> List[Dict[str, Any]]:
+def _run_records(history_dir: str, run_id: str, warnings: Optional[List[str]] = None) -> List[Dict[str, Any]]:
     records = []
     directory = os.path.join(history_dir, run_id)
     for check in sorted(os.listdir(directory)):
@@ -138,23 +139,20 @@ def _run_records(history_dir: str, run_id: str) -> List[Dict[str, Any]]:
             continue
         for name in sorted(os.listdir(os.path.join(directory, check))):
             if name.endswith(".json") and not name.startswith("."):
-                try:
-                    record = _read_json(os.path.join(directory, check, name))
-                except (OSError, ValueError):
-                    continue
-                if isinstance(record, dict):
+                record = kept_record(history_dir, run_id, check, name[: -len(".json")], warnings)
+                if record is not None:
                     records.append(dict(record, check=check, rack=name[: -len(".json")]))
     return records
 
 
-def rebuild_index(history_dir: str) -> Dict[str, Any]:
-    """The index made again from the run directories: each run's entry from its records, its pin from its
-    ``PIN_MARK``. Raises OSError when the directories cannot be listed."""
+def rebuild_index(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, Any]:
+    """The index made again from the run directories: each run's entry from its records (a bad one left out,
+    ``kept_record``), its pin from its ``PIN_MARK``. Raises OSError when the directories cannot be listed."""
     runs = []
     if os.path.isdir(history_dir):
         for name in sorted(os.listdir(history_dir)):
             if RUN_ID.match(name) and os.path.isdir(os.path.join(history_dir, name)):
-                entry = _entry_of(_run_records(history_dir, name), name)
+                entry = _entry_of(_run_records(history_dir, name, warnings), name)
                 entry["pinned"] = os.path.exists(os.path.join(history_dir, name, PIN_MARK))
                 runs.append(entry)
     return {"version": INDEX_VERSION, "runs": newest_first(runs)}
@@ -197,8 +195,14 @@ def index_problem(index: Any) -> Optional[str]:
     return None
 
 
-def _load_index(history_dir: str) -> Tuple[Dict[str, Any], Optional[str]]:
-    """(the index, None), or (the index rebuilt from the run directories, a warning saying why)."""
+def valid_runs(index: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The entries of ``index`` that are history entries (``index_problem`` finds nothing wrong with them)."""
+    runs = index.get("runs") if isinstance(index, Mapping) else None
+    return [e for n, e in enumerate(runs if isinstance(runs, list) else []) if _entry_problem(e, n) is None]
+
+
+def _load_index(history_dir: str) -> Tuple[Dict[str, Any], List[str]]:
+    """(the index, []), or (the index rebuilt from the run directories, warnings saying why)."""
     path = os.path.join(history_dir, INDEX)
     if not os.path.exists(path):
         problem = "is missing"
@@ -210,35 +214,37 @@ def _load_index(history_dir: str) -> Tuple[Dict[str, Any], Optional[str]]:
         else:
             problem = index_problem(index)
             if problem is None:
-                return index, None
+                return index, []
+    skipped: List[str] = []
     try:
-        rebuilt = rebuild_index(history_dir)
+        rebuilt = rebuild_index(history_dir, skipped)
     except OSError as exc:
         raise HistoryError(
             f"the history index {path} {problem} and the run directories of {history_dir} cannot be read to "
             f"rebuild it ({exc}); make {history_dir} readable by this user, or move it away to start a new history"
         ) from exc
     if not rebuilt["runs"]:
-        return rebuilt, None  # a new history: nothing to rebuild, nothing lost
+        return rebuilt, skipped  # a new history: nothing to rebuild, nothing lost
     pinned = [str(e["run_id"]) for e in rebuilt["runs"] if e["pinned"]]
     pin = (
         f"pinned run: {pinned[0]}"
         if pinned
         else "no run is pinned now: pin the baseline run again if one was (gpu_fabric_verify_baseline_run)"
     )
-    return rebuilt, (
+    return rebuilt, [
         f"the history index {path} {problem}; rebuilt it from the {len(rebuilt['runs'])} run directories of "
-        f"{history_dir} ({pin})"
-    )
+        f"{history_dir} ({pin})",
+        *skipped,
+    ]
 
 
 def read_index(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, Any]:
     """The index of ``history_dir``. One that is missing, cannot be read or is no history index
     (``index_problem``) is rebuilt from the run directories (``rebuild_index``), with a line in ``warnings`` that
     says so; when those cannot be read either, HistoryError says what to do."""
-    index, warning = _load_index(history_dir)
-    if warning and warnings is not None:
-        warnings.append(warning)
+    index, found = _load_index(history_dir)
+    if warnings is not None:
+        warnings.extend(found)
     return index
 
 
@@ -410,6 +416,65 @@ def _mark_pin(run_dir: str, pinned: bool) -> None:
 
 # ----------------------------------------------------------------------------------------- reading runs
 
+# The figures of a record that the readers compute with: each a number when it is there.
+FIGURE_KEYS = ("median_gbps", "min", "max", "sum")
+
+
+def _non_finite(value: Any, where: str) -> Optional[Tuple[str, float]]:
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{where}.{key}" if where else str(key))
+        if found:
+            return found
+    return None
+
+
+def record_problem(record: Any) -> Optional[str]:
+    """What makes a kept record one that no reader can use, or None: not an object, a number that is not finite
+    anywhere in it (JSON's NaN, Infinity), details that are not an object, a figure (``FIGURE_KEYS``) that is
+    not a number."""
+    if not isinstance(record, dict):
+        return f"holds a {type(record).__name__}, not an object"
+    found = _non_finite(record, "")
+    if found:
+        return f"has {found[0]} {found[1]!r}, not a finite number"
+    details = record.get("details", {})
+    if not isinstance(details, dict):
+        return f"has details {str(details)[:60]!r}, not an object"
+    for key in FIGURE_KEYS:
+        value = details.get(key)
+        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            return f"has details.{key} {str(value)[:60]!r}, not a number"
+    return None
+
+
+def kept_record(
+    history_dir: str, run_id: str, check: str, rack: str, warnings: Optional[List[str]] = None
+) -> Optional[Dict[str, Any]]:
+    """The record of (check, rack) in run ``run_id`` for the readers (report, metrics, a rebuilt index); None when
+    it is not there, and None with a line in ``warnings`` when it cannot be read or ``record_problem`` finds it bad."""
+    if not RUN_ID.match(run_id or ""):
+        return None
+    path = os.path.join(history_dir, run_id, check, f"{rack}.json")
+    try:
+        record = _read_json(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        problem: Optional[str] = f"cannot be read ({exc})"
+    else:
+        problem = record_problem(record)
+    if problem is None:
+        return record
+    if warnings is not None:
+        warnings.append(
+            f"the kept record {path} {problem}; left out of the history's readers (trend, index); correct it or "
+            f"remove the run {run_id} from the history"
+        )
+    return None
+
 
 def run_record(history_dir: str, run_id: str, check: str, rack: str) -> Optional[Dict[str, Any]]:
     """The record of (check, rack) in run ``run_id``; None when it is not there or cannot be read."""
@@ -487,7 +552,10 @@ def baseline_for(
     history_dir: str, check: str, rack: str, testcase: Optional[str] = None, exclude_run: str = ""
 ) -> Optional[Dict[str, Any]]:
     """The rack's baseline: the pinned run's record for (check, rack) when a run is pinned and holds it,
-    else the newest run where (check, rack) passed; ``exclude_run`` (the run being judged) never counts.
+    else the newest run where (check, rack) passed against a product reference (its record's
+    ``details.references`` lists one); ``exclude_run`` (the run being judged) never counts. A run that passed
+    against its own median (or a baseline) alone never sets the bar: a rack faulty from its first run would pass
+    against itself, then hold every later run to its fault. Only the site's pin makes such a run a baseline.
 
     Returns ``{"run_id", "recorded_at", "median_gbps", "matrix", "rank_nodes", "driver_version", "source"}``
     (the keys the nvbandwidth rule reads) or None when no run gives one. A record of another testcase, or
@@ -505,6 +573,9 @@ def baseline_for(
     for kind, entry in pinned + passing:
         record = run_record(history_dir, str(entry["run_id"]), check, rack)
         details = record.get("details") if record and isinstance(record.get("details"), dict) else {}
+        held = details.get("references") if isinstance(details.get("references"), list) else []
+        if kind != "pinned" and not any(isinstance(r, dict) and r.get("kind") == "product" for r in held):
+            continue
         same_testcase = not testcase or details.get("testcase") in (None, testcase)
         if same_testcase and details.get("median_gbps") is not None:
             problems = baseline_problems(details)
@@ -591,7 +662,12 @@ def tray_trends(
 
 
 def trends(
-    history_dir: str, last_runs: int = 10, tolerance: float = 0.03, current: str = "", checks: Sequence[str] = ()
+    history_dir: str,
+    last_runs: int = 10,
+    tolerance: float = 0.03,
+    current: str = "",
+    checks: Sequence[str] = (),
+    warnings: Optional[List[str]] = None,
 ) -> List[Dict[str, Any]]:
     """Per (check, rack) with a bandwidth figure: over the newest ``last_runs`` runs the median of their
     medians and the lowest pair, the newest run's median, the baseline (as the newest run was judged:
@@ -600,10 +676,13 @@ def trends(
 
     ``series``: each run's median and lowest pair, oldest first (the chart); ``trays``: per tray its
     lowest pair in each run (``tray_lowest_pairs``), held against its figure in the same baseline run by
-    the same rule (``tray_trends``)."""
+    the same rule (``tray_trends``).
+
+    A kept record that cannot be read or is bad (``kept_record``), and a baseline the history cannot give
+    (HistoryError), are left out with a line in ``warnings``."""
     if not history_dir or not os.path.isdir(history_dir):
         return []
-    runs = [e for e in newest_first(read_index(history_dir)["runs"]) if isinstance(e, dict)]
+    runs = newest_first(valid_runs(read_index(history_dir, warnings)))
     if current:
         names = [str(e.get("run_id")) for e in runs]
         runs = runs[names.index(current) :] if current in names else runs
@@ -618,18 +697,23 @@ def trends(
         for entry in runs:
             if key not in (entry.get("verdicts") or {}):
                 continue
-            record = run_record(history_dir, str(entry["run_id"]), check, rack)
+            record = kept_record(history_dir, str(entry["run_id"]), check, rack, warnings)
             figures = _figures(record, None) if record else None
             if figures:
                 seen.append((str(entry["run_id"]), entry["verdicts"][key], figures))
         if not seen:
             continue
         latest_run, latest_verdict, latest = seen[0]
-        baseline = baseline_for(history_dir, check, rack, latest["testcase"], exclude_run=latest_run)
+        try:
+            baseline = baseline_for(history_dir, check, rack, latest["testcase"], exclude_run=latest_run)
+        except HistoryError as exc:
+            baseline = None
+            if warnings is not None:
+                warnings.append(f"the trend of {key} has no baseline: {exc}")
         drop, dropped = drop_against(latest["median_gbps"], baseline["median_gbps"] if baseline else None, tolerance)
         kept = [run_figures for _run, _verdict, run_figures in seen]
         lows = [run["min_gbps"] for run in kept if run["min_gbps"] is not None]
-        baseline_record = run_record(history_dir, str(baseline["run_id"]), check, rack) if baseline else None
+        baseline_record = kept_record(history_dir, str(baseline["run_id"]), check, rack) if baseline else None
         baseline_figures = _figures(baseline_record, None) if baseline_record else None
         rows.append(
             {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileChange, FileEditError, read_text
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError, trends
@@ -53,8 +53,9 @@ def request_from_params(params: dict[str, Any]) -> ReportRequest:
     )
 
 
-def read_report(request: ReportRequest) -> dict[str, Any]:
-    """The report of the records of ``request.records_dir``, with the trend of the kept runs."""
+def read_report(request: ReportRequest, warnings: Optional[List[str]] = None) -> dict[str, Any]:
+    """The report of the records of ``request.records_dir``, with the trend of the kept runs; what of the history
+    the trend left out (a corrupt index rebuilt, a bad kept record) is a line in ``warnings``."""
     if not os.path.isdir(request.records_dir):
         raise ReportError(
             f"the records directory {request.records_dir} does not exist; run the verify roles first "
@@ -67,7 +68,9 @@ def read_report(request: ReportRequest) -> dict[str, Any]:
             "first (playbooks/verify.yml) with the same report directory"
         )
     try:
-        trend = trends(request.history_dir, request.trend_runs, request.trend_tolerance, current=request.run_id)
+        trend = trends(
+            request.history_dir, request.trend_runs, request.trend_tolerance, current=request.run_id, warnings=warnings
+        )
     except HistoryError as exc:
         raise ReportError(str(exc)) from exc
     return build_report(records, request.title, request.run_id, trends=trend, valid_hours=request.valid_hours)
@@ -77,10 +80,12 @@ def write_reports(request: ReportRequest, write: Callable[[FileChange], Optional
     """Render the report in every format of ``request`` and ``write`` each file whose content changed.
 
     Returns the module's result: ``changed``, ``files`` (format -> path), ``diff`` (one per file changed) and
-    the report's verdict, summary, totals, checks, racks, trends, coverage, trays and the trays due next. Raises
-    ReportError, with the files named so far in its ``result`` when a file cannot be read or written.
+    the report's verdict, summary, totals, checks, racks, trends, coverage, trays, the trays due next and
+    ``warnings`` (what the trend left out of the history, for the module to warn). Raises ReportError, with the
+    files named so far in its ``result`` when a file cannot be read or written.
     """
-    report = read_report(request)
+    warnings: List[str] = []
+    report = read_report(request, warnings)
     files: dict[str, str] = {}
     diffs = []
     for item in render_report(report, list(request.formats)):
@@ -107,4 +112,5 @@ def write_reports(request: ReportRequest, write: Callable[[FileChange], Optional
         "coverage": report["coverage"],
         "trays": report["trays"],
         "due": report["due"],
+        "warnings": list(dict.fromkeys(warnings)),
     }

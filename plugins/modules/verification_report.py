@@ -319,6 +319,8 @@ def main() -> None:
         result = write_reports(request, lambda change: write_change(module, change, backup=False, create_parents=True))
     except ReportError as exc:
         module.fail_json(msg=str(exc), **exc.result)
+    for warning in result.pop("warnings"):
+        module.warn(warning)
     if not module._diff:
         del result["diff"]
     module.exit_json(**result)

@@ -517,3 +517,69 @@ def test_a_corrupt_index_of_unreadable_run_directories_is_refused_before_anythin
     )
     assert not (tmp_path / "r2").exists()
     assert (tmp_path / "index.json").read_text(encoding="utf-8") == "{"
+
+
+# ----------------------------------------------------------------------------------------- a bad kept record
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ('{"check": "nvbandwidth", "details": {"median_gbps": 8', "cannot be read (Expecting"),
+        ("[820.0]", "holds a list, not an object"),
+        ('{"details": {"median_gbps": NaN}}', "has details.median_gbps nan, not a finite number"),
+        ('{"details": {"matrix": [[null, Infinity]]}}', "has details.matrix.0.1 inf, not a finite number"),
+        ('{"details": {"median_gbps": "820"}}', "has details.median_gbps '820', not a number"),
+        ('{"details": {"min": true}}', "has details.min 'True', not a number"),
+        ('{"details": ["median_gbps"]}', "has details \"['median_gbps']\", not an object"),
+    ],
+)
+def test_a_bad_kept_record_is_left_out_of_the_trend_with_a_warning(tmp_path, text, problem):
+    keep(tmp_path, "r1", 1, median=820.0)
+    keep(tmp_path, "r2", 2, median=810.0)
+    keep(tmp_path, "r3", 3, median=818.0)
+    pin_run(str(tmp_path), "r1")  # the baseline: the bad r2 is no candidate
+    path = tmp_path / "r2" / "nvbandwidth" / "rack0.json"
+    path.write_text(text, encoding="utf-8")
+    warnings = []
+    (row,) = trends(str(tmp_path), warnings=warnings)
+    assert [point["run_id"] for point in row["series"]] == ["r1", "r3"]
+    assert (row["runs"], row["median_gbps"], row["baseline_run"]) == (2, 819.0, "r1")
+    (warning,) = warnings
+    assert warning.startswith(f"the kept record {path} {problem}")
+    assert warning.endswith(
+        "; left out of the history's readers (trend, index); correct it or remove the run r2 from the history"
+    )
+
+
+def test_a_rebuilt_index_leaves_out_a_bad_record_with_a_warning(tmp_path):
+    keep(tmp_path, "r1", 1)
+    (tmp_path / "r1" / "nvbandwidth" / "rack1.json").write_text('{"verdict": "passed", "details": {"min": NaN}}')
+    os.unlink(tmp_path / "index.json")
+    warnings = []
+    (entry,) = read_index(str(tmp_path), warnings)["runs"]
+    assert entry["verdicts"] == {"nvbandwidth/rack0": "passed"}
+    assert [w.split(";")[0] for w in warnings] == [
+        f"the history index {tmp_path}/index.json is missing",
+        f"the kept record {tmp_path}/r1/nvbandwidth/rack1.json has details.min nan, not a finite number",
+    ]
+
+
+def test_a_trend_whose_baseline_the_history_cannot_give_has_none_and_a_warning(tmp_path, monkeypatch):
+    keep(tmp_path, "r1", 1, median=820.0)
+    keep(tmp_path, "r2", 2, median=818.0)
+
+    def refuse(*_args, **_kwargs):
+        raise HistoryError("the kept record r1 cannot be the baseline")
+
+    monkeypatch.setattr(history, "baseline_for", refuse)
+    warnings = []
+    (row,) = trends(str(tmp_path), warnings=warnings)
+    assert (row["runs"], row["baseline_run"], row["drop_fraction"], row["dropped"]) == (2, None, None, False)
+    assert warnings == ["the trend of nvbandwidth/rack0 has no baseline: the kept record r1 cannot be the baseline"]
+
+
+def test_the_readers_pass_over_entries_that_are_no_history_entries():
+    index = {"runs": [{"run_id": "r1", "verdicts": {"a/b": "passed"}}, {"run_id": 7}, "r3", {"run_id": "r4"}]}
+    assert [e["run_id"] for e in history.valid_runs(index)] == ["r1", "r4"]
+    assert history.valid_runs({"runs": "r1"}) == []

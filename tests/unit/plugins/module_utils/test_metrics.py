@@ -208,6 +208,27 @@ def test_a_rack_that_fails_now_keeps_the_time_it_last_passed():
     assert family.samples[("rack2",)] == pytest.approx(FINISHED)  # this run passed rack2
 
 
+def test_the_last_pass_passes_over_what_is_no_history_entry_and_reads_a_cut_index_rebuilt(tmp_path):
+    index = {
+        "runs": [
+            {"run_id": "r3", "finished": "2026-12-03T10:05:00Z", "verdicts": "nvbandwidth/rack1: passed"},
+            {"run_id": "r2", "finished": "2026-12-02T10:05:00Z", "verdicts": {"nvbandwidth/rack1": "passed"}},
+            "r1",
+        ]
+    }
+    assert metrics.last_passes(index) == {"rack1": datetime(2026, 12, 2, 10, 5, tzinfo=timezone.utc).timestamp()}
+    history = tmp_path / "runs"
+    record_run(str(history), RUN, [r for r in load_records(str(RECORDS)) if r["run_id"] == RUN])
+    text = (history / "index.json").read_text()
+    (history / "index.json").write_text(text[: len(text) // 3])
+    warnings = []
+    assert metrics.history_last_passes(str(history), warnings) == {
+        "rack0": pytest.approx(FINISHED),
+        "rack2": pytest.approx(FINISHED),
+    }
+    assert warnings[0].startswith(f"the history index {history}/index.json cannot be read (")
+
+
 @pytest.mark.parametrize(
     ("given", "text"),
     [(1, "1"), (0, "0"), (821450000000, "821450000000"), (105.786, "105.786"), (1.0, "1"), (1e300, "1e+300")],
