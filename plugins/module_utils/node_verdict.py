@@ -51,19 +51,25 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, retry
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import rfc3339
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
     ANNOTATION_KEY,
+    DEFAULT_REQUIRED_CHECKS,
     DEFAULT_VALID_HOURS,
     LABEL_KEY,
     VALID_UNTIL_LABEL_KEY,
+    Standing,
     TrayState,
-    annotation_fields,
+    check_fields,
+    check_state_fields,
     epoch_label,
     is_selection_skip,
+    later,
     read_state,
+    read_time,
+    standing,
+    tray_record,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import valid_until as verdict_valid_until
 
 try:
     from kubernetes.dynamic.exceptions import ConflictError
@@ -82,6 +88,7 @@ DEFAULT_CONDITION_TYPE = "GPUFabricVerified"
 CONDITION_PASSED = "Passed"
 CONDITION_FAILED = "CheckFailed"
 CONDITION_EXPIRED = "VerdictExpired"
+CONDITION_MISSING = "ChecksMissing"
 CONDITION_MESSAGE_LIMIT = 1000
 
 PASSED = "passed"
@@ -92,9 +99,13 @@ WRITTEN_VERDICTS = (PASSED, FAILED)
 # NodePlan.verdict of the nodes the run did not verify: a condition turned Unknown, the uninstall's removal.
 EXPIRED = "expired"
 REMOVED = "removed"
+REFRESHED = "refreshed"
 
 SUMMARY_LIMIT = 500
 STATUS_OF = {PASSED: "True", FAILED: "False"}
+# a check's outcome in the report's per-tray ``checks`` that skipped the tray
+CHECK_SKIPPED = "skipped"
+CHECK_SUMMARY_LIMIT = 300
 TAINT_VALUE = "true"
 TAINT_EFFECT = "NoSchedule"
 
@@ -130,6 +141,8 @@ class Settings:
     annotation_key: str = DEFAULT_ANNOTATION_KEY
     taint_key: str = DEFAULT_TAINT_KEY
     condition_type: str = DEFAULT_CONDITION_TYPE
+    # the checks that must have passed within their validity for a tray to read ``passed``
+    required_checks: Tuple[str, ...] = DEFAULT_REQUIRED_CHECKS
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,10 @@ class TrayVerdict:
     rack: str = ""
     checks_failed: Tuple[str, ...] = ()
     skip_reasons: Tuple[str, ...] = ()
+    # (check, outcome, summary) of every check that passed or failed the tray in this run
+    outcomes: Tuple[Tuple[str, str, str], ...] = ()
+    # the checks that skipped the tray for its own state (empty with own_skip_reason: every check)
+    skipped_checks: Tuple[str, ...] = ()
 
     @property
     def own_skip_reason(self) -> str:
@@ -173,6 +190,8 @@ class NodePlan:
     label: Optional[str]
     status_patch: Optional[Dict[str, Any]] = None
     condition: Optional[str] = None
+    # check -> the time of the newer entry the Node holds, which this run's older verdict did not replace
+    kept_newer: Dict[str, str] = field(default_factory=dict)
 
     @property
     def needed(self) -> bool:
@@ -193,10 +212,53 @@ class NodeVerdictError(Exception):
 # ---------------------------------------------------------------------------------------------
 
 
-def time_problems(value: Any) -> List[str]:
+def time_problems(value: Any, hours: float = DEFAULT_VALID_HOURS) -> List[str]:
+    """Why the run's time cannot be written (strict RFC 3339, 1970 to 9998, its validity before 9999)."""
+    expected = "expected an RFC 3339 date-time such as 2026-12-01T10:15:00Z (the run's finish)"
     if not isinstance(value, str) or not _RFC3339_RE.match(value):
-        return [f"time is {value!r}; expected an RFC 3339 date-time such as 2026-12-01T10:15:00Z (the run's finish)"]
+        return [f"time is {value!r}; {expected}"]
+    moment, problem = read_time(value)
+    if moment is None:
+        return [f"time {problem}; {expected}"]
+    if later(moment, hours) is None:
+        return [f"time {value!r} plus valid_hours {hours:g} is past the year 9998; {expected}"]
     return []
+
+
+def _names(value: Any) -> List[str]:
+    if isinstance(value, str):
+        return [value]
+    return [str(item) for item in value or []] if isinstance(value, (list, tuple)) else []
+
+
+def _outcomes(entry: Mapping[str, Any]) -> Tuple[List[Tuple[str, str, str]], List[str], List[str]]:
+    """(check, outcome, summary) of the checks that passed or failed the tray, the checks that skipped it, and the
+    problems: from ``checks`` (the report's per-check view), else from ``checks_failed`` and ``checks_passed``."""
+    checks = entry.get("checks")
+    outcomes: List[Tuple[str, str, str]] = []
+    skipped: List[str] = []
+    problems: List[str] = []
+    if isinstance(checks, Mapping):
+        for name in sorted(checks, key=str):
+            view = checks[name] if isinstance(checks[name], Mapping) else {"outcome": checks[name]}
+            outcome = view.get("outcome")
+            if outcome in (PASSED, FAILED):
+                summary = "" if outcome == PASSED else one_line(view.get("summary") or "", CHECK_SUMMARY_LIMIT, "...")
+                outcomes.append((str(name), str(outcome), summary))
+            elif outcome == CHECK_SKIPPED:
+                if not is_selection_skip(str(view.get("reason") or "")):
+                    skipped.append(str(name))
+            else:
+                problems.append(f"checks[{name!r}].outcome is {outcome!r}; expected passed, failed or skipped")
+        return outcomes, skipped, problems
+    if checks is not None:
+        problems.append(f"checks is {type(checks).__name__}; expected a dict of check -> outcome")
+    failed = _names(entry.get("checks_failed"))
+    # without the per-check view, each failed check carries the tray's summary (which names them all)
+    summary = one_line(entry.get("summary") or "", CHECK_SUMMARY_LIMIT, "...")
+    outcomes += [(name, FAILED, summary) for name in failed]
+    outcomes += [(name, PASSED, "") for name in _names(entry.get("checks_passed")) if name not in failed]
+    return sorted(outcomes), skipped, problems
 
 
 def parse_trays(trays: Mapping[str, Any]) -> Tuple[List[TrayVerdict], List[str]]:
@@ -212,20 +274,24 @@ def parse_trays(trays: Mapping[str, Any]) -> Tuple[List[TrayVerdict], List[str]]
         if verdict not in VERDICTS:
             problems.append(f"trays[{node!r}].verdict is {verdict!r}; expected one of {', '.join(VERDICTS)}")
             continue
-        checks_failed = entry.get("checks_failed") or []
-        if isinstance(checks_failed, str):
-            checks_failed = [checks_failed]
-        skip_reasons = entry.get("skip_reasons") or []
-        if isinstance(skip_reasons, str):
-            skip_reasons = [skip_reasons]
+        outcomes, skipped_checks, entry_problems = _outcomes(entry)
+        problems += [f"trays[{node!r}].{problem}" for problem in entry_problems]
+        if verdict in WRITTEN_VERDICTS and not outcomes:
+            problems.append(
+                f"trays[{node!r}] is {verdict} but names no check that measured it; give its checks "
+                "(the report's per-tray checks, or checks_passed / checks_failed)"
+            )
+            continue
         records.append(
             TrayVerdict(
                 node=str(node),
                 verdict=str(verdict),
                 summary="" if entry.get("summary") is None else str(entry.get("summary")),
                 rack="" if entry.get("rack") is None else str(entry.get("rack")),
-                checks_failed=tuple(str(check) for check in checks_failed),
-                skip_reasons=tuple(str(reason) for reason in skip_reasons),
+                checks_failed=tuple(_names(entry.get("checks_failed"))),
+                skip_reasons=tuple(_names(entry.get("skip_reasons"))),
+                outcomes=tuple(outcomes),
+                skipped_checks=tuple(skipped_checks),
             )
         )
     return records, problems
@@ -236,21 +302,48 @@ def parse_trays(trays: Mapping[str, Any]) -> Tuple[List[TrayVerdict], List[str]]
 # ---------------------------------------------------------------------------------------------
 
 
-def verdict_annotation(time: str, verdict: str, summary: str, run: str = "", hours: float = DEFAULT_VALID_HOURS) -> str:
-    """The annotation value of a verdict written now: compact JSON (``tray_state.annotation_fields``), the summary
-    on one line and at most SUMMARY_LIMIT characters."""
-    moment = parse_time(time)
-    if moment is None:
-        raise ValueError(f"time {time!r} is not an RFC 3339 date-time")
-    fields = annotation_fields(moment, verdict, one_line(summary, SUMMARY_LIMIT, "..."), run, hours)
-    return _compact(fields)
+def merged_entries(
+    current: TrayState, tray: TrayVerdict, moment: datetime, run: str, hours: float
+) -> Tuple[Dict[str, Dict[str, str]], Dict[str, str]]:
+    """The tray's check entries after this run (finished at ``moment``): the run's outcomes replace the entries of
+    their checks unless the Node holds a newer one (forward only: check -> that newer time, the second value); every
+    other entry is kept. An annotation without per-check state has none to keep."""
+    entries = {name: check_state_fields(entry) for name, entry in current.checks.items() if not entry.problem}
+    kept: Dict[str, str] = {}
+    until = later(moment, hours)
+    for name, outcome, summary in tray.outcomes:
+        held = current.checks.get(name)
+        if held is not None and held.time is not None and held.time > moment:
+            kept[name] = entries[name]["time"]
+            continue
+        entries[name] = check_fields(outcome, moment, run, until, summary)  # type: ignore[arg-type]
+    return entries, kept
 
 
-def skipped_annotation(current: str, time: str, run: str, reason: str) -> str:
-    """The annotation of a verified tray this run skipped for its own state: its verdict kept, ``skipped`` added."""
-    record = json.loads(current)
-    record["skipped"] = {"time": time, "run": run, "reason": one_line(reason, SUMMARY_LIMIT, "...")}
-    return _compact(record)
+def merged_skip(
+    current: TrayState, held: Any, tray: TrayVerdict, moment: datetime, run: str, written: Sequence[str]
+) -> Optional[Dict[str, Any]]:
+    """The ``skipped`` mark after this run: the run's own skip of the tray (unless the Node holds a newer verdict),
+    else the mark the Node holds (``held``) unless this run wrote an entry for each check it names."""
+    reason = tray.own_skip_reason
+    if reason and not (current.time and current.time > moment):
+        mark: Dict[str, Any] = {"time": rfc3339(moment), "run": run, "reason": one_line(reason, SUMMARY_LIMIT, "...")}
+        return dict(mark, checks=list(tray.skipped_checks)) if tray.skipped_checks else mark
+    if not current.skipped or not isinstance(held, dict):
+        return None
+    named = current.skipped_checks
+    if (named and set(named) <= set(written)) or (not named and written):
+        return None
+    return dict(held)
+
+
+def held_skip(node: Mapping[str, Any], settings: Settings) -> Any:
+    """The ``skipped`` mark of the Node's annotation as written, or None."""
+    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(settings.annotation_key)
+    try:
+        return json.loads(raw).get("skipped")
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 def _compact(record: Mapping[str, Any]) -> str:
@@ -302,27 +395,33 @@ def find_condition(conditions: Sequence[Mapping[str, Any]], condition_type: str)
     return None
 
 
-def state_condition(state: TrayState, now: datetime, condition_type: str) -> Optional[Dict[str, Any]]:
-    """The condition a tray's verdict asks for at ``now``, without ``lastTransitionTime``; None for a tray that
-    carries no verdict (nothing is said of it).
-
-    ``True``/``Passed`` and ``False``/``CheckFailed`` carry the verdict's summary (which names the failing checks
-    and the pairs or trays they blamed) and the verdict's time as ``lastHeartbeatTime``; a verdict past its
-    ``valid_until`` gives ``Unknown``/``VerdictExpired`` with the expiry as ``lastHeartbeatTime``.
-    """
+def state_condition(
+    state: TrayState, now: datetime, condition_type: str, required: Sequence[str] = DEFAULT_REQUIRED_CHECKS
+) -> Optional[Dict[str, Any]]:
+    """The condition a tray's state asks for at ``now``, without ``lastTransitionTime``; None for a tray that
+    carries no verdict (nothing is said of it)."""
     if not state.verified:
         return None
-    time = rfc3339(state.time) if state.time else ""
-    if state.valid_until is not None and state.valid_until <= now:
-        until = rfc3339(state.valid_until)
-        message = (
-            f"the {state.verdict} verdict of {time or 'an unknown time'} expired at {until}; verify the tray again"
+    return standing_condition(standing(state, required, now), condition_type)
+
+
+def standing_condition(stand: Standing, condition_type: str) -> Dict[str, Any]:
+    """``True``/``Passed`` and ``False``/``CheckFailed`` carry the tray's summary (which names the failing checks and
+    the pairs or trays they blamed) and its newest entry's time as ``lastHeartbeatTime``; a required check whose
+    verdict expired gives ``Unknown``/``VerdictExpired`` with the expiry as ``lastHeartbeatTime``, a required check
+    that never verified the tray ``Unknown``/``ChecksMissing``."""
+    time = rfc3339(stand.time) if stand.time else ""
+    if stand.verdict == PASSED:
+        return _condition(condition_type, "True", CONDITION_PASSED, stand.summary or "every check passed", time)
+    if stand.verdict == FAILED:
+        return _condition(
+            condition_type, "False", CONDITION_FAILED, stand.summary or "a check failed on the tray", time
         )
-        return _condition(condition_type, "Unknown", CONDITION_EXPIRED, message, until)
-    if state.verdict == PASSED:
-        message = state.summary or "every check that ran on the tray passed"
-        return _condition(condition_type, "True", CONDITION_PASSED, message, time)
-    return _condition(condition_type, "False", CONDITION_FAILED, state.summary or "a check failed on the tray", time)
+    if stand.expired_at is not None:
+        message = f"{stand.summary}; verify the tray again"
+        return _condition(condition_type, "Unknown", CONDITION_EXPIRED, message, rfc3339(stand.expired_at))
+    message = f"{stand.summary}; run the missing checks on the tray"
+    return _condition(condition_type, "Unknown", CONDITION_MISSING, message, time)
 
 
 def _condition(condition_type: str, status: str, reason: str, message: str, heartbeat: str) -> Dict[str, Any]:
@@ -438,12 +537,24 @@ class _NodeState:
             self.status_patch = condition_patch(wanted)
             self.new_condition = wanted
 
+    def apply_standing(self, stand: Standing, annotation: str) -> None:
+        """The labels, the annotation, the taint and the condition of the tray's standing (as the options ask)."""
+        if self.settings.label:
+            until = epoch_label(stand.valid_until) if stand.verdict == PASSED and stand.valid_until else None
+            self.set_meta("labels", self.settings.label_key, stand.verdict)
+            self.set_meta("labels", self.settings.valid_until_label_key, until)
+            self.set_meta("annotations", self.settings.annotation_key, annotation)
+        if self.settings.taint_failed:
+            self.set_taints(stand.verdict)
+        if self.settings.condition:
+            self.set_condition(standing_condition(stand, self.settings.condition_type))
+
     def remove_condition(self) -> None:
         if self.condition is not None:
             self.status_patch = condition_removal_patch(self.settings.condition_type)
             self.new_condition = None
 
-    def plan(self, verdict: str) -> NodePlan:
+    def plan(self, verdict: str, kept_newer: Optional[Dict[str, str]] = None) -> NodePlan:
         metadata_patch = {"metadata": self.metadata_changes} if self.metadata_changes else None
         taints_patch: Optional[Dict[str, Any]] = None
         taints = self.taints
@@ -466,6 +577,7 @@ class _NodeState:
             label=labels.get(self.settings.label_key),
             status_patch=self.status_patch,
             condition=(self.new_condition or {}).get("status") if self.settings.condition else None,
+            kept_newer=dict(kept_newer or {}),
         )
 
 
@@ -491,44 +603,67 @@ def plan_node(
     run: str = "",
     now: Optional[datetime] = None,
 ) -> NodePlan:
-    """Compare a Node as read with the state the tray's verdict of the run ``run``, finished at ``time``, asks for
-    (``now``: when expiries are judged, for the condition of a skipped tray)."""
+    """Compare a Node as read with the state the tray's outcomes in the run ``run``, finished at ``time``, ask for
+    (``now``: when the tray's standing and expiries are judged; by default ``time``). The time has passed
+    ``time_problems``."""
     state = _NodeState.read(node, settings)
-    if tray.verdict in WRITTEN_VERDICTS:
-        annotation = verdict_annotation(time, tray.verdict, tray.summary, run, settings.valid_hours)
-        if settings.label:
-            until = verdict_valid_until(parse_time(time), settings.valid_hours)  # type: ignore[arg-type]
-            state.set_meta("labels", settings.label_key, tray.verdict)
-            state.set_meta("labels", settings.valid_until_label_key, epoch_label(until))
-            state.set_meta("annotations", settings.annotation_key, annotation)
-        if settings.taint_failed:
-            state.set_taints(tray.verdict)
+    current = read_state(node, settings.annotation_key)
+    moment = read_time(time)[0] or _now(now)
+    at = now if now is not None else moment  # by default the tray is judged when the run finished
+    entries, kept = merged_entries(current, tray, moment, run, settings.valid_hours)
+    written = [name for name, _, _ in tray.outcomes if name not in kept]
+    skip = merged_skip(current, held_skip(node, settings), tray, moment, run, written)
+    if not written and not tray.own_skip_reason:
+        # nothing measured or skipped for the tray's own state: the run learnt nothing of it
         if settings.condition:
-            verdict = read_state(
-                {"metadata": {"annotations": {settings.annotation_key: annotation}}}, settings.annotation_key
-            )
-            state.set_condition(state_condition(verdict, _now(now), settings.condition_type))
+            state.set_condition(state_condition(current, at, settings.condition_type, settings.required_checks))
+        return state.plan(tray.verdict, kept)
+    if not entries and current.verified and not current.per_check and not written:
+        # a verdict written before verdicts were per check, skipped: kept, with the mark
+        record: Dict[str, Any] = dict(json.loads(state.annotations[settings.annotation_key]))
+        if skip:
+            record["skipped"] = skip
+        stand = standing(current, settings.required_checks, at)
+    elif not entries and not current.verified:
+        # a tray never verified and skipped: due anyway, nothing to write
+        return state.plan(tray.verdict, kept)
     else:
-        current = read_state(node, settings.annotation_key)
-        reason = tray.own_skip_reason
-        if settings.label and reason and current.verified:
-            written = skipped_annotation(state.annotations[settings.annotation_key], time, run, reason)
-            state.set_meta("annotations", settings.annotation_key, written)
-        if settings.condition:
-            state.set_condition(state_condition(current, _now(now), settings.condition_type))
-    return state.plan(tray.verdict)
+        record, stand = tray_record(entries, skip, settings.required_checks, at)
+        record["summary"] = one_line(record["summary"], SUMMARY_LIMIT, "...")
+    state.apply_standing(stand, _compact(record))
+    return state.plan(tray.verdict, kept)
 
 
 def plan_expired(node: Mapping[str, Any], now: datetime, settings: Settings) -> Optional[NodePlan]:
-    """For a node this run did not verify: ``Unknown``/``VerdictExpired`` when its verdict expired and its
-    condition does not say so yet; None otherwise."""
+    """For a node this run did not verify: ``Unknown`` when its verdict expired (or a required check is missing) and
+    its condition does not say so yet; None otherwise."""
     current = read_state(node, settings.annotation_key)
-    wanted = state_condition(current, now, settings.condition_type)
+    wanted = state_condition(current, now, settings.condition_type, settings.required_checks)
     if wanted is None or wanted["status"] != "Unknown":
         return None
     state = _NodeState.read(node, settings)
     state.set_condition(wanted)
     plan = state.plan(EXPIRED)
+    return plan if plan.needed else None
+
+
+def plan_refresh(node: Mapping[str, Any], now: datetime, settings: Settings) -> Optional[NodePlan]:
+    """The state a node's own check entries give at ``now``, without any check running: a required check whose
+    verdict expired turns the label from ``passed`` to ``incomplete``, drops ``verified-until`` and (with the
+    condition) turns it ``Unknown``/``VerdictExpired``. A node without per-check state gets only the condition;
+    one without a verdict nothing. None when the node already says so."""
+    current = read_state(node, settings.annotation_key)
+    if not current.verified:
+        return None
+    state = _NodeState.read(node, settings)
+    if current.per_check:
+        entries = {name: check_state_fields(entry) for name, entry in current.checks.items() if not entry.problem}
+        record, stand = tray_record(entries, held_skip(node, settings), settings.required_checks, now)
+        record["summary"] = one_line(record["summary"], SUMMARY_LIMIT, "...")
+        state.apply_standing(stand, _compact(record))
+    elif settings.condition:
+        state.set_condition(state_condition(current, now, settings.condition_type, settings.required_checks))
+    plan = state.plan(REFRESHED)
     return plan if plan.needed else None
 
 
@@ -562,6 +697,8 @@ def node_outcome(plan: Optional[NodePlan], changed: bool, settings: Settings) ->
     )
     if settings.condition:
         outcome["condition"] = plan.condition if plan is not None else None
+    if plan is not None and plan.kept_newer:
+        outcome["kept_newer"] = dict(plan.kept_newer)
     return outcome
 
 
@@ -595,14 +732,43 @@ class Request:
     run_id: str = ""
     # when expiries are judged (the condition's Unknown); None: the moment the nodes are read
     now: Optional[datetime] = None
-    # "absent": remove everything this module writes from every node (the uninstall); trays and time unused
+    # "absent": remove everything this module writes from every node (the uninstall); "refreshed": bring every
+    # node's labels and condition to what its check entries say at ``now`` (expiries), no check running; trays and
+    # time unused by both
     state: str = "present"
 
 
 def settings_problems(settings: Settings) -> List[str]:
+    problems = []
     if not settings.valid_hours > 0:
-        return [f"valid_hours is {settings.valid_hours!r}; expected a number of hours above 0"]
-    return []
+        problems.append(f"valid_hours is {settings.valid_hours!r}; expected a number of hours above 0")
+    if not settings.required_checks:
+        problems.append(
+            "required_checks is empty; name the checks a tray must have passed to read passed "
+            "(gpu_fabric_verify_required_checks)"
+        )
+    return problems
+
+
+def node_time_problems(nodes: Mapping[str, Mapping[str, Any]], names: Sequence[str], settings: Settings) -> List[str]:
+    """One line per node of ``names`` whose per-check state holds a time (or entry) that cannot be read."""
+    problems = []
+    for name in sorted(names, key=str):
+        if name in nodes:
+            unreadable = read_state(nodes[name], settings.annotation_key).unreadable()
+            if unreadable:
+                problems.append(f"node {name}: {'; '.join(unreadable)}")
+    return problems
+
+
+def refuse_unreadable(problems: Sequence[str], settings: Settings) -> None:
+    """Stop before the first patch when a node's state cannot be read: its entries are what the run merges into."""
+    if problems:
+        raise NodeVerdictError(
+            f"nothing was written: the annotation {settings.annotation_key} of {'; '.join(problems)}; correct it or "
+            f"remove it (kubectl annotate node <node> {settings.annotation_key}-, the tray is then due for every "
+            "check) and run again"
+        )
 
 
 def write_verdicts(client: Any, request: Request, sleep: Callable[[float], None] = _time.sleep) -> Dict[str, Any]:
@@ -610,8 +776,15 @@ def write_verdicts(client: Any, request: Request, sleep: Callable[[float], None]
     (``diff`` and ``warnings`` included)."""
     if request.state == "absent":
         return _Writer(client, request, sleep).remove()
+    if request.state == "refreshed":
+        problems = settings_problems(request.settings)
+        if problems:
+            raise NodeVerdictError("; ".join(problems))
+        return _Writer(client, request, sleep).refresh()
     trays, problems = parse_trays(request.trays)
-    problems = time_problems(request.time) + settings_problems(request.settings) + problems
+    problems = (
+        time_problems(request.time, request.settings.valid_hours) + settings_problems(request.settings) + problems
+    )
     if problems:
         raise NodeVerdictError("; ".join(problems))
     return _Writer(client, request, sleep).run(trays)
@@ -641,6 +814,7 @@ class _Writer:
             return self.result()
         current = self._list()
         now = _now(self.request.now)
+        refuse_unreadable(node_time_problems(current, [tray.node for tray in trays], self.settings), self.settings)
         for tray in trays:
             node = current.get(tray.node)
             if node is None:
@@ -658,6 +832,17 @@ class _Writer:
                 plan = plan_expired(current[name], now, self.settings)
                 if plan is not None:
                     self._bring(name, plan, lambda fresh: plan_expired(fresh, now, self.settings))
+        return self.result()
+
+    def refresh(self) -> Dict[str, Any]:
+        current = self._list()
+        now = _now(self.request.now)
+        if self.settings.label:
+            refuse_unreadable(node_time_problems(current, list(current), self.settings), self.settings)
+        for name in sorted(current, key=str):
+            plan = plan_refresh(current[name], now, self.settings)
+            if plan is not None:
+                self._bring(name, plan, lambda fresh: plan_refresh(fresh, now, self.settings))
         return self.result()
 
     def remove(self) -> Dict[str, Any]:

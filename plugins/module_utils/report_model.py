@@ -186,8 +186,27 @@ def _tray_summary(node: str, verdict: str, records: list[dict[str, Any]]) -> str
     return "not measured by any check of this run"
 
 
+def _check_outcomes(node: str, records: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """check -> what its record of this run said of the tray: ``failed`` (with the record's words on the tray),
+    ``skipped`` (with the reason), ``passed`` (measured and vouched for, ``_clears``); a check that measured the
+    tray without a verdict on it (an error, a failure naming no tray) is left out."""
+    outcomes: dict[str, dict[str, str]] = {}
+    for record in records:
+        reasons = [skip["reason"] for skip in record["trays"]["skipped"] if skip["node"] == node]
+        if node in record["failed_nodes"]:
+            summary = record["node_problems"].get(node) or record["summary"]
+            outcomes[record["check"]] = {"outcome": FAILED, "summary": summary}
+        elif reasons:
+            outcomes[record["check"]] = {"outcome": SKIPPED, "reason": "; ".join(dict.fromkeys(reasons))}
+        elif node in record["nodes"] and record["verdict"] != ERROR and _clears(record, node):
+            outcomes[record["check"]] = {"outcome": PASSED}
+    return outcomes
+
+
 def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """node -> {verdict, rack, checks_failed, checks_passed, summary, skip_reasons}: the tray's worst verdict.
+    """node -> {verdict, rack, checks_failed, checks_passed, summary, skip_reasons, checks}: the tray's worst verdict,
+    and per check what this run's record said of the tray (``checks``: ``_check_outcomes``, which ``node_verdict``
+    merges into the tray's per-check state).
 
     Failed when a record blames the tray; passed when records measured it, every one of them vouches
     for it and none skipped it; skipped otherwise (skipped by any record, even when another measured it;
@@ -218,6 +237,7 @@ def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "checks_passed": [record["check"] for record in measured if record["passed"]],
             "summary": _tray_summary(node, verdict, own),
             "skip_reasons": list(dict.fromkeys(skip_reasons)),
+            "checks": _check_outcomes(node, own),
         }
     return verdicts
 

@@ -9,27 +9,45 @@ module: node_verdict
 short_description: Write the verification verdict of each GPU tray onto its Kubernetes Node
 version_added: 0.1.0
 description:
-  - Labels every tray whose verdict is V(passed) or V(failed) with C(<label_key>=passed) or C(<label_key>=failed)
-    and C(<valid_until_label_key>=<Unix seconds>) (when the verdict stops holding, O(valid_hours) after O(time); a
-    workload's node affinity can ask for C(Gt) now), and annotates it with C(<annotation_key>), a compact JSON object
-    with the keys C(time), C(verdict), C(summary) (on one line, cut to 500 characters), C(run) (O(run_id)) and
-    C(valid_until) (RFC 3339).
+  - Keeps each tray's state per check on its Node, in the annotation C(<annotation_key>) (compact JSON) - per check
+    its C(outcome) (V(passed) or V(failed)), C(run) (O(run_id)), C(time) (O(time)) and C(valid_until) (O(valid_hours)
+    after it) under C(checks); the tray's C(verdict), C(time) and C(run) of its newest entry, C(summary) and, while it
+    passed, C(valid_until).
+  - The entries of the checks that measured a tray in this run (its C(checks) in O(trays)) replace the tray's entries
+    of those checks, unless the Node holds an entry newer than O(time) - never is a newer verdict replaced by an
+    older one, and the node's result says so (C(kept_newer)). The entries of other checks are kept. An annotation
+    written before verdicts were per check holds no entries (every check is due on the tray).
+  - The tray's verdict follows from its entries and O(required_checks) at the moment the nodes are read -
+    V(failed) when any check's entry failed; V(passed) only while every required check passed within its validity;
+    V(incomplete) otherwise (a required check never verified the tray, or its verdict expired). The label
+    C(<label_key>) is that verdict, and C(<valid_until_label_key>) the earliest expiry among the required checks in
+    Unix seconds, only while the tray passed (a workload's node affinity asks for C(In [passed]) and C(Gt) now).
   - A tray with verdict V(skipped) keeps its labels. When the run skipped it for its own state (GPUs held by a job,
-    cordoned, not ready, tainted; its C(skip_reasons)) and it already carries a verdict, the annotation keeps that
-    verdict and gains C(skipped) (C(time), C(run), C(reason)), so that a run of the due trays verifies it next; the
-    next verdict drops it. A skip the run chose (C(not selected ...), C(not due ...)) and a tray never verified
-    (due anyway) are not written.
+    cordoned, not ready, tainted; its C(skip_reasons)) and it already carries a verdict, the annotation keeps its
+    entries and gains C(skipped) (C(time), C(run), C(reason), C(checks) - the checks that skipped it), so that a run
+    of the due trays verifies it next; entries of those checks drop it. A skip the run chose (C(not selected ...),
+    C(not due ...)) and a tray never verified (due anyway) are not written.
+  - Every time is checked before the first patch - O(time) (RFC 3339, 1970 to 9998, its validity before the year
+    9999) and every time of the entries on the Nodes it merges into; one that cannot be read fails the module with
+    one line naming the node and the value, and nothing is patched.
   - With O(taint_failed=true), a failed tray also gets the taint C(<taint_key>=true:NoSchedule), so that new
     workloads avoid it, and a tray that passed has that taint removed. Every other taint is kept, in its order.
   - With O(condition=true), each tray's Node status carries the condition O(condition_type) (as a node problem
     detector writes its own), for node readiness gates, dashboards and kube-state-metrics'
     C(kube_node_status_condition) - V(True) with reason C(Passed), V(False) with reason C(CheckFailed) (the message
-    is the verdict's summary, naming the failing checks and the pairs or trays they blamed), or V(Unknown) with
-    reason C(VerdictExpired) once the verdict is past its C(valid_until). C(lastHeartbeatTime) is the verdict's time
+    is the verdict's summary, naming the failing checks and the pairs or trays they blamed), V(Unknown) with
+    reason C(VerdictExpired) once a required check's verdict is past its C(valid_until), or V(Unknown) with reason
+    C(ChecksMissing) while a required check never verified the tray. C(lastHeartbeatTime) is the verdict's time
     (the expiry for V(Unknown)); C(lastTransitionTime) changes only when the status does. Every node that this
     run did not verify and whose verdict expired gets V(Unknown) (the nodes are listed once). The condition is
     written with a strategic merge patch of the C(status) subresource naming only its type, so the kubelet's
     conditions and those of other writers are kept.
+  - With O(state=refreshed), no check runs and O(trays) and O(time) are not used - every node that carries
+    per-check state gets the labels (and, with O(condition=true), the condition) its entries give now; a tray whose
+    required check expired since the last run turns from V(passed) to V(incomplete), loses
+    C(<valid_until_label_key>) and its condition turns V(Unknown)/C(VerdictExpired). A node written before verdicts
+    were per check gets only the condition. The scheduled verification runs it between its runs
+    (C(playbooks/refresh_state.yml)).
   - With O(state=absent), every node loses both labels, the annotation, the taint O(taint_key) and the condition
     O(condition_type) (the uninstall); O(trays) and O(time) are not used.
   - Each node's patch is computed from the Node as read and sent only when it changes something; a strategic
@@ -56,10 +74,12 @@ options:
   trays:
     description:
       - Node name -> the tray's outcome of the verification run.
-      - Each value is a dict with C(verdict) (V(passed), V(failed) or V(skipped), required) and C(summary)
-        (one line that says why). C(skip_reasons) (a list) tells why a skipped tray was skipped. C(rack),
-        C(checks_failed) and C(checks_passed) are accepted as well, so that the report's per-tray record
-        (M(gpu_fabric.mnnvl.verification_report)'s C(trays)) can be passed as it is; they are not written to the node.
+      - Each value is a dict with C(verdict) (V(passed), V(failed) or V(skipped), required), C(summary) (one line
+        that says why) and C(checks), check name -> C(outcome) (V(passed), V(failed) with its C(summary), or
+        V(skipped) with its C(reason)), what each check of this run said of the tray. Without C(checks), the
+        C(checks_failed) and C(checks_passed) lists stand for it; a V(passed) or V(failed) tray names at least one.
+      - C(skip_reasons) (a list) tells why a skipped tray was skipped. C(rack) is accepted as well, so that the
+        report's per-tray record (M(gpu_fabric.mnnvl.verification_report)'s C(trays)) can be passed as it is.
       - Required with O(state=present).
     type: dict
   time:
@@ -80,13 +100,23 @@ options:
     default: 168.0
   state:
     description:
-      - V(present) writes the verdicts of O(trays); V(absent) removes what this module writes from every node.
+      - V(present) writes the verdicts of O(trays); V(refreshed) brings every node's labels and condition to what its
+        per-check state says now (expired verdicts), without any check; V(absent) removes what this module writes
+        from every node.
     type: str
-    choices: [present, absent]
+    choices: [present, absent, refreshed]
     default: present
+  required_checks:
+    description:
+      - The checks a tray must have passed, each within its validity, to read V(passed)
+        (C(gpu_fabric_verify_required_checks)).
+    type: list
+    elements: str
+    default: [cliques, imex_channel, nvbandwidth]
   label:
     description:
-      - Write the label O(label_key) and the annotation O(annotation_key) on trays that passed or failed.
+      - Write the label O(label_key), O(valid_until_label_key) and the annotation O(annotation_key) on the trays a
+        check measured.
       - With V(false) only the taint is managed (when O(taint_failed=true)).
     type: bool
     default: true
@@ -141,13 +171,18 @@ EXAMPLES = r"""
       gb200-r0-t0:
         verdict: passed
         rack: rack0
-        checks_failed: []
-        summary: "rack0: 4 of 4 checks passed"
+        checks_passed: [cliques, imex_channel, nvbandwidth]
+        summary: "passed cliques, imex_channel, nvbandwidth"
       gb200-r0-t3:
         verdict: failed
         rack: rack0
-        checks_failed: [nvbandwidth]
-        summary: "rack0 nvbandwidth: GPU 12 -> 5 402.11 GB/s, below 765.00 GB/s (gb200-r0-t3 -> gb200-r0-t1)"
+        checks:
+          cliques: {outcome: passed}
+          imex_channel: {outcome: passed}
+          nvbandwidth:
+            outcome: failed
+            summary: "GPU 12 -> 5 402.11 GB/s, below 765.00 GB/s (gb200-r0-t3 -> gb200-r0-t1)"
+        summary: "nvbandwidth failed: GPU 12 -> 5 402.11 GB/s, below 765.00 GB/s (gb200-r0-t3 -> gb200-r0-t1)"
       gb200-r0-t4:
         verdict: skipped
         rack: rack0
@@ -163,6 +198,12 @@ EXAMPLES = r"""
     taint_failed: true
     condition: true
   register: written
+
+- name: Between runs, show on the Nodes the verdicts that expired (no check runs)
+  gpu_fabric.mnnvl.node_verdict:
+    state: refreshed
+    required_checks: [cliques, imex_channel, nvbandwidth]
+    condition: true
 
 - name: Remove the verdicts from every node
   gpu_fabric.mnnvl.node_verdict:
@@ -181,13 +222,17 @@ nodes:
     - C(taint) says whether the taint O(taint_key) was V(added), V(removed) or left V(unchanged).
     - C(condition) (with O(condition=true) only) is the status of the condition O(condition_type), null for none.
     - C(changed) says whether the node was patched.
+    - C(kept_newer) (only when there is one) maps each check whose entry on the node is newer than O(time) to that
+      entry's time - the run's older verdict of that check was not written.
     - With O(condition=true) the nodes outside O(trays) whose condition turned V(Unknown) are here as well; with
       O(state=absent), the nodes that were cleaned.
   returned: always
   type: dict
   sample: {"gb200-r0-t0": {"label": "passed", "taint": "removed", "changed": true},
            "gb200-r0-t3": {"label": "failed", "taint": "added", "changed": true},
-           "gb200-r0-t4": {"label": "passed", "taint": "unchanged", "changed": true}}
+           "gb200-r0-t4": {"label": "passed", "taint": "unchanged", "changed": true},
+           "gb200-r0-t5": {"label": "passed", "taint": "unchanged", "changed": false,
+                           "kept_newer": {"nvbandwidth": "2026-12-01T11:02:00Z"}}}
 changed_nodes:
   description: Sorted names of the nodes that were patched (that would be, in check mode).
   returned: always
@@ -209,7 +254,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict impo
     call_with_retries,
     write_verdicts,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import DEFAULT_VALID_HOURS
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
+    DEFAULT_REQUIRED_CHECKS,
+    DEFAULT_VALID_HOURS,
+)
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -219,10 +267,11 @@ ARGUMENT_SPEC = dict(
     time=dict(type="str"),
     run_id=dict(type="str", default=""),
     valid_hours=dict(type="float", default=DEFAULT_VALID_HOURS),
-    state=dict(type="str", choices=["present", "absent"], default="present"),
+    state=dict(type="str", choices=["present", "absent", "refreshed"], default="present"),
     label=dict(type="bool", default=True),
     taint_failed=dict(type="bool", default=False),
     condition=dict(type="bool", default=False),
+    required_checks=dict(type="list", elements="str", default=list(DEFAULT_REQUIRED_CHECKS)),
     label_key=dict(type="str", default=DEFAULT_LABEL_KEY, no_log=False),
     valid_until_label_key=dict(type="str", default=DEFAULT_VALID_UNTIL_LABEL_KEY, no_log=False),
     annotation_key=dict(type="str", default=DEFAULT_ANNOTATION_KEY, no_log=False),
@@ -255,6 +304,7 @@ def request_from_params(params: dict, check_mode: bool) -> Request:
             annotation_key=params["annotation_key"],
             taint_key=params["taint_key"],
             condition_type=params["condition_type"],
+            required_checks=tuple(params["required_checks"]),
         ),
         check_mode=check_mode,
         run_id=params["run_id"],

@@ -145,3 +145,20 @@ def test_a_shared_value_set_once_moves_every_role_and_a_role_variable_still_wins
         "uninstall_dra_driver_namespace": "dra",
         "uninstall_gpu_operator_namespace": "gpu",
     }
+
+
+def test_the_required_checks_default_is_the_python_constant_and_the_checks_of_a_default_verify_run():
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import DEFAULT_REQUIRED_CHECKS
+
+    assert DEFAULTS["gpu_fabric_verify_required_checks"] == list(DEFAULT_REQUIRED_CHECKS)
+    assert SPEC["options"]["gpu_fabric_verify_required_checks"]["default"] == list(DEFAULT_REQUIRED_CHECKS)
+    # a default verify.yml run: the roles it runs without a `when`, and no check of the generic role (opt-in)
+    play = yaml.safe_load((REPO / "playbooks" / "verify.yml").read_text())[0]
+    always = [role["role"].rsplit(".", 1)[1] for role in play["roles"] if "when" not in role]
+    ran = [name.removeprefix("verify_") for name in always if name.removeprefix("verify_") in checks.names()]
+    assert ran == list(DEFAULT_REQUIRED_CHECKS)
+    assert (
+        yaml.safe_load((ROLES / "verify_checks" / "defaults" / "main.yml").read_text())["verify_checks_enabled"]
+        == "{{ gpu_fabric_verify_checks | default([]) }}"
+    )

@@ -15,7 +15,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict impo
     STRATEGIC_MERGE_PATCH,
     NodeVerdictError,
     Request,
-    Settings,
     TrayVerdict,
     desired_patch,
     desired_taints,
@@ -25,9 +24,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict impo
     plan_node,
     plan_removal,
     time_problems,
-    verdict_annotation,
     write_verdicts,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Settings as VerdictSettings
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import (
     ConflictError,
@@ -48,6 +47,15 @@ OUR_TAINT = {"key": TAINT, "value": "true", "effect": "NoSchedule"}
 # What the GPU Operator's users commonly put on GPU nodes to keep CPU pods away.
 GPU_TAINT = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
 FAILED_SUMMARY = "rack0 nvbandwidth: GPU 12 -> 5 402.11 GB/s, below 765.00 GB/s (gb200-r0-t3 -> gb200-r0-t1)"
+# The site of these tests requires nvbandwidth only: one check's pass makes a tray pass.
+REQUIRED = ("nvbandwidth",)
+ONE_CHECK_PASSED = (("nvbandwidth", "passed", ""),)
+
+
+def Settings(**options):
+    return VerdictSettings(**{"required_checks": REQUIRED, **options})
+
+
 TAINTING = Settings(taint_failed=True)
 
 
@@ -99,17 +107,33 @@ def gb200_tray(rack=0, tray=0, labels=None, annotations=None, taints=None, resou
 
 
 def failed(node="gb200-r0-t3", summary=FAILED_SUMMARY):
-    return TrayVerdict(node=node, verdict="failed", summary=summary, rack="rack0", checks_failed=("nvbandwidth",))
+    return TrayVerdict(
+        node=node,
+        verdict="failed",
+        summary=summary,
+        rack="rack0",
+        checks_failed=("nvbandwidth",),
+        outcomes=(("nvbandwidth", "failed", summary),),
+    )
 
 
 def passed(node="gb200-r0-t3", summary="rack0: 4 of 4 checks passed"):
-    return TrayVerdict(node=node, verdict="passed", summary=summary, rack="rack0")
+    return TrayVerdict(node=node, verdict="passed", summary=summary, rack="rack0", outcomes=ONE_CHECK_PASSED)
 
 
 def annotation(verdict, summary, time=TIME, run="", hours=168.0):
+    """The per-check annotation of a tray whose nvbandwidth check ``verdict`` at ``time``."""
     moment = datetime.fromisoformat(time.replace("Z", "+00:00"))
     until = (moment + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    record = {"time": time, "verdict": verdict, "summary": summary, "run": run, "valid_until": until}
+    entry = {"outcome": verdict, "time": time, "run": run, "valid_until": until}
+    record = {"verdict": verdict, "time": time, "run": run}
+    if verdict == "failed":
+        entry["summary"] = summary
+        record["summary"] = f"nvbandwidth failed: {summary}"
+    else:
+        record["summary"] = "passed nvbandwidth"
+        record["valid_until"] = until
+    record["checks"] = {"nvbandwidth": entry}
     return json.dumps(record, separators=(",", ":"))
 
 
@@ -120,7 +144,8 @@ def until(time=TIME, hours=168.0):
 
 
 def labels(verdict, time=TIME):
-    return {LABEL: verdict, UNTIL: until(time)}
+    """A tray's labels: verified-until only while it passed."""
+    return {LABEL: verdict, UNTIL: until(time)} if verdict == "passed" else {LABEL: verdict}
 
 
 # --- the patches --------------------------------------------------------------------------------
@@ -132,8 +157,9 @@ def test_a_fresh_tray_that_passed_gets_the_label_and_the_annotation():
         "metadata": {
             "labels": {LABEL: "passed", UNTIL: "1796725297"},
             "annotations": {
-                ANNOTATION: '{"time":"2026-12-01T10:21:37Z","verdict":"passed","summary":"rack0: 4 of 4 checks passed",'
-                '"run":"","valid_until":"2026-12-08T10:21:37Z"}'
+                ANNOTATION: '{"verdict":"passed","time":"2026-12-01T10:21:37Z","run":"","summary":"passed nvbandwidth",'
+                '"valid_until":"2026-12-08T10:21:37Z","checks":{"nvbandwidth":{"outcome":"passed",'
+                '"time":"2026-12-01T10:21:37Z","run":"","valid_until":"2026-12-08T10:21:37Z"}}}'
             },
         }
     }
@@ -154,7 +180,8 @@ def test_a_tray_that_passed_before_and_fails_now_flips_its_label():
     plan = desired_patch(node, failed(), LATER, Settings())
     assert plan.metadata_patch == {
         "metadata": {
-            "labels": labels("failed", LATER),
+            # verified-until only while the tray passed
+            "labels": {LABEL: "failed", UNTIL: None},
             "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY, LATER)},
         }
     }
@@ -164,12 +191,12 @@ def test_a_tray_that_passed_before_and_fails_now_flips_its_label():
 
 
 def test_a_new_run_time_rewrites_the_annotation_and_the_expiry_only():
-    node = gb200_tray(0, 3, labels=labels("failed"), annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)})
-    plan = desired_patch(node, failed(), LATER, Settings())
+    node = gb200_tray(0, 3, labels=labels("passed"), annotations={ANNOTATION: annotation("passed", "")})
+    plan = desired_patch(node, passed(), LATER, Settings())
     assert plan.metadata_patch == {
         "metadata": {
             "labels": {UNTIL: until(LATER)},
-            "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY, LATER)},
+            "annotations": {ANNOTATION: annotation("passed", "", LATER)},
         }
     }
 
@@ -279,7 +306,7 @@ def test_custom_keys_are_used_everywhere():
     plan = desired_patch(gb200_tray(0, 3), failed(summary="x"), TIME, settings)
     assert plan.metadata_patch == {
         "metadata": {
-            "labels": {"example.com/ok": "failed", "example.com/until": until()},
+            "labels": {"example.com/ok": "failed"},
             "annotations": {"example.com/why": annotation("failed", "x")},
         }
     }
@@ -308,15 +335,22 @@ def test_a_failure_keeps_a_taint_of_our_key_with_another_effect_and_a_pass_remov
     assert desired_taints([GPU_TAINT], "passed", TAINT) == ([GPU_TAINT], "unchanged")
 
 
-def test_annotation_is_compact_one_line_json_with_the_summary_cut_to_500_characters():
+def test_annotation_is_compact_one_line_json_with_the_summaries_cut():
     long_summary = "rack0 nvbandwidth:\n" + "low pair; " * 80
-    value = verdict_annotation(TIME, "failed", long_summary, "20261201T101500Z-ab12", 24)
+    tray = TrayVerdict(
+        "gb200-r0-t3",
+        "failed",
+        long_summary,
+        outcomes=(("nvbandwidth", "failed", long_summary[:300]), ("nccl", "failed", long_summary[:300])),
+    )
+    plan = desired_patch(gb200_tray(0, 3), tray, TIME, Settings(valid_hours=24), "20261201T101500Z-ab12")
+    value = plan.metadata_patch["metadata"]["annotations"][ANNOTATION]
     record = json.loads(value)
-    assert list(record) == ["time", "verdict", "summary", "run", "valid_until"]
-    assert (record["run"], record["valid_until"]) == ("20261201T101500Z-ab12", "2026-12-02T10:21:37Z")
-    assert (record["time"], record["verdict"]) == (TIME, "failed")
+    assert list(record) == ["verdict", "time", "run", "summary", "checks"]
+    assert (record["run"], record["time"], record["verdict"]) == ("20261201T101500Z-ab12", TIME, "failed")
+    assert record["checks"]["nccl"]["valid_until"] == "2026-12-02T10:21:37Z"
     assert len(record["summary"]) == 500
-    assert record["summary"].startswith("rack0 nvbandwidth: low pair; low pair;")
+    assert record["summary"].startswith("nccl failed: rack0 nvbandwidth: low pair; low pair;")
     assert record["summary"].endswith("...")
     assert "\n" not in value
     assert ", " not in value.replace(record["summary"], "")
@@ -332,10 +366,13 @@ def test_parse_trays_takes_the_run_record_as_it_is_and_names_every_bad_entry():
         }
     )
     assert trays == [
-        TrayVerdict("gb200-r0-t0", "failed", "low busbw", "rack0", ("nccl",)),
-        TrayVerdict("gb200-r0-t1", "passed", "ok", "rack0", ()),
+        TrayVerdict(
+            "gb200-r0-t0", "failed", "low busbw", "rack0", ("nccl",), outcomes=(("nccl", "failed", "low busbw"),)
+        )
     ]
     assert problems == [
+        "trays['gb200-r0-t1'] is passed but names no check that measured it; give its checks "
+        "(the report's per-tray checks, or checks_passed / checks_failed)",
         "trays['gb200-r1-t0'].verdict is 'pass'; expected one of passed, failed, skipped",
         "trays['gb200-r1-t1'] is str; expected a dict with verdict and summary",
     ]
@@ -482,6 +519,7 @@ TRAYS = {
         "verdict": "passed",
         "rack": "rack0",
         "checks_failed": [],
+        "checks_passed": ["nvbandwidth"],
         "summary": "rack0: 4 of 4 checks passed",
     },
     "gb200-r0-t3": {"verdict": "failed", "rack": "rack0", "checks_failed": ["nvbandwidth"], "summary": FAILED_SUMMARY},
@@ -668,6 +706,12 @@ def test_the_annotation_names_the_run_and_the_expiry_of_valid_hours():
     plan = desired_patch(gb200_tray(0, 3), passed(), TIME, Settings(valid_hours=24), RUN)
     written = json.loads(plan.metadata_patch["metadata"]["annotations"][ANNOTATION])
     assert (written["run"], written["valid_until"]) == (RUN, "2026-12-02T10:21:37Z")
+    assert written["checks"]["nvbandwidth"] == {
+        "outcome": "passed",
+        "time": TIME,
+        "run": RUN,
+        "valid_until": "2026-12-02T10:21:37Z",
+    }
     assert plan.metadata_patch["metadata"]["labels"][UNTIL] == until(hours=24)
 
 
@@ -717,7 +761,7 @@ def test_the_condition_of_a_pass_a_failure_and_its_transition_time():
                     "type": "GPUFabricVerified",
                     "status": "True",
                     "reason": "Passed",
-                    "message": "rack0: 4 of 4 checks passed",
+                    "message": "passed nvbandwidth",
                     "lastHeartbeatTime": TIME,
                     "lastTransitionTime": TIME,
                 }
@@ -734,7 +778,7 @@ def test_the_condition_of_a_pass_a_failure_and_its_transition_time():
     condition = again.status_patch["status"]["conditions"][0]
     assert (condition["lastHeartbeatTime"], condition["lastTransitionTime"]) == (LATER, TIME)
     # it fails: False, the failing check and pair in the message, a new transition
-    failure = desired_patch(node, failed(summary=f"nvbandwidth failed: {FAILED_SUMMARY}"), LATER, CONDITIONS, RUN)
+    failure = desired_patch(node, failed(), LATER, CONDITIONS, RUN)
     condition = failure.status_patch["status"]["conditions"][0]
     assert (condition["status"], condition["reason"]) == ("False", "CheckFailed")
     assert condition["message"] == f"nvbandwidth failed: {FAILED_SUMMARY}"
@@ -759,7 +803,7 @@ def test_an_expired_verdict_turns_the_condition_unknown_once():
         "type": "GPUFabricVerified",
         "status": "Unknown",
         "reason": "VerdictExpired",
-        "message": "the passed verdict of 2026-12-01T10:21:37Z expired at 2026-12-08T10:21:37Z; verify the tray again",
+        "message": "incomplete: nvbandwidth expired at 2026-12-08T10:21:37Z; verify the tray again",
         "lastHeartbeatTime": "2026-12-08T10:21:37Z",
         "lastTransitionTime": "2026-12-08T10:21:37Z",
     }
@@ -816,9 +860,7 @@ def test_the_removal_takes_both_labels_the_annotation_our_taint_and_the_conditio
     node = verified_tray("failed", FAILED_SUMMARY, taints=[dict(GPU_TAINT), dict(OUR_TAINT)])
     node["status"]["conditions"].append({"type": "GPUFabricVerified", "status": "False", "reason": "CheckFailed"})
     plan = plan_removal(node, Settings())
-    assert plan.metadata_patch == {
-        "metadata": {"labels": {LABEL: None, UNTIL: None}, "annotations": {ANNOTATION: None}}
-    }
+    assert plan.metadata_patch == {"metadata": {"labels": {LABEL: None}, "annotations": {ANNOTATION: None}}}
     assert plan.taints_patch == {"metadata": {"resourceVersion": "4711"}, "spec": {"taints": [GPU_TAINT]}}
     assert plan.status_patch == {"status": {"conditions": [{"type": "GPUFabricVerified", "$patch": "delete"}]}}
     assert plan_removal(gb200_tray(0, 4, taints=[dict(GPU_TAINT)]), Settings()) is None
@@ -836,3 +878,153 @@ def test_the_removal_cleans_every_node_then_has_nothing_left():
     assert cleaned["spec"]["taints"] == []
     assert [c["type"] for c in cleaned["status"]["conditions"]] == ["Ready"]
     assert write_verdicts(api, Request({}, "", state="absent"))["changed"] is False
+
+
+# --- per-check state, forward only, times that cannot be read, the refresh ----------------------------------------
+
+DEFAULT_SITE = VerdictSettings(condition=True)  # the default required checks: cliques, imex_channel, nvbandwidth
+
+
+def ran(*checks, node="gb200-r0-t3", failed_checks=()):
+    outcomes = tuple((check, "failed" if check in failed_checks else "passed", "") for check in checks)
+    return TrayVerdict(node=node, verdict="failed" if failed_checks else "passed", outcomes=outcomes)
+
+
+def written_state(node):
+    return json.loads(node["metadata"]["annotations"][ANNOTATION])
+
+
+def test_a_cliques_only_run_leaves_the_tray_incomplete_not_verified():
+    api = FakeNodes(gb200_tray(0, 3))
+    write = Request(
+        {"gb200-r0-t3": {"verdict": "passed", "checks": {"cliques": {"outcome": "passed"}}}},
+        TIME,
+        DEFAULT_SITE,
+        run_id=RUN,
+        now=NOW,
+    )
+    result = write_verdicts(api, write)
+    node = api.nodes["gb200-r0-t3"]
+    assert result["nodes"]["gb200-r0-t3"] == {
+        "label": "incomplete",
+        "taint": "unchanged",
+        "changed": True,
+        "condition": "Unknown",
+    }
+    assert node["metadata"]["labels"][LABEL] == "incomplete" and UNTIL not in node["metadata"]["labels"]
+    state = written_state(node)
+    assert list(state["checks"]) == ["cliques"] and "valid_until" not in state
+    assert state["summary"] == "incomplete: imex_channel never verified the tray; nvbandwidth never verified the tray"
+    condition = node["status"]["conditions"][-1]
+    assert (condition["status"], condition["reason"]) == ("Unknown", "ChecksMissing")
+
+    # the other two checks pass an hour later: the tray passes until the cliques verdict, the earliest, expires
+    later_time = "2026-12-01T11:21:37Z"
+    rest = {
+        "verdict": "passed",
+        "checks": {"imex_channel": {"outcome": "passed"}, "nvbandwidth": {"outcome": "passed"}},
+    }
+    write_verdicts(
+        api, Request({"gb200-r0-t3": rest}, later_time, DEFAULT_SITE, run_id="r2", now=NOW + timedelta(hours=1))
+    )
+    state = written_state(api.nodes["gb200-r0-t3"])
+    assert (state["verdict"], state["valid_until"], state["run"]) == ("passed", "2026-12-08T10:21:37Z", "r2")
+    assert api.nodes["gb200-r0-t3"]["metadata"]["labels"][UNTIL] == until(TIME)
+    assert {name: entry["run"] for name, entry in state["checks"].items()} == {
+        "cliques": RUN,
+        "imex_channel": "r2",
+        "nvbandwidth": "r2",
+    }
+
+
+def test_an_older_run_never_replaces_a_newer_check_entry_and_says_so():
+    newer = ran("nvbandwidth", failed_checks=("nvbandwidth",))
+    node = gb200_tray(0, 3)
+    node["metadata"]["annotations"][ANNOTATION] = plan_node(node, newer, LATER, Settings(), "new").metadata_patch[
+        "metadata"
+    ]["annotations"][ANNOTATION]
+    # a run that finished before LATER (its report written late) passed nvbandwidth and cliques
+    plan = plan_node(node, ran("cliques", "nvbandwidth"), TIME, Settings(), "old")
+    state = json.loads(plan.metadata_patch["metadata"]["annotations"][ANNOTATION])
+    assert state["checks"]["nvbandwidth"]["run"] == "new" and state["checks"]["nvbandwidth"]["outcome"] == "failed"
+    assert state["checks"]["cliques"]["run"] == "old"
+    assert state["verdict"] == "failed"
+    assert plan.kept_newer == {"nvbandwidth": LATER}
+    api = FakeNodes(node)
+    result = write_verdicts(
+        api,
+        Request(
+            {"gb200-r0-t3": {"verdict": "passed", "checks_passed": ["nvbandwidth"]}}, TIME, Settings(), run_id="old"
+        ),
+    )
+    assert result["nodes"]["gb200-r0-t3"] == {
+        "label": None,
+        "taint": "unchanged",
+        "changed": False,
+        "kept_newer": {"nvbandwidth": LATER},
+    }
+    assert api.patches == []
+
+
+@pytest.mark.parametrize("bad", ["0001-01-01T00:00:00+01:00", "yesterday", 1796578800])
+def test_a_time_on_a_node_that_cannot_be_read_stops_the_run_before_any_patch(bad):
+    good = gb200_tray(0, 2)
+    broken = verified_tray()
+    record = json.loads(broken["metadata"]["annotations"][ANNOTATION])
+    record["checks"]["nvbandwidth"]["time"] = bad
+    broken["metadata"]["annotations"][ANNOTATION] = json.dumps(record)
+    api = FakeNodes(good, broken)
+    trays = {"gb200-r0-t2": TRAYS["gb200-r0-t2"], "gb200-r0-t3": TRAYS["gb200-r0-t3"]}
+    with pytest.raises(NodeVerdictError) as raised:
+        write_verdicts(api, Request(trays, LATER, Settings()))
+    assert raised.value.message == (
+        f"nothing was written: the annotation {ANNOTATION} of node gb200-r0-t3: checks.nvbandwidth.time "
+        f"{bad!r} is "
+        + ("out of range" if bad == "0001-01-01T00:00:00+01:00" else "not an RFC 3339 date-time")
+        + f"; correct it or remove it (kubectl annotate node <node> {ANNOTATION}-, the tray is then due for every "
+        "check) and run again"
+    )
+    assert api.patches == []
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("0001-01-01T00:30:00+01:00", "time '0001-01-01T00:30:00+01:00' is out of range"),
+        ("9999-12-31T23:00:00Z", "time '9999-12-31T23:00:00Z' is out of range (1970 to 9998)"),
+        ("9998-12-31T23:00:00Z", "time '9998-12-31T23:00:00Z' plus valid_hours 168 is past the year 9998"),
+        ("1960-01-01T00:00:00Z", "time '1960-01-01T00:00:00Z' is out of range (1970 to 9998)"),
+    ],
+)
+def test_a_run_time_that_cannot_be_written_is_refused_before_any_call(value, problem):
+    api = FakeNodes(gb200_tray(0, 3))
+    with pytest.raises(NodeVerdictError) as raised:
+        write_verdicts(api, Request({"gb200-r0-t3": TRAYS["gb200-r0-t3"]}, value, Settings()))
+    assert raised.value.message.startswith(problem + "; expected an RFC 3339 date-time")
+    assert api.calls == 0
+
+
+def test_the_refresh_shows_an_expired_verdict_without_any_check():
+    fresh = verified_tray(time=TIME)
+    api = FakeNodes(fresh, gb200_tray(0, 4))
+    settings = Settings(condition=True)
+    # within the validity: nothing to refresh
+    assert write_verdicts(api, Request({}, "", Settings(), now=NOW, state="refreshed"))["changed_nodes"] == []
+    expired = NOW + timedelta(days=8)
+    result = write_verdicts(api, Request({}, "", settings, now=expired, state="refreshed"))
+    assert result["changed_nodes"] == ["gb200-r0-t3"]
+    assert result["nodes"] == {
+        "gb200-r0-t3": {"label": "incomplete", "taint": "unchanged", "changed": True, "condition": "Unknown"}
+    }
+    node = api.nodes["gb200-r0-t3"]
+    assert node["metadata"]["labels"][LABEL] == "incomplete" and UNTIL not in node["metadata"]["labels"]
+    assert written_state(node)["summary"] == "incomplete: nvbandwidth expired at 2026-12-08T10:21:37Z"
+    assert written_state(node)["checks"] == json.loads(annotation("passed", "", TIME))["checks"]  # entries kept
+    condition = node["status"]["conditions"][-1]
+    assert (condition["status"], condition["reason"], condition["lastHeartbeatTime"]) == (
+        "Unknown",
+        "VerdictExpired",
+        "2026-12-08T10:21:37Z",
+    )
+    again = write_verdicts(api, Request({}, "", settings, now=expired, state="refreshed"))
+    assert again["changed"] is False

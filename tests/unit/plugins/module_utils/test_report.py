@@ -359,6 +359,15 @@ def test_each_tray_gets_its_worst_verdict(report):
         "summary": "nvbandwidth failed: GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s "
         "(floor rule)",
         "skip_reasons": [],
+        # per check, what node_verdict merges into the tray's state
+        "checks": {
+            "cliques": {"outcome": "passed"},
+            "imex_channel": {"outcome": "passed"},
+            "nvbandwidth": {
+                "outcome": "failed",
+                "summary": "GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s (floor rule)",
+            },
+        },
     }
     assert trays["gb200-r2-t7"] == {
         "verdict": "skipped",
@@ -367,6 +376,10 @@ def test_each_tray_gets_its_worst_verdict(report):
         "checks_passed": [],
         "summary": "skipped: NotReady (NodeStatusUnknown)",
         "skip_reasons": ["NotReady (NodeStatusUnknown)"],
+        "checks": {
+            check: {"outcome": "skipped", "reason": "NotReady (NodeStatusUnknown)"}
+            for check in ("cliques", "imex_channel", "nvbandwidth")
+        },
     }
     # the other 15 trays of the failed rack1 nvbandwidth run were measured and not blamed
     assert trays["gb200-r1-t0"]["summary"] == "passed cliques, imex_channel, nvbandwidth"
@@ -378,6 +391,15 @@ def test_each_tray_gets_its_worst_verdict(report):
         "checks_passed": ["cliques", "imex_channel"],
         "summary": "skipped: GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-4 (4)",
         "skip_reasons": ["GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-4 (4)"],
+        # the checks that measured it keep their word; nvbandwidth skipped it
+        "checks": {
+            "cliques": {"outcome": "passed"},
+            "imex_channel": {"outcome": "passed"},
+            "nvbandwidth": {
+                "outcome": "skipped",
+                "reason": "GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-4 (4)",
+            },
+        },
     }
     # rack0's one free tray: no check skipped it (the incomplete nvbandwidth record measured no tray at all)
     assert trays["gb200-r0-t17"] == {
@@ -387,6 +409,7 @@ def test_each_tray_gets_its_worst_verdict(report):
         "checks_passed": ["cliques", "imex_channel"],
         "summary": "passed cliques, imex_channel; not measured by nvbandwidth (incomplete)",
         "skip_reasons": [],
+        "checks": {"cliques": {"outcome": "passed"}, "imex_channel": {"outcome": "passed"}},  # no nvbandwidth word
     }
 
 
@@ -406,6 +429,7 @@ def test_a_failure_that_names_no_tray_vouches_for_none():
 
     trays = tray_verdicts([record("cliques", True), record("nvbandwidth", False)])
     assert trays["a"]["verdict"] == "skipped"
+    assert trays["a"]["checks"] == {"cliques": {"outcome": "passed"}}  # nvbandwidth said nothing of the tray
     assert trays["a"]["summary"] == "not verified: nvbandwidth failed without naming a tray"
     trays = tray_verdicts([record("cliques", True), record("nvbandwidth", False, ["b"])])
     assert (trays["a"]["verdict"], trays["b"]["verdict"]) == ("passed", "failed")
@@ -439,6 +463,7 @@ def test_a_tray_one_check_skipped_is_not_verified_though_another_measured_it():
         "checks_passed": ["cliques"],
         "summary": "skipped: busy",
         "skip_reasons": ["busy"],
+        "checks": {"cliques": {"outcome": "passed"}, "nvbandwidth": {"outcome": "skipped", "reason": "busy"}},
     }
     assert trays["b"]["verdict"] == "passed"
     coverage = coverage_of(records)

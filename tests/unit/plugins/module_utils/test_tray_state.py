@@ -181,3 +181,144 @@ def test_times_are_read_as_rfc_3339(text, expected):
 )
 def test_the_runs_own_skips_say_nothing_of_the_tray(reason, chosen):
     assert is_selection_skip(reason) is chosen
+
+
+# --- per-check state -------------------------------------------------------------------------------------------
+
+REQUIRED = ("cliques", "imex_channel", "nvbandwidth")
+
+
+def entry(outcome="passed", time=NOW - timedelta(days=1), hours=168, run="r1", summary=""):
+    return tray_state.check_fields(outcome, time, run, time + timedelta(hours=hours), summary)
+
+
+def per_check(**checks) -> dict:
+    """The annotation of a tray with these check entries, as node_verdict writes it at NOW."""
+    record, _ = tray_state.tray_record(checks, None, REQUIRED, NOW)
+    return record
+
+
+def test_a_per_check_annotation_reads_back_entry_by_entry():
+    record = per_check(cliques=entry(), nvbandwidth=entry("failed", summary="GPU 3 -> 7 402.11 GB/s"))
+    assert record == {
+        "verdict": "failed",
+        "time": "2026-12-05T17:40:00Z",
+        "run": "r1",
+        "summary": "nvbandwidth failed: GPU 3 -> 7 402.11 GB/s",
+        "checks": {
+            "cliques": {
+                "outcome": "passed",
+                "time": "2026-12-05T17:40:00Z",
+                "run": "r1",
+                "valid_until": "2026-12-12T17:40:00Z",
+            },
+            "nvbandwidth": {
+                "outcome": "failed",
+                "time": "2026-12-05T17:40:00Z",
+                "run": "r1",
+                "valid_until": "2026-12-12T17:40:00Z",
+                "summary": "GPU 3 -> 7 402.11 GB/s",
+            },
+        },
+    }
+    state = state_of(record)
+    assert state.per_check and state.verdict == "failed" and state.unreadable() == []
+    assert state.checks["cliques"] == tray_state.CheckState(
+        "passed", NOW - timedelta(days=1), "r1", NOW + timedelta(days=6)
+    )
+
+
+def test_a_tray_passes_only_while_every_required_check_passed_within_its_validity():
+    cliques_only = state_of(per_check(cliques=entry()))
+    stand = tray_state.standing(cliques_only, REQUIRED, NOW)
+    assert (stand.verdict, stand.valid_until, stand.expired_at) == ("incomplete", None, None)
+    assert stand.summary == "incomplete: imex_channel never verified the tray; nvbandwidth never verified the tray"
+
+    every = state_of(
+        per_check(cliques=entry(), imex_channel=entry(hours=48), nvbandwidth=entry(time=NOW - timedelta(hours=2)))
+    )
+    stand = tray_state.standing(every, REQUIRED, NOW)
+    # passed until the earliest expiry among the required checks: imex_channel's
+    assert (stand.verdict, stand.valid_until) == ("passed", NOW + timedelta(days=1))
+    assert stand.summary == "passed cliques, imex_channel, nvbandwidth"
+
+    # a day later imex_channel's verdict has expired: not passed any more, and says which check and when
+    stand = tray_state.standing(every, REQUIRED, NOW + timedelta(days=1))
+    assert (stand.verdict, stand.expired_at) == ("incomplete", NOW + timedelta(days=1))
+    assert stand.summary == "incomplete: imex_channel expired at 2026-12-07T17:40:00Z"
+
+    # the site that requires nvbandwidth only
+    assert tray_state.standing(every, ["nvbandwidth"], NOW + timedelta(days=1)).verdict == "passed"
+
+
+def test_a_failed_check_fails_the_tray_required_or_not():
+    state = state_of(per_check(cliques=entry(), nccl=entry("failed", summary="busbw 301 GB/s")))
+    stand = tray_state.standing(state, REQUIRED, NOW)
+    assert (stand.verdict, stand.summary) == ("failed", "nccl failed: busbw 301 GB/s")
+
+
+def test_due_is_per_check():
+    state = state_of(per_check(cliques=entry(), nvbandwidth=entry("failed", time=NOW - timedelta(hours=3))))
+    assert due_reason(state, NOW, check="cliques") == ""
+    assert due_reason(state, NOW, check="imex_channel") == "never verified by imex_channel"
+    assert due_reason(state, NOW, check="nvbandwidth") == "failed at 2026-12-06T14:40:00Z"
+    assert (
+        due_reason(state, NOW, within_hours=6 * 24, check="cliques") == "expires at 2026-12-12T17:40:00Z, within 144 h"
+    )
+    assert not_due_reason(state, "cliques") == "not due (cliques passed until 2026-12-12T17:40:00Z)"
+    expired = state_of(per_check(nvbandwidth=entry(time=NOW - timedelta(days=8))))
+    assert due_reason(expired, NOW, check="nvbandwidth") == "expired at 2026-12-05T17:40:00Z"
+
+
+def test_an_annotation_written_before_verdicts_were_per_check_is_due_for_every_check():
+    state = state_of(written(time=NOW - timedelta(days=1)))
+    assert not state.per_check and due_reason(state, NOW) == ""  # the tray-wide verdict as it was written
+    for check in REQUIRED:
+        assert due_reason(state, NOW, check=check) == (
+            "no per-check state (a verdict written before verdicts were per check)"
+        )
+    assert tray_state.standing(state, REQUIRED, NOW).verdict == "passed"  # shown as it was, until it expires
+
+
+def test_a_skip_counts_for_the_checks_that_skipped_the_tray():
+    skip = {"time": "2026-12-06T10:00:00Z", "run": "r2", "reason": "cordoned", "checks": ["nvbandwidth"]}
+    state = state_of(dict(per_check(cliques=entry(), nvbandwidth=entry()), skipped=skip))
+    assert due_reason(state, NOW, check="nvbandwidth") == "skipped at 2026-12-06T10:00:00Z: cordoned"
+    assert due_reason(state, NOW, check="cliques") == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("0001-01-01T00:00:00+01:00", "'0001-01-01T00:00:00+01:00' is out of range"),  # before year 1 in UTC
+        ("9999-12-31T23:59:59-01:00", "'9999-12-31T23:59:59-01:00' is out of range"),  # after 9999 in UTC
+        ("1969-12-31T23:59:59Z", "'1969-12-31T23:59:59Z' is out of range (1970 to 9998)"),  # no label value
+        ("9999-06-01T00:00:00Z", "'9999-06-01T00:00:00Z' is out of range (1970 to 9998)"),
+        ("2026-12-06T17:40:00+24:00", "'2026-12-06T17:40:00+24:00' is not an RFC 3339 date-time"),
+        (1796578800, "1796578800 is not an RFC 3339 date-time"),
+        (["2026-12-06T17:40:00Z"], "['2026-12-06T17:40:00Z'] is not an RFC 3339 date-time"),
+    ],
+)
+def test_a_time_that_cannot_be_formatted_is_unreadable_and_the_check_due(value, problem):
+    assert tray_state.read_time(value) == (None, problem)
+    state = state_of(per_check(nvbandwidth=entry()) | {"checks": {"nvbandwidth": dict(entry(), time=value)}})
+    assert state.unreadable() == [f"checks.nvbandwidth.time {problem}"]
+    assert (
+        due_reason(state, NOW, check="nvbandwidth")
+        == f"unreadable nvbandwidth state (checks.nvbandwidth.time {problem})"
+    )
+    assert tray_state.standing(state, ["nvbandwidth"], NOW).verdict == "incomplete"
+
+
+def test_a_window_too_large_to_count_makes_every_verdict_due():
+    state = state_of(per_check(nvbandwidth=entry()))
+    assert due_reason(state, NOW, within_hours=1e12, check="nvbandwidth").startswith("expires at 2026-12-12T17:40:00Z")
+    assert due_reason(state, NOW, within_hours=float("inf"), check="nvbandwidth") != ""
+
+
+@pytest.mark.parametrize("value", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_a_tray_wide_verdict_with_a_time_out_of_range_reads_as_without_it(value):
+    state = state_of(written() | {"valid_until": value})
+    assert state.valid_until is None
+    assert due_reason(state, NOW) == "verdict without an expiry (written before verdicts expired)"
+    assert not_due_reason(state) == "not due (passed until no expiry)"

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import copy
+import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from ansible.module_utils import basic
@@ -14,18 +16,22 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.modules import node_verdict
 
 from tests.unit.plugins.modules.runner import run_module
 
-TIME = "2026-12-01T10:21:37Z"
+# a run that finished an hour ago: its verdicts hold now (the module judges them at the moment it reads the nodes)
+TIME = (datetime.now(timezone.utc) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+DEFAULT_RUN = {"cliques": {"outcome": "passed"}, "imex_channel": {"outcome": "passed"}}
 TRAYS = {
     "gb200-r0-t0": {
         "verdict": "passed",
         "rack": "rack0",
         "checks_failed": [],
-        "summary": "rack0: 4 of 4 checks passed",
+        "checks": {**DEFAULT_RUN, "nvbandwidth": {"outcome": "passed"}},
+        "summary": "rack0: 3 of 3 checks passed",
     },
     "gb200-r0-t1": {
         "verdict": "failed",
         "rack": "rack0",
         "checks_failed": ["nccl"],
+        "checks": {**DEFAULT_RUN, "nccl": {"outcome": "failed", "summary": "rack0 nccl: low busbw"}},
         "summary": "rack0 nccl: low busbw",
     },
     "gb200-r0-t2": {"verdict": "skipped", "rack": "rack0", "checks_failed": [], "summary": "gb200-r0-t2 cordoned"},
@@ -148,3 +154,64 @@ def test_options_and_defaults():
     assert spec["label_key"]["default"] == "gpu-fabric.nvidia.com/verified"
     assert spec["annotation_key"]["default"] == "gpu-fabric.nvidia.com/verification"
     assert spec["taint_key"]["default"] == "gpu-fabric.nvidia.com/unverified"
+
+
+def test_a_cliques_only_run_labels_the_tray_incomplete(monkeypatch):
+    client = FakeClient("gb200-r0-t0")
+    with_client(monkeypatch, client)
+    trays = {"gb200-r0-t0": {"verdict": "passed", "checks": {"cliques": {"outcome": "passed"}}}}
+    result = run_module(node_verdict.main, {"trays": trays, "time": TIME, "run_id": "r1"})
+    assert result["nodes"] == {"gb200-r0-t0": {"label": "incomplete", "taint": "unchanged", "changed": True}}
+    labels = client.nodes["gb200-r0-t0"]["metadata"]["labels"]
+    assert labels["gpu-fabric.nvidia.com/verified"] == "incomplete"
+    assert labels.get("gpu-fabric.nvidia.com/verified-until") is None
+    # a site that requires the clique check only: the same run passes the tray
+    only = run_module(node_verdict.main, {"trays": trays, "time": TIME, "run_id": "r1", "required_checks": ["cliques"]})
+    assert only["nodes"]["gb200-r0-t0"]["label"] == "passed"
+
+
+def test_an_older_run_keeps_the_newer_entry_and_the_result_says_so(monkeypatch):
+    client = FakeClient("gb200-r0-t0")
+    with_client(monkeypatch, client)
+    run_module(node_verdict.main, {"trays": TRAYS, "time": TIME, "run_id": "new"})
+    earlier = (datetime.now(timezone.utc) - timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = run_module(node_verdict.main, {"trays": TRAYS, "time": earlier, "run_id": "old"})
+    assert result["changed"] is False
+    assert result["nodes"]["gb200-r0-t0"]["kept_newer"] == {
+        "cliques": TIME,
+        "imex_channel": TIME,
+        "nvbandwidth": TIME,
+    }
+    annotation = json.loads(
+        client.nodes["gb200-r0-t0"]["metadata"]["annotations"]["gpu-fabric.nvidia.com/verification"]
+    )
+    assert {entry["run"] for entry in annotation["checks"].values()} == {"new"}
+
+
+def test_a_bad_time_on_a_node_fails_before_any_patch(monkeypatch):
+    client = FakeClient("gb200-r0-t0", "gb200-r0-t1")
+    bad = {"verdict": "passed", "checks": {"nvbandwidth": {"outcome": "passed", "time": "0001-01-01T00:00:00+01:00"}}}
+    client.nodes["gb200-r0-t1"]["metadata"]["annotations"] = {"gpu-fabric.nvidia.com/verification": json.dumps(bad)}
+    with_client(monkeypatch, client)
+    result = run_module(node_verdict.main, {"trays": TRAYS, "time": TIME})
+    assert result["failed"] is True
+    assert result["msg"].startswith(
+        "nothing was written: the annotation gpu-fabric.nvidia.com/verification of node gb200-r0-t1: "
+        "checks.nvbandwidth.time '0001-01-01T00:00:00+01:00' is out of range; "
+        "checks.nvbandwidth.valid_until None is not an RFC 3339 date-time; correct it or remove it"
+    )
+    assert client.patches == []
+
+
+def test_the_refresh_turns_an_expired_pass_incomplete(monkeypatch):
+    client = FakeClient("gb200-r0-t0")
+    with_client(monkeypatch, client)
+    week_ago = (datetime.now(timezone.utc) - timedelta(hours=170)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    run_module(node_verdict.main, {"trays": TRAYS, "time": week_ago, "run_id": "r1"})
+    # the run's own judgement at the moment it read the nodes: already expired
+    assert client.nodes["gb200-r0-t0"]["metadata"]["labels"]["gpu-fabric.nvidia.com/verified"] == "incomplete"
+    client.nodes["gb200-r0-t0"]["metadata"]["labels"]["gpu-fabric.nvidia.com/verified"] = "passed"  # as it read
+    result = run_module(node_verdict.main, {"state": "refreshed"})
+    assert result["changed_nodes"] == ["gb200-r0-t0"]
+    assert result["nodes"] == {"gb200-r0-t0": {"label": "incomplete", "taint": "unchanged", "changed": True}}
+    assert run_module(node_verdict.main, {"state": "refreshed"})["changed"] is False
