@@ -531,15 +531,24 @@ class References:
                 if same_shape and nodes and baseline.nodes == [str(n) for n in nodes]:
                     found.baseline_rows = baseline.matrix
                     found.baseline_source = baseline.source
-        if found.product is None and found.baseline is None:
+        if found.product is None:
+            # A run held against no product reference may be faulty from the start: it never sets a later run's bar
+            # (history.baseline_for takes a passing run only when its record lists a product reference).
             what = f"{gpu_product or 'this GPU product'}, {testcase or 'this testcase'}"
             if driver_version:
                 what += f", driver {driver_version}"
-            found.warnings.append(
-                f"held against the run's median alone: no product reference ({what}) and no site baseline; "
-                "many GPUs that lost a link at once move the median with them and would pass "
-                "(add the product to product_references, or keep the history for a baseline)"
-            )
+            if found.baseline is None:
+                found.warnings.append(
+                    f"held against the run's median alone: no product reference ({what}) and no site baseline; "
+                    "many GPUs that lost a link at once move the median with them and would pass, and this run "
+                    "sets no baseline (add the product to product_references, or pin a run you trust with "
+                    "gpu_fabric_verify_baseline_run)"
+                )
+            else:
+                found.warnings.append(
+                    f"no product reference ({what}): this run is held against the site baseline and its median, "
+                    "and sets no baseline for later runs (add the product to product_references)"
+                )
         return found
 
     def listed(self) -> List[Reference]:

@@ -5,11 +5,21 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import ONE_LOST_LINK_OF_18
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import pin_run, record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from nvbandwidth_emitter import Matrix, Testcase, emit_run  # noqa: E402
 
 TESTCASE = "device_to_device_memcpy_read_ce"
 
@@ -35,6 +45,7 @@ def kept(history_dir, run_id, day, **racks):
     records = []
     for rack, (median, verdict) in racks.items():
         details = {"testcase": TESTCASE, "median_gbps": median, "matrix": [[None, median], [median, None]]}
+        details["references"] = [{"kind": "product", "gbps": 821.41, "source": "GB200 NVL72, driver 580.95.05"}]
         started = f"2026-12-0{day}T10:00:00Z"
         records.append(
             {"check": "nvbandwidth", "rack": rack, "verdict": verdict, "started": started, "details": details}
@@ -105,3 +116,53 @@ def test_a_kept_record_that_is_no_bandwidth_is_refused_naming_the_entry(tmp_path
         NotRun, match=rf"pinned run r1\) cannot be the baseline of nvbandwidth/rack0: median_gbps {bad!r}"
     ):
         nvbandwidth_check.NvbandwidthCheck.from_params(params(history_dir)).measure(Run("rack0"))
+
+
+BISECT = "multinode_bisect_write_ce"
+
+
+def bisect_log(lost_every_link: bool) -> str:
+    """A bisect run of 2 trays x 4 GB200 GPUs (the real capture's cells), every GPU one link down or none."""
+    cells = [820.9, 821.3, 821.1, 820.6, 821.7, 821.4, 820.8, 821.2]
+    column = [[round(cell * ONE_LOST_LINK_OF_18, 2) if lost_every_link else cell] for cell in cells]
+    labels = [f"{gpu}->{(gpu + 4) % 8}" for gpu in range(8)]
+    matrix = Matrix(BISECT, "Bisect benchmarking, simultaneous write CE BW", column, row_labels=labels)
+    return emit_run([Testcase(BISECT, [matrix])], hosts=["w0", "w1"], version="v0.7")
+
+
+def test_a_bisect_rack_faulty_from_its_first_run_never_sets_its_own_bar(tmp_path):
+    """Before: the faulty first run passed against its own median and became the rack's baseline."""
+    history_dir = str(tmp_path / "runs")
+    rack = RackPlan(name="rack0", cliques=[], found=[], nodes=["t0", "t1"], skipped=[], gpus_per_tray=4, gpu_product="")
+    first = nvbandwidth_check.NvbandwidthCheck.from_params(
+        dict(params(history_dir), run_id="r1", nvbandwidth={**params("")["nvbandwidth"], "testcase": BISECT})
+    )
+    verdict = first.judge_log(bisect_log(lost_every_link=True), rack, ["t0", "t1"])
+    assert verdict["passed"] is True  # no product reference for bisect: its median alone, every row at it
+    assert [r["kind"] for r in verdict["details"]["references"]] == ["median"]
+    assert verdict["details"]["warnings"][0].startswith(
+        "held against the run's median alone: no product reference (NVIDIA-GB200, multinode_bisect_write_ce, "
+        "driver 580.95.05) and no site baseline; "
+    )
+    assert "this run sets no baseline" in verdict["details"]["warnings"][0]
+    record = {"check": "nvbandwidth", "rack": "rack0", "verdict": "passed", "started": "2026-12-01T10:00:00Z"}
+    record_run(history_dir, "r1", [dict(record, details=verdict["details"])])
+    second = nvbandwidth_check.NvbandwidthCheck.from_params(
+        dict(params(history_dir), run_id="r2", nvbandwidth={**params("")["nvbandwidth"], "testcase": BISECT})
+    )
+    assert second.options_of("rack0")["baseline"] is None
+    # the site's pin is its word that the run is healthy: then it is the baseline
+    pin_run(history_dir, "r1")
+    assert second.options_of("rack0")["baseline"]["source"] == "pinned run r1"
+
+
+def test_a_passing_run_held_against_a_product_reference_is_the_next_baseline(tmp_path):
+    history_dir = str(tmp_path / "runs")
+    record = {"check": "nvbandwidth", "rack": "rack0", "verdict": "passed", "started": "2026-12-01T10:00:00Z"}
+    plain = {"testcase": TESTCASE, "median_gbps": 821.0, "references": [{"kind": "median", "gbps": 821.0}]}
+    record_run(history_dir, "r1", [dict(record, details=plain)])
+    check = nvbandwidth_check.NvbandwidthCheck.from_params(params(history_dir))
+    assert check.options_of("rack0")["baseline"] is None
+    held = dict(plain, references=[{"kind": "product", "gbps": 821.41}, {"kind": "median", "gbps": 821.0}])
+    record_run(history_dir, "r2", [dict(record, started="2026-12-02T10:00:00Z", details=held)])
+    assert check.options_of("rack0")["baseline"]["source"] == "last passing run r2"

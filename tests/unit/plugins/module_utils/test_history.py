@@ -45,6 +45,8 @@ def nvb_record(run_id, rack="rack0", median=820.0, verdict="passed", started="20
             "min": low if low is not None else median,
             "matrix": matrix,
             "rank_nodes": ["tray0", "tray1"],
+            # held against a product reference: a passing run of it is a baseline (history.baseline_for)
+            "references": [{"kind": "product", "gbps": 821.41, "source": "GB200 NVL72, driver 580.95.05"}],
         },
     }
 

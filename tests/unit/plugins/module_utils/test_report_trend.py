@@ -16,6 +16,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render imp
 
 def record(run_id, median, low, verdict, day, matrix=None):
     details = {"testcase": "device_to_device_memcpy_read_ce", "median_gbps": median, "min": low}
+    # held against a product reference: a passing run of it is a baseline (history.baseline_for)
+    details["references"] = [{"kind": "product", "gbps": 821.41, "source": "GB200 NVL72, driver 580.95.05"}]
     if matrix is not None:  # 2 trays x 2 GPUs, placed as the check records them
         details.update(matrix=matrix, rank_nodes=["tray0", "tray1"], gpus_per_node=2)
     return {
