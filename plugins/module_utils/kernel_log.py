@@ -49,14 +49,15 @@ class XidEvent:
     compute_instance: Optional[int] = None  # MIG: ``GPU-CI`` (``GPU-C``)
 
     @property
+    def instances(self) -> str:
+        """`` GPU-I 5 GPU-CI 2`` on a MIG GPU (what the driver attributed the event to), else ''."""
+        text = f" GPU-I {self.gpu_instance}" if self.gpu_instance is not None else ""
+        return text + (f" GPU-CI {self.compute_instance}" if self.compute_instance is not None else "")
+
+    @property
     def where(self) -> str:
-        """``0009:01:00`` and, on a MIG GPU, `` GPU-I 5 GPU-CI 2``."""
-        text = "{:04x}:{:02x}:{:02x}".format(*self.pci)
-        if self.gpu_instance is not None:
-            text += f" GPU-I {self.gpu_instance}"
-        if self.compute_instance is not None:
-            text += f" GPU-CI {self.compute_instance}"
-        return text
+        """``0009:01:00`` and, on a MIG GPU, its instances: ``0009:01:00 GPU-I 5 GPU-CI 2``."""
+        return "{:04x}:{:02x}:{:02x}".format(*self.pci) + self.instances
 
 
 @dataclass(frozen=True)

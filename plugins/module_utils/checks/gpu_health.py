@@ -259,9 +259,7 @@ class GpuHealthCheck(TrayPodCheck):
             if since is not None and event.seconds is not None and event.seconds < since:
                 continue
             gpu = gpu_of.get(event.pci)
-            where = f"GPU {gpu}" if gpu is not None else f"GPU at PCI {event.where}"
-            if gpu is not None and event.gpu_instance is not None:
-                where += event.where[len("0000:00:00") :]  # the MIG instance the driver names
+            where = f"GPU {gpu}{event.instances}" if gpu is not None else f"GPU at PCI {event.where}"
             meaning = XID_MEANING.get(event.code, "see NVIDIA's Xid catalogue")
             text = f"{where}: Xid {event.code} ({meaning}): {event.text[:160]}"
             if event.code in self.xid_ignore or (event.code == 154 and "to 0x0 (None)" in event.text):

@@ -59,7 +59,9 @@ def test_every_xid_form_the_driver_prints_mig_included(line, expected):
 
 def test_a_mig_event_names_its_instances():
     (event,) = parse_kernel_log("NVRM: Xid (PCI:0009:01:00 GPU-I:05 GPU-CI:02): 94, pid=1, x").xids
-    assert event.where == "0009:01:00 GPU-I 5 GPU-CI 2"
+    assert (event.where, event.instances) == ("0009:01:00 GPU-I 5 GPU-CI 2", " GPU-I 5 GPU-CI 2")
+    (plain,) = parse_kernel_log("NVRM: Xid (PCI:10009:01:00): 79, pid=1, x").xids
+    assert (plain.where, plain.instances) == ("10009:01:00", "")
 
 
 def test_an_sxid_with_a_severity_is_an_event_and_its_data_line_is_not():
