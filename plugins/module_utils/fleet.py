@@ -157,6 +157,7 @@ def scope_of(params: Mapping[str, Any], now: Optional[datetime] = None) -> Scope
         mnnvl_products=list(params["mnnvl_products"]),
         only_due=bool(params["only_due"]),
         due_within_hours=within,
+        due_check=str(params.get("check") or ""),
         now=now or datetime.now(timezone.utc),
     )
 

@@ -252,6 +252,7 @@ class Scope:
     only_due: bool = False
     due_within_hours: float = 0.0
     now: Optional[datetime] = None  # set once per run; None: when the plan is made
+    due_check: str = ""  # the check whose due trays an only-due run uses (tray_state: due is per check); "": the tray's
 
 
 @dataclass
@@ -509,7 +510,8 @@ def plan_fleet(
         partners: List[str] = []
         if scope.only_due:
             states = {name: read_state(_find(members, name)) for name in usable}
-            due, partners, not_due = select_due(states, scope.now or datetime.now(timezone.utc), scope.due_within_hours)
+            now = scope.now or datetime.now(timezone.utc)
+            due, partners, not_due = select_due(states, now, scope.due_within_hours, check=scope.due_check or None)
             skipped.extend(not_due)
             chosen = {d["node"] for d in due} | set(partners)
             usable = [name for name in usable if name in chosen]
@@ -557,24 +559,36 @@ def _find(members: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
 _NEVER = datetime.min.replace(tzinfo=timezone.utc)
 
 
+def _verdict_time(state: TrayState, check: Optional[str]) -> datetime:
+    """When the check (without one: the tray) was last verified on the tray; the oldest is a partner first."""
+    entry = state.checks.get(check) if check is not None else None
+    moment = entry.time if entry is not None else state.time
+    return moment or _NEVER
+
+
 def select_due(
-    states: Mapping[str, TrayState], now: datetime, within_hours: float, min_trays: int = MIN_TRAYS
+    states: Mapping[str, TrayState],
+    now: datetime,
+    within_hours: float,
+    min_trays: int = MIN_TRAYS,
+    check: Optional[str] = None,
 ) -> Tuple[List[Dict[str, str]], List[str], List[Dict[str, str]]]:
-    """Of a rack's usable trays (name -> state): the due ones with their reason, the partners they need, and the
-    others skipped as not due.
+    """Of a rack's usable trays (name -> state): the ones due for ``check`` with their reason, the partners they
+    need, and the others skipped as not due (``tray_state.due_reason``; without ``check``: due as a whole).
 
     A check spanning trays measures at least ``min_trays``: too few due trays get the fewest not-due ones beside
-    them, the oldest verdict first, then by name. A rack with no due tray gets no partner: it is not run.
+    them, the oldest verdict of the check first, then by name. A rack with no due tray gets no partner: it is not
+    run. A time on a Node that cannot be read makes its tray due with the reason, never stops the plan.
     """
-    due = [{"node": name, "reason": due_reason(state, now, within_hours)} for name, state in states.items()]
+    due = [{"node": name, "reason": due_reason(state, now, within_hours, check)} for name, state in states.items()]
     due = [d for d in due if d["reason"]]
     due_names = {d["node"] for d in due}
     rest = sorted(
         (name for name in states if name not in due_names),
-        key=lambda name: (states[name].time or _NEVER, natural_key(name)),
+        key=lambda name: (_verdict_time(states[name], check), natural_key(name)),
     )
     partners = rest[: max(0, min_trays - len(due))] if due else []
-    not_due = [{"node": name, "reason": not_due_reason(states[name])} for name in rest if name not in partners]
+    not_due = [{"node": name, "reason": not_due_reason(states[name], check)} for name in rest if name not in partners]
     return (
         sorted(due, key=lambda d: natural_key(d["node"])),
         by_name(partners),

@@ -4,7 +4,8 @@
 nothing due), the record of a rack with nothing due, and the plan in check mode.
 
 Trays are the GB200 tray Node of the Kubernetes 1.34 API server (``tests/fixtures/k8s/gb200-tray-node.json``) with the
-verdict annotation a run writes (``tray_state.annotation_fields``).
+verdict annotation a run writes: per check (``tray_state.tray_record``), and the tray-wide one written before
+verdicts were per check (``tray_state.annotation_fields``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report, tray_verdicts
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import normalise_record
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import ANNOTATION_KEY, annotation_fields
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
+    ANNOTATION_KEY,
+    annotation_fields,
+    check_fields,
+    tray_record,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import Scope, plan_fleet
 
 from tests.unit.plugins.module_utils.test_fleet_run import Cluster, never_write
@@ -291,3 +297,67 @@ def test_the_module_plans_an_only_due_run_in_check_mode():
 def test_the_module_refuses_a_negative_window_before_any_rack():
     with pytest.raises(fleet.Refused, match=r"^gpu_fabric_verify_due_within_hours is -2\.0"):
         fleet.verify(module_params("imex_channel", only_due=True, due_within_hours=-2), True, Cluster, never_write)
+
+
+# --- due is per check ------------------------------------------------------------------------------------------
+
+
+def checked(node: dict, **checks) -> dict:
+    """``node`` with per-check state: check -> (outcome, days ago) of its last verdict, valid a week."""
+    entries = {
+        name: check_fields(outcome, NOW - timedelta(days=age), "run-1", NOW - timedelta(days=age) + timedelta(days=7))
+        for name, (outcome, age) in checks.items()
+    }
+    record, _ = tray_record(entries, None, ("cliques", "imex_channel", "nvbandwidth"), NOW)
+    node["metadata"].setdefault("annotations", {})[ANNOTATION_KEY] = json.dumps(record)
+    return node
+
+
+def test_a_cliques_only_verdict_leaves_every_tray_due_for_nvbandwidth():
+    trays = [checked(tray(0, t), cliques=("passed", 1)) for t in range(3)]
+    (rack0,) = plan(trays, due_check="nvbandwidth")
+    assert rack0.nodes == ["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2"]
+    assert {d["reason"] for d in rack0.due} == {"never verified by nvbandwidth"}
+    (cliques,) = plan(trays, due_check="cliques")
+    assert cliques.nothing_due and cliques.nodes == []
+    assert cliques.skipped[0]["reason"] == "not due (cliques passed until 2026-12-12T17:40:00Z)"
+
+
+def test_the_partner_is_the_tray_whose_check_was_verified_longest_ago():
+    trays = [
+        checked(tray(0, 0), nvbandwidth=("passed", 2), cliques=("passed", 6)),
+        checked(tray(0, 1), nvbandwidth=("passed", 5), cliques=("passed", 1)),
+        checked(tray(0, 2), nvbandwidth=("failed", 1)),
+    ]
+    (rack0,) = plan(trays, due_check="nvbandwidth")
+    assert rack0.due == [{"node": "gb200-r0-t2", "reason": "failed at 2026-12-05T17:40:00Z"}]
+    assert rack0.partners == ["gb200-r0-t1"]  # nvbandwidth's oldest verdict, not the tray's newest entry
+
+
+@pytest.mark.parametrize("bad", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", 17, None])
+def test_a_time_on_a_node_that_cannot_be_formatted_makes_the_tray_due_and_never_stops_the_plan(bad):
+    broken = checked(tray(0, 0), nvbandwidth=("passed", 1))
+    record = json.loads(broken["metadata"]["annotations"][ANNOTATION_KEY])
+    record["checks"]["nvbandwidth"]["valid_until"] = bad
+    broken["metadata"]["annotations"][ANNOTATION_KEY] = json.dumps(record)
+    old_format = verified(tray(0, 1), 1)
+    old_format["metadata"]["annotations"][ANNOTATION_KEY] = json.dumps(
+        dict(json.loads(old_format["metadata"]["annotations"][ANNOTATION_KEY]), valid_until=bad, time=bad)
+    )
+    (rack0,) = plan([broken, old_format, checked(tray(0, 2), nvbandwidth=("passed", 1))], due_check="nvbandwidth")
+    assert rack0.due[0]["node"] == "gb200-r0-t0"
+    assert rack0.due[0]["reason"].startswith("unreadable nvbandwidth state (checks.nvbandwidth.valid_until ")
+    assert rack0.due[1] == {
+        "node": "gb200-r0-t1",
+        "reason": "no per-check state (a verdict written before verdicts were per check)",
+    }
+    # planned as a whole tray (no check), the tray-wide time out of range reads as missing, never a crash
+    (whole,) = plan([old_format])
+    assert whole.due == [
+        {"node": "gb200-r0-t1", "reason": "verdict without an expiry (written before verdicts expired)"}
+    ]
+
+
+def test_the_check_of_the_run_is_the_check_its_due_trays_are_planned_for():
+    scope = fleet.scope_of(params(only_due=True, check="nvbandwidth"), now=NOW)
+    assert scope.due_check == "nvbandwidth"
