@@ -213,7 +213,7 @@ def _runs(document: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [r for r in document.get("iterations", [document]) if isinstance(r, dict)]
 
 
-def _results(document: Dict[str, Any]) -> List[Tuple[Dict[str, Any], List[Dict[str, Any]]]]:
+def results_of(document: Dict[str, Any]) -> List[Tuple[Dict[str, Any], List[Dict[str, Any]]]]:
     """(test, its results) of every test of every run."""
     return [
         (test, test["results"])
@@ -258,13 +258,13 @@ def dcgm_line_before(rng: random.Random, seed: Seed) -> Dict[str, Any]:
 
 
 def _ids_as_text(_rng: random.Random, document: Dict[str, Any]) -> None:
-    for _test, results in _results(document):
+    for _test, results in results_of(document):
         for result in results:
             result["entity_id"] = str(result["entity_id"])
 
 
 def _pick_result(rng: random.Random, document: Dict[str, Any]) -> Tuple[List[Dict[str, Any]], Dict[str, Any]]:
-    _test, results = rng.choice(_results(document))
+    _test, results = rng.choice(results_of(document))
     return results, rng.choice(results)
 
 
@@ -288,7 +288,7 @@ def _fail_result(rng: random.Random, document: Dict[str, Any]) -> None:
 
 
 def _warning_on_a_pass(rng: random.Random, document: Dict[str, Any]) -> Optional[bool]:
-    passing = [r for _test, results in _results(document) for r in results if r["status"] == "Pass"]
+    passing = [r for _test, results in results_of(document) for r in results if r["status"] == "Pass"]
     if not passing:
         return False
     rng.choice(passing)["warnings"] = [
