@@ -14,7 +14,7 @@ The sibling of ``bench/fuzz_outputs.py`` for what the ``dcgm_diag`` and ``gpu_he
 Each case applies one mutation to one seed. **Cosmetic** mutations leave the data as they were (JSON re-indented,
 keys reordered, ids as strings, a line before the JSON; CRLF, trailing blanks, unrelated kernel lines, wall-clock
 stamps; XML re-indented): verdict and numbers must be the seed's. **Damaging** ones take evidence away or add a
-fault (a GPU's result dropped, a Skip, an exit status the JSON does not explain, a GPU the tray does not have, the
+fault (a GPU's result dropped, a Skip or Not Run, an exit status the JSON does not explain, a GPU the tray does not have, the
 JSON cut; an Xid in any form the driver prints, MIG's included, or a fatal SXid; a memory fault or an uncorrectable
 count): the verdict must fail. Only applied to seeds that pass. **Neutral** ones (random cuts, flipped characters,
 nulls and wrong types in the JSON, huge and empty inputs) are only checked for tracebacks.
@@ -279,6 +279,12 @@ def _skip_result(rng: random.Random, document: Dict[str, Any]) -> None:
     result.pop("warnings", None)
 
 
+def _not_run_result(rng: random.Random, document: Dict[str, Any]) -> None:
+    result = _pick_result(rng, document)[1]
+    result["status"] = "Not Run"
+    result.pop("warnings", None)
+
+
 def _fail_result(rng: random.Random, document: Dict[str, Any]) -> None:
     result = _pick_result(rng, document)[1]
     result["status"] = "Fail"
@@ -359,6 +365,7 @@ def dcgm_target() -> Target:
             DAMAGING: [
                 ("a GPU's result dropped", dcgm_json_mutation(_drop_result)),
                 ("a result skipped", dcgm_json_mutation(_skip_result)),
+                ("a result printed as Not Run", dcgm_json_mutation(_not_run_result)),
                 ("a result failed", dcgm_json_mutation(_fail_result)),
                 ("an error on a passing GPU", dcgm_json_mutation(_warning_on_a_pass)),
                 ("a GPU the tray does not have", dcgm_json_mutation(_gpu_not_on_the_tray)),

@@ -26,6 +26,7 @@ DIAGNOSTIC = "DCGM Diagnostic"
 STATUS_PASS = "Pass"
 STATUS_FAIL = "Fail"
 STATUS_SKIP = "Skip"
+STATUS_NOT_RUN = "Not Run"  # DCGM leaves such results out of -j; read as no result where one is printed
 
 
 class DcgmParseError(ValueError):

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.tray_pods import TrayFinding, TrayPodCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dcgm_json import (
+    STATUS_NOT_RUN,
     STATUS_PASS,
     STATUS_SKIP,
     DcgmParseError,
@@ -152,6 +153,11 @@ def judge_coverage(run: DiagRun, tests: Sequence[str], gpus: Sequence[int], find
                 f"{prefix}{_names(missing)}: {test} not run: DCGM printed no result for it (every test of the level "
                 f"runs on each of the tray's {len(gpus)} GPUs)"
             )
+        not_run = [f"GPU {gpu}" for gpu in gpus if getattr(run.result(test, gpu), "status", "") == STATUS_NOT_RUN]
+        if not_run:
+            finding.problems.append(
+                f"{prefix}{_names(not_run)}: {test} not run: DCGM printed its result as Not Run, which proves nothing"
+            )
         skipped: Dict[str, List[str]] = {}
         for gpu in gpus:
             result = run.result(test, gpu)
@@ -204,7 +210,7 @@ def _judge_test(
     noted: Dict[int, List[Tuple[str, DiagWarning]]] = {}
     collateral: List[str] = []
     for result in sorted(results, key=lambda r: (r.entity_group, r.entity_id or 0)):
-        if result.status == STATUS_SKIP:
+        if result.status in (STATUS_SKIP, STATUS_NOT_RUN):
             continue  # judged by the coverage: no evidence
         for warning in result.warnings:
             if warning.error_id in NOTE_CODES:
@@ -216,7 +222,7 @@ def _judge_test(
                 )
             else:
                 finding.problems.append(f"{prefix}{result.entity}: {test} failed: {_failed(warning)}")
-        if result.status not in (STATUS_PASS, "Not Run") and not result.warnings:  # Fail, or Warn of a newer DCGM
+        if result.status not in (STATUS_PASS, STATUS_NOT_RUN) and not result.warnings:  # Fail, or Warn of a newer DCGM
             if explained:
                 collateral.append(result.entity)  # DCGM failed the whole test for another entity's error
             else:
@@ -226,7 +232,12 @@ def _judge_test(
             noted.setdefault(warning.error_id, []).append((test, warning))
         else:
             finding.problems.append(f"{prefix}{test} failed: {_failed(warning)}")
-    if summary and summary.status not in (STATUS_PASS, STATUS_SKIP, "Not Run") and not results and not summary.warnings:
+    if (
+        summary
+        and summary.status not in (STATUS_PASS, STATUS_SKIP, STATUS_NOT_RUN)
+        and not results
+        and not summary.warnings
+    ):
         finding.problems.append(f"{prefix}{test}: {summary.status} with no error from DCGM")
     for code, found in noted.items():
         where = _names([entity for entity, _warning in found])

@@ -429,3 +429,11 @@ def test_the_rack_run_holds_each_tray_to_the_gpus_its_plan_gives(monkeypatch):
         "GPU 4, 5, 6, 7: software not run: DCGM printed no result for it (every test of the level runs on each of "
         "the tray's 8 GPUs)"
     )
+
+
+def test_a_result_printed_as_not_run_is_no_evidence():
+    document = passing_document()
+    software_results(document)[3]["status"] = "Not Run"
+    assert check().judge_tray("t5", log_of(document, 0), 4).problems == [
+        "GPU 3: software not run: DCGM printed its result as Not Run, which proves nothing"
+    ]
