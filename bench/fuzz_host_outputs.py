@@ -14,10 +14,10 @@ The sibling of ``bench/fuzz_outputs.py`` for what the ``dcgm_diag`` and ``gpu_he
 Each case applies one mutation to one seed. **Cosmetic** mutations leave the data as they were (JSON re-indented,
 keys reordered, ids as strings, a line before the JSON; CRLF, trailing blanks, unrelated kernel lines, wall-clock
 stamps; XML re-indented): verdict and numbers must be the seed's. **Damaging** ones take evidence away or add a
-fault (a GPU's result dropped, a Skip or Not Run, an exit status the JSON does not explain, a GPU the tray does not have, the
-JSON cut; an Xid in any form the driver prints, MIG's included, or a fatal SXid; a memory fault or an uncorrectable
-count): the verdict must fail. Only applied to seeds that pass. **Neutral** ones (random cuts, flipped characters,
-nulls and wrong types in the JSON, huge and empty inputs) are only checked for tracebacks.
+fault (a GPU's result dropped, a Skip or Not Run, an exit status the JSON does not explain, a GPU the tray does not
+have, the JSON cut; an Xid in any form the driver prints, MIG's included, or a fatal SXid; a memory fault or an
+uncorrectable count): the verdict must fail. Only applied to seeds that pass. **Neutral** ones (random cuts,
+flipped characters, nulls and wrong types in the JSON, huge and empty inputs) are only checked for tracebacks.
 
 A traceback is any exception but the entry point's documented one (``ValueError`` for ``memory_problems``; none for
 the others), or a failing verdict without a one-line reason. The table counts per parser: cases, expected-fail
