@@ -3,21 +3,27 @@
 
 """Write the verification verdict back onto the Nodes: labels, an annotation, optionally a taint and a condition.
 
-The format is ``tray_state``'s: every tray that ``passed`` or ``failed`` gets ``<label_key>=passed|failed``,
-``<valid_until_label_key>=<Unix seconds>`` and the annotation ``{"time", "verdict", "summary", "run",
-"valid_until"}`` as compact JSON. A ``skipped`` tray keeps its labels; when the run skipped it for its own
-state (a reason that is not ``tray_state.is_selection_skip``) and it carries a verdict, the annotation keeps that
-verdict and gains ``"skipped": {"time", "run", "reason"}`` (a tray never verified is due anyway and is left
-unwritten). With ``taint_failed`` a failed tray also gets ``<taint_key>=true:NoSchedule`` and a tray that passed
-loses that taint; every other taint keeps its place.
+The format is ``tray_state``'s: each tray keeps per check its outcome, run, time and ``valid_until`` (the annotation's
+``checks``). The run's outcomes (the report's per-tray ``checks``) are merged in, forward only: an entry newer than the
+run is kept (``kept_newer`` in the node's result). The tray's verdict is ``tray_state.standing`` of the merged entries
+and the site's ``required_checks`` at the moment the nodes are read: ``<label_key>=passed|failed|incomplete``, and
+``<valid_until_label_key>=<Unix seconds>`` only while it passed. A ``skipped`` tray keeps its labels; when the run
+skipped it for its own state (a reason that is not ``tray_state.is_selection_skip``) and it carries a verdict, the
+annotation keeps its entries and gains ``"skipped": {"time", "run", "reason", "checks"}`` (a tray never verified is
+due anyway and is left unwritten). With ``taint_failed`` a failed tray also gets ``<taint_key>=true:NoSchedule`` and
+a tray that passed loses that taint; every other taint keeps its place. The run's time and every time read from the
+Nodes it merges into are checked before the first patch (``time_problems``, ``node_time_problems``): nothing is
+patched when one cannot be read. ``state=refreshed`` (``plan_refresh``) writes what the entries give now, no check
+running: an expiry shows between runs.
 
 With ``condition`` each tray's ``status.conditions`` carries one condition of the collection's own type
 (``GPUFabricVerified``): ``True``/``Passed``, ``False``/``CheckFailed`` (the message names the failing checks
-and what they blamed), or ``Unknown``/``VerdictExpired`` for every node whose verdict expired and that this run
-did not verify. ``lastHeartbeatTime`` is the verdict's time (the expiry for ``Unknown``), ``lastTransitionTime``
+and what they blamed), ``Unknown``/``ChecksMissing`` while a required check never verified the tray, or
+``Unknown``/``VerdictExpired`` (also for every node whose verdict expired and that this run did not verify).
+``lastHeartbeatTime`` is the newest entry's time (the expiry for ``VerdictExpired``), ``lastTransitionTime``
 changes only when the status does: the same verdict written again changes nothing.
 
-The patch for a node is computed first, from the Node as read (``plan_node``, ``plan_expired``,
+The patch for a node is computed first, from the Node as read (``plan_node``, ``plan_expired``, ``plan_refresh``,
 ``plan_removal``: pure functions), and sent only when it changes something:
 
 - labels and annotations: a strategic merge patch naming only the keys that change;
