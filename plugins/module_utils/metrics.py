@@ -25,6 +25,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     newest_first,
     read_index,
     tray_lowest_pairs,
+    valid_runs,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import SKIPPED, natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
@@ -211,10 +212,11 @@ def rack_passed(verdicts: Iterable[str]) -> bool:
 def last_passes(index: Mapping[str, Any]) -> Dict[str, float]:
     """rack -> Unix time of the newest kept run in which the rack passed (its end, else its start).
 
-    ``index``: the history's index (``history.read_index``); a run's verdicts are ``<check>/<rack>: verdict``.
+    ``index``: the history's index (``history.read_index``); a run's verdicts are ``<check>/<rack>: verdict``; an
+    entry that is no history entry (``history.valid_runs``) is passed over.
     """
     found: Dict[str, float] = {}
-    for entry in newest_first([e for e in index.get("runs") or [] if isinstance(e, dict)]):
+    for entry in newest_first(valid_runs(index)):
         by_rack: Dict[str, List[str]] = {}
         for key, verdict in (entry.get("verdicts") or {}).items():
             if isinstance(key, str) and "/" in key:
@@ -226,11 +228,13 @@ def last_passes(index: Mapping[str, Any]) -> Dict[str, float]:
     return found
 
 
-def history_last_passes(history_dir: str) -> Dict[str, float]:
-    """``last_passes`` of the history in ``history_dir``; empty without one. Raises HistoryError for a bad index."""
+def history_last_passes(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, float]:
+    """``last_passes`` of the history in ``history_dir``; empty without one. An index that cannot be read is
+    rebuilt from the run directories (``history.read_index``, a line in ``warnings``); HistoryError when those
+    cannot be read either."""
     if not history_dir or not os.path.isdir(history_dir):
         return {}
-    return last_passes(read_index(history_dir))
+    return last_passes(read_index(history_dir, warnings))
 
 
 def current_passes(report: Mapping[str, Any]) -> Dict[str, float]:
