@@ -488,10 +488,15 @@ def run_record(history_dir: str, run_id: str, check: str, rack: str) -> Optional
 
 
 def _gbps(value: Any) -> Optional[float]:
-    """A kept cell as GB/s; None for what is no bandwidth (a boolean, NaN, an infinity, below 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+    """A kept figure as GB/s; None for what is no bandwidth (a boolean, NaN, an infinity, below 0). A numeric
+    string is read as its number, as the bandwidth rule reads a baseline (``bandwidth_thresholds.figure_problem``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if 0 <= number < float("inf") else None
 
 
 def tray_lowest_pairs(
@@ -559,9 +564,10 @@ def baseline_for(
 
     Returns ``{"run_id", "recorded_at", "median_gbps", "matrix", "rank_nodes", "driver_version", "source"}``
     (the keys the nvbandwidth rule reads) or None when no run gives one. A record of another testcase, or
-    without a median, is passed over. A record whose median or matrix holds what is no bandwidth (NaN, an
-    infinity, a boolean, 0 or less: ``bandwidth_thresholds.baseline_problems``) is refused with HistoryError
-    naming its file and entries: passing it over would judge the rack against an older run unsaid.
+    without a median (a run that did not pass), is passed over. A record whose median or matrix holds what is no
+    bandwidth (NaN, an infinity, a boolean, 0 or less: ``bandwidth_thresholds.baseline_problems``), or a passed
+    one without a median, is refused with HistoryError naming its file and entries: passing it over would judge
+    the rack against an older run, or none, unsaid.
     """
     if not history_dir or not os.path.isdir(history_dir):
         return None
@@ -577,7 +583,8 @@ def baseline_for(
         if kind != "pinned" and not any(isinstance(r, dict) and r.get("kind") == "product" for r in held):
             continue
         same_testcase = not testcase or details.get("testcase") in (None, testcase)
-        if same_testcase and details.get("median_gbps") is not None:
+        # a run that passed has figures: one without them is refused too, never passed over to an older run
+        if same_testcase and (details.get("median_gbps") is not None or entry["verdicts"][key] == PASSED):
             problems = baseline_problems(details)
             if problems:
                 path = os.path.join(history_dir, str(entry["run_id"]), check, f"{rack}.json")

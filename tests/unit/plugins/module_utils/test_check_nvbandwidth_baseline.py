@@ -166,3 +166,11 @@ def test_a_passing_run_held_against_a_product_reference_is_the_next_baseline(tmp
     held = dict(plain, references=[{"kind": "product", "gbps": 821.41}, {"kind": "median", "gbps": 821.0}])
     record_run(history_dir, "r2", [dict(record, started="2026-12-02T10:00:00Z", details=held)])
     assert check.options_of("rack0")["baseline"]["source"] == "last passing run r2"
+
+
+def test_a_passed_kept_record_without_a_median_is_refused_not_passed_over(tmp_path):
+    history_dir = str(tmp_path / "runs")
+    kept(history_dir, "r1", 1, rack0=(None, "passed"))
+    pin_run(history_dir, "r1")
+    with pytest.raises(NotRun, match=r"pinned run r1\) cannot be the baseline of nvbandwidth/rack0: median_gbps None"):
+        nvbandwidth_check.NvbandwidthCheck.from_params(params(history_dir)).measure(Run("rack0"))
