@@ -115,29 +115,78 @@ def _tray_racks(records: list[dict[str, Any]]) -> dict[str, str]:
     return racks
 
 
-def coverage_of(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Which GPU trays the records found, which were verified, and which were skipped and why.
+def _missing_entries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trays gpu_fabric_racks declares that no record found: [{node, rack, reason}], once each, by name."""
+    entries: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for entry in record["trays"].get("missing") or []:
+            entries.setdefault(
+                entry["node"], {"node": entry["node"], "rack": record["rack"], "reason": entry["reason"]}
+            )
+    return [entries[node] for node in _sorted_names(entries)]
 
-    A tray is verified when a record measured it and no record skipped it; a tray any record skipped
-    is skipped, even when another record measured it. The rest were measured by none (unmeasured): a
-    check that could not run (verdict error) measured nothing.
+
+def _rack_counts(records: list[dict[str, Any]], named_missing: list[dict[str, Any]]) -> tuple[int, int]:
+    """(declared, unnamed missing) over the racks of ``records``: a rack declares the trays gpu_fabric_racks lists,
+    else ``gpu_fabric_trays_per_clique`` (0: it declares none); the trays it expects beyond those found and those
+    missing by name are missing without a name."""
+    by_rack: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_rack.setdefault(record["rack"], []).append(record)
+    declared = unnamed = 0
+    for rack, members in by_rack.items():
+        names = {node for record in members for node in record["trays"].get("declared") or []}
+        expected = max(record["trays"]["expected"] for record in members)
+        found = {node for record in members for node in record["trays"]["found"]}
+        missing = sum(1 for entry in named_missing if entry["rack"] == rack)
+        declared += len(names) or expected
+        unnamed += max(0, expected - len(found) - missing)
+    return declared, unnamed
+
+
+def coverage_of(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every GPU tray the records account for, each once: verified, failed, skipped with its reasons, not verified,
+    not measured, or missing (declared in gpu_fabric_racks, no GPU Node) with its reason.
+
+    ``verified`` and ``failed`` are the trays' own verdicts (``tray_verdicts``: passed, failed), so the coverage,
+    the trays' state and the summary line count alike. Of the other trays, one a record skipped is ``skipped``;
+    one a check measured without vouching for it (a failure naming no tray) is ``unverified``; the rest were
+    measured by none (``unmeasured``: a check that could not run measured nothing). The counts add up to
+    ``trays``: the trays found or skipped plus the missing ones, named or (fewer trays than
+    ``gpu_fabric_trays_per_clique``) not.
     """
-    trays = _tray_racks(records)
-    skipped = _skip_entries(records)
+    verdicts = tray_verdicts(records)
+    found = _sorted_names(node for record in records for node in record["trays"]["found"])
+    verified = [node for node, tray in verdicts.items() if tray["verdict"] == PASSED]
+    failed = [node for node, tray in verdicts.items() if tray["verdict"] == FAILED]
+    judged = set(verified) | set(failed)
+    skipped = [entry for entry in _skip_entries(records) if entry["node"] not in judged]
     skipped_nodes = {entry["node"] for entry in skipped}
     measured = {node for record in records if record["verdict"] != ERROR for node in record["nodes"]}
-    verified = measured - skipped_nodes
-    unmeasured = [node for node in trays if node not in verified and node not in skipped_nodes]
+    rest = [node for node in verdicts if node not in judged and node not in skipped_nodes]
+    unverified = [node for node in rest if node in measured]
+    unmeasured = [node for node in rest if node not in measured]
+    missing = _missing_entries(records)
+    declared, unnamed = _rack_counts(records, missing)
+    trays = _sorted_names([*verdicts, *skipped_nodes])
     return {
-        "trays": _sorted_names(trays),
+        "trays": trays,
         "verified": _sorted_names(verified),
+        "failed": _sorted_names(failed),
         "skipped": skipped,
+        "unverified": _sorted_names(unverified),
         "unmeasured": _sorted_names(unmeasured),
+        "missing": missing,
         "counts": {
-            "trays": len(trays),
+            "trays": len(trays) + len(missing) + unnamed,
+            "declared": declared,
+            "found": len(found),
             "verified": len(verified),
+            "failed": len(failed),
             "skipped": len(skipped),
+            "unverified": len(unverified),
             "unmeasured": len(unmeasured),
+            "missing": len(missing) + unnamed,
         },
     }
 
@@ -266,14 +315,9 @@ def racks_of(records: list[dict[str, Any]], trays: dict[str, dict[str, Any]]) ->
             "clique": cliques[0] if cliques else None,
             "verdict": rack_verdict(members),
             "checks": {record["check"]: record["outcome"] for record in members},
-            "trays": {
-                "expected": max(record["trays"]["expected"] for record in members),
-                "found": counts["trays"],
-                "verified": counts["verified"],
-                "skipped": counts["skipped"],
-                "unmeasured": counts["unmeasured"],
-            },
+            "trays": dict(counts, expected=max(record["trays"]["expected"] for record in members)),
             "skipped_trays": [{"node": entry["node"], "reason": entry["reason"]} for entry in coverage["skipped"]],
+            "missing_trays": [{"node": entry["node"], "reason": entry["reason"]} for entry in coverage["missing"]],
             "failed_trays": [
                 node for node, tray in trays.items() if tray["rack"] == rack and tray["verdict"] == FAILED
             ],
@@ -421,10 +465,29 @@ def verdict_words(report: dict[str, Any]) -> str:
     return "; ".join(words)
 
 
+MISSING_NAMED = 5  # the summary line names this many missing trays; report.json lists them all
+
+
 def coverage_words(coverage: dict[str, Any]) -> str:
-    """'36 of 54 GPU trays verified; 18 skipped'."""
+    """'35 of 54 GPU trays verified; 18 skipped; 1 failed', with the trays declared and found when they differ, and
+    the missing ones by name: '17 of 18 GPU trays verified (18 declared, 17 found); 0 skipped; 1 missing
+    (gb200-r1-t17)'."""
     counts = coverage["counts"]
-    words = f"{counts['verified']} of {counts['trays']} GPU trays verified; {counts['skipped']} skipped"
+    words = f"{counts['verified']} of {counts['trays']} GPU trays verified"
+    if counts.get("declared") and (counts["declared"] != counts["found"] or counts["missing"]):
+        words += f" ({counts['declared']} declared, {counts['found']} found)"
+    words += f"; {counts['skipped']} skipped"
+    if counts.get("failed"):
+        words += f"; {counts['failed']} failed"
+    if counts.get("missing"):
+        names = [entry["node"] for entry in coverage.get("missing") or []]
+        shown = names[:MISSING_NAMED] + ([f"{len(names) - MISSING_NAMED} more"] if len(names) > MISSING_NAMED else [])
+        unnamed = counts["missing"] - len(names)
+        if unnamed:
+            shown.append(f"{unnamed} unnamed: fewer GPU trays than gpu_fabric_trays_per_clique")
+        words += f"; {counts['missing']} missing ({', '.join(shown)})"
+    if counts.get("unverified"):
+        words += f"; {counts['unverified']} measured, not verified (a check failed naming no tray, or could not run)"
     if counts["unmeasured"]:
         words += f"; {counts['unmeasured']} not measured by any check"
     return words

@@ -213,6 +213,18 @@ def _common_prefix(names: list[str]) -> str:
     return prefix[: cut + 1] if cut >= 0 else ""
 
 
+def tray_count_words(counts: dict[str, int]) -> str:
+    """', 1 skipped, 3 failed, 1 missing': what a rack's verified count leaves out (``report_model.coverage_of``)."""
+    words = [
+        ("skipped", "skipped"),
+        ("failed", "failed"),
+        ("missing", "missing"),
+        ("unverified", "not verified"),
+        ("unmeasured", "not measured"),
+    ]
+    return "".join(f", {counts[key]} {text}" for key, text in words if counts.get(key))
+
+
 def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]:
     """Everything the templates show, as plain strings and lists."""
     checks = report["checks"]
@@ -234,12 +246,8 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
             text, css = outcome_cell(record)
             cells.append({"text": text, "css": css, "anchor": anchor(rack, check), "title": record["summary"]})
         counts = info["trays"]
-        total = max(counts["expected"], counts["found"])
-        trays_text = f"{counts['verified']} of {total}"
-        if counts["skipped"]:
-            trays_text += f", {counts['skipped']} skipped"
-        if counts["unmeasured"]:
-            trays_text += f", {counts['unmeasured']} not measured"
+        total = counts["trays"]
+        trays_text = f"{counts['verified']} of {total}" + tray_count_words(counts)
         fleet_rows.append({"rack": rack, "anchor": anchor(rack), "cells": cells, "trays": trays_text})
 
         nodes = [node for node, tray in report["trays"].items() if tray["rack"] == rack]
@@ -259,8 +267,7 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
             }
         )
         headline = f"clique {info['clique']}" if info["clique"] else "no single clique"
-        headline += f"; {counts['verified']} of {total} GPU trays verified"
-        headline += f", {counts['skipped']} skipped" if counts["skipped"] else ""
+        headline += f"; {counts['verified']} of {total} GPU trays verified" + tray_count_words(counts)
         racks.append(
             {
                 "rack": rack,
@@ -297,5 +304,18 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
         + [
             {"node": node, "rack": report["trays"][node]["rack"], "reason": "not measured by any check", "checks": ""}
             for node in report["coverage"]["unmeasured"]
+        ]
+        + [
+            {
+                "node": node,
+                "rack": report["trays"][node]["rack"],
+                "reason": report["trays"][node]["summary"],
+                "checks": "",
+            }
+            for node in report["coverage"].get("unverified") or []
+        ]
+        + [
+            {"node": entry["node"], "rack": entry["rack"], "reason": f"missing: {entry['reason']}", "checks": ""}
+            for entry in report["coverage"].get("missing") or []
         ],
     }

@@ -55,6 +55,14 @@ def _trays(value: Any) -> dict[str, Any]:
         "found": _names(value.get("found")),
         "skipped": skipped,
     }
+    if "declared" in value:  # a rack of gpu_fabric_racks (older records and undeclared racks have none of these)
+        trays["declared"] = _names(value.get("declared"))
+        trays["missing"] = [
+            {"node": str(entry["node"]), "reason": one_line(entry.get("reason") or "no reason given")}
+            for entry in value.get("missing") or []
+            if isinstance(entry, dict) and entry.get("node")
+        ]
+        trays["undeclared"] = _names(value.get("undeclared"))
     if "due" in value or "partners" in value:  # an only-due run's (older records have neither)
         trays["due"] = [
             {"node": str(entry["node"]), "reason": one_line(entry.get("reason") or "no reason given")}

@@ -166,6 +166,10 @@ def render_junit(report: dict[str, Any]) -> str:
     if report.get("generated"):
         suite_attributes["timestamp"] = report["generated"]
     suite = ET.SubElement(suites, "testsuite", suite_attributes)
+    # the GPU trays as the summary line counts them (report_model.coverage_of): one story in every format
+    properties = ET.SubElement(suite, "properties")
+    for state, count in report["coverage"]["counts"].items():
+        ET.SubElement(properties, "property", {"name": f"gpu_trays_{state}", "value": str(count)})
     for record in checks:
         case = ET.SubElement(
             suite,

@@ -171,7 +171,7 @@ summary:
   returned: always
   type: str
   sample: "FAILED: 3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); incomplete, allowed:
-    nvbandwidth (rack0); 36 of 54 GPU trays verified; 18 skipped"
+    nvbandwidth (rack0); 33 of 54 GPU trays verified; 18 skipped; 3 failed"
 totals:
   description:
     - Counts of the run's records (one per check and rack) - C(checks), C(passed) (an allowed incomplete one
@@ -211,7 +211,9 @@ checks:
       type: str
       sample: "rack rack1: 143 of 5112 GPU pairs below the threshold: ..."
 racks:
-  description: Per rack of the run, its clique, verdict, the outcome of each check and the counts of its trays.
+  description:
+    - Per rack of the run, its clique, verdict, the outcome of each check and the counts of its trays (those of
+      RV(coverage), and C(expected), C(gpu_fabric_trays_per_clique)); the trays skipped, missing and failed.
   returned: always
   type: dict
   sample:
@@ -219,14 +221,21 @@ racks:
       clique: 9c0d1e2f-2222-4000-8000-00000000c120.1
       verdict: passed
       checks: {"cliques": "passed", "imex_channel": "passed", "nvbandwidth": "passed"}
-      trays: {"expected": 18, "found": 18, "verified": 17, "skipped": 1, "unmeasured": 0}
+      trays: {"trays": 18, "declared": 18, "found": 18, "verified": 17, "failed": 0, "skipped": 1, "unverified": 0,
+              "unmeasured": 0, "missing": 0, "expected": 18}
       skipped_trays: [{"node": "gb200-r2-t7", "reason": "NotReady (NodeStatusUnknown)"}]
+      missing_trays: []
       failed_trays: []
 coverage:
   description:
-    - The GPU trays of the cluster (every tray a record found), those a check measured and none skipped (C(verified)),
-      those any check skipped (C(skipped), with the reasons and the checks) and the ones left
-      (C(unmeasured)), with the counts.
+    - Every GPU tray the run accounts for, each once, as the trays' own verdicts (RV(trays)) count them - found
+      (C(trays)), V(passed) (C(verified)), V(failed) (C(failed)), skipped by a check (C(skipped), with the reasons
+      and the checks), measured by a check that failed naming no tray or could not run (C(unverified)), measured
+      by none (C(unmeasured)), and declared in C(gpu_fabric_racks) with no GPU Node (C(missing), with the reason).
+    - C(counts) has each of these; C(counts.trays) is the trays found or skipped plus the missing ones (named, or
+      fewer trays than C(gpu_fabric_trays_per_clique)); C(counts.declared) the trays the site declares (a rack's
+      C(gpu_fabric_racks) list, else C(gpu_fabric_trays_per_clique)). JUnit's test suite carries the same counts
+      as C(gpu_trays_<count>) properties.
   returned: always
   type: dict
   sample:
@@ -234,8 +243,12 @@ coverage:
     verified: ["gb200-r0-t0", "..."]
     skipped: [{"node": "gb200-r2-t7", "rack": "rack2", "reason": "NotReady (NodeStatusUnknown)",
                "checks": ["cliques", "imex_channel", "nvbandwidth"]}]
+    failed: ["gb200-r1-t3", "gb200-r1-t11", "gb200-r1-t15"]
+    unverified: []
     unmeasured: []
-    counts: {"trays": 54, "verified": 36, "skipped": 18, "unmeasured": 0}
+    missing: []
+    counts: {"trays": 54, "declared": 54, "found": 54, "verified": 33, "failed": 3, "skipped": 18, "unverified": 0,
+             "unmeasured": 0, "missing": 0}
 trays:
   description: Per GPU tray, its verdict over the records of the run (what a node-labelling step reads).
   returned: always

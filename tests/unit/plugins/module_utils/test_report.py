@@ -71,6 +71,17 @@ def rewrite(path, **changes):
 # ----------------------------------------------------------------------------------------- loading
 
 
+def tray_counts(**counts: int) -> dict:
+    """The counts of report_model.coverage_of: every state, 0 unless given."""
+    states = ("trays", "declared", "found", "verified", "failed", "skipped", "unverified", "unmeasured", "missing")
+    return {state: counts.get(state, 0) for state in states}
+
+
+def rack_tray_counts(**counts: int) -> dict:
+    """A rack's tray counts (report_model.racks_of): the coverage's and the trays it expects."""
+    return dict(tray_counts(**counts), expected=counts.get("expected", 0))
+
+
 def test_records_are_read_per_check_and_rack(records):
     assert [(record["check"], record["rack"], record["run_id"]) for record in records] == [
         ("cliques", "rack0", RUN),
@@ -202,7 +213,7 @@ def test_only_the_records_of_the_run_count(report):
     ]
     assert report["summary"] == (
         "FAILED: 3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); incomplete, allowed: nvbandwidth (rack0); "
-        "36 of 54 GPU trays verified; 18 skipped"
+        "33 of 54 GPU trays verified; 18 skipped; 3 failed"
     )
     # the time window of this run, not of the older NCCL record
     assert (report["started"], report["generated"]) == ("2026-12-01T10:15:01.104512Z", "2026-12-01T10:17:31.904466Z")
@@ -220,14 +231,12 @@ def test_without_a_run_id_every_record_counts(records):
         "nccl": "passed",
     }
     # the older NCCL run skipped gb200-r0-t2..t17 and this run's nvbandwidth t0..t16: every tray of rack0
-    assert report["racks"]["rack0"]["trays"] == {
-        "expected": 18,
-        "found": 18,
-        "verified": 0,
-        "skipped": 18,
-        "unmeasured": 0,
-    }
-    assert report["coverage"]["counts"] == {"trays": 54, "verified": 35, "skipped": 19, "unmeasured": 0}
+    assert report["racks"]["rack0"]["trays"] == rack_tray_counts(
+        trays=18, declared=18, found=18, skipped=18, expected=18
+    )
+    assert report["coverage"]["counts"] == tray_counts(
+        trays=54, declared=54, found=54, verified=32, failed=3, skipped=19
+    )
     assert report["trays"]["gb200-r0-t17"]["verdict"] == "skipped"
     assert (
         report["trays"]["gb200-r0-t17"]["summary"] == "skipped: not selected (gpu_fabric_verify_nodes_per_clique is 2)"
@@ -247,13 +256,9 @@ def test_the_run_of_an_older_record_reports_that_run_alone(records):
     assert report["passed"] is True
     assert report["summary"] == "PASSED: 1 rack, 1 of 1 checks passed; 2 of 18 GPU trays verified; 16 skipped"
     assert report["coverage"]["unmeasured"] == []
-    assert report["racks"]["rack0"]["trays"] == {
-        "expected": 18,
-        "found": 18,
-        "verified": 2,
-        "skipped": 16,
-        "unmeasured": 0,
-    }
+    assert report["racks"]["rack0"]["trays"] == rack_tray_counts(
+        trays=18, declared=18, found=18, verified=2, skipped=16, expected=18
+    )
     assert not_current_words(report) == (
         f"cliques (records of run {RUN}), imex_channel (records of run {RUN}), nvbandwidth (records of run {RUN})"
     )
@@ -270,17 +275,21 @@ def test_an_older_record_of_a_check_of_this_run_is_named_with_its_rack(tmp_path)
     assert report["totals"]["failed"] == 1
 
 
-def test_coverage_counts_the_trays_found_verified_and_skipped(report):
+def test_coverage_counts_the_trays_found_verified_failed_and_skipped(report):
     coverage = report["coverage"]
-    assert coverage["counts"] == {"trays": 54, "verified": 36, "skipped": 18, "unmeasured": 0}
+    assert coverage["counts"] == tray_counts(trays=54, declared=54, found=54, verified=33, failed=3, skipped=18)
     assert coverage["trays"][:3] == ["gb200-r0-t0", "gb200-r0-t1", "gb200-r0-t2"]
     assert coverage["trays"][17] == "gb200-r0-t17"  # natural order: t2 before t10
-    # of rack0 only the one tray nvbandwidth did not skip; rack1 whole (its failed trays were measured); rack2 less t7
+    # of rack0 only the one tray nvbandwidth did not skip; rack1 less the 3 it blamed; rack2 less t7: the trays'
+    # own verdicts, as report["trays"] gives them
+    failed = ["gb200-r1-t3", "gb200-r1-t11", "gb200-r1-t15"]
     assert coverage["verified"] == [
         "gb200-r0-t17",
-        *[f"gb200-r1-t{tray}" for tray in range(18)],
+        *[f"gb200-r1-t{tray}" for tray in range(18) if f"gb200-r1-t{tray}" not in failed],
         *[f"gb200-r2-t{tray}" for tray in range(18) if tray != 7],
     ]
+    assert coverage["failed"] == failed
+    assert coverage["verified"] == [node for node, tray in report["trays"].items() if tray["verdict"] == "passed"]
     # rack0's 17 busy trays were measured by cliques and imex_channel, but nvbandwidth skipped them: not verified
     assert coverage["skipped"] == [
         {
@@ -298,13 +307,9 @@ def test_coverage_counts_the_trays_found_verified_and_skipped(report):
             "checks": ["cliques", "imex_channel", "nvbandwidth"],
         }
     ]
-    assert report["racks"]["rack0"]["trays"] == {
-        "expected": 18,
-        "found": 18,
-        "verified": 1,
-        "skipped": 17,
-        "unmeasured": 0,
-    }
+    assert report["racks"]["rack0"]["trays"] == rack_tray_counts(
+        trays=18, declared=18, found=18, verified=1, skipped=17, expected=18
+    )
 
 
 def test_racks_carry_their_clique_verdicts_and_tray_counts(report):
@@ -312,17 +317,14 @@ def test_racks_carry_their_clique_verdicts_and_tray_counts(report):
         "clique": "5e6f7a8b-1111-4000-8000-00000000c11f.1",
         "verdict": "failed",
         "checks": {"cliques": "passed", "imex_channel": "passed", "nvbandwidth": "failed"},
-        "trays": {"expected": 18, "found": 18, "verified": 18, "skipped": 0, "unmeasured": 0},
+        "trays": rack_tray_counts(trays=18, declared=18, found=18, verified=15, failed=3, expected=18),
         "skipped_trays": [],
+        "missing_trays": [],
         "failed_trays": ["gb200-r1-t3", "gb200-r1-t11", "gb200-r1-t15"],
     }
-    assert report["racks"]["rack2"]["trays"] == {
-        "expected": 18,
-        "found": 18,
-        "verified": 17,
-        "skipped": 1,
-        "unmeasured": 0,
-    }
+    assert report["racks"]["rack2"]["trays"] == rack_tray_counts(
+        trays=18, declared=18, found=18, verified=17, skipped=1, expected=18
+    )
     assert report["racks"]["rack2"]["skipped_trays"] == [
         {"node": "gb200-r2-t7", "reason": "NotReady (NodeStatusUnknown)"}
     ]
@@ -469,7 +471,7 @@ def test_a_tray_one_check_skipped_is_not_verified_though_another_measured_it():
     coverage = coverage_of(records)
     assert coverage["verified"] == ["b"]
     assert coverage["skipped"] == [{"node": "a", "rack": "rack9", "reason": "busy", "checks": ["nvbandwidth"]}]
-    assert coverage["counts"] == {"trays": 2, "verified": 1, "skipped": 1, "unmeasured": 0}
+    assert coverage["counts"] == tray_counts(trays=2, declared=2, found=2, verified=1, skipped=1)
 
 
 def test_json_is_stable_and_round_trips(report, records):
@@ -481,7 +483,8 @@ def test_json_is_stable_and_round_trips(report, records):
     assert len(nvbandwidth["details"]["matrix"]) == 72
     assert nvbandwidth["details"]["matrix"][13][45] == 402.11
     assert len(nvbandwidth["details"]["failing_pairs"]) == 143
-    assert data["coverage"]["counts"]["verified"] == 36
+    assert data["coverage"]["counts"]["verified"] == 33
+    assert data["coverage"]["counts"]["failed"] == 3
     assert data["coverage"]["counts"]["skipped"] == 18
     assert data["trays"]["gb200-r1-t15"]["verdict"] == "failed"
 
@@ -498,7 +501,7 @@ def test_markdown_starts_with_the_verdict_cluster_coverage_and_the_fleet_table(r
         "nvbandwidth (rack0).",
         "",
         "- cluster: https://10.0.0.10:6443 (Kubernetes v1.34.4)",
-        "- coverage: 36 of 54 GPU trays verified; 18 skipped",
+        "- coverage: 33 of 54 GPU trays verified; 18 skipped; 3 failed",
         f"- run: {RUN}",
         "- checks ran: 2026-12-01T10:15:01Z to 2026-12-01T10:17:31Z",
         f"- not run this time: nccl (record of run {OLD_RUN})",
@@ -506,7 +509,7 @@ def test_markdown_starts_with_the_verdict_cluster_coverage_and_the_fleet_table(r
         "| rack | cliques | imex_channel | nvbandwidth | trays verified |",
         "| --- | --- | --- | --- | --- |",
         "| rack0 | PASS | PASS | INCOMPLETE | 1 of 18, 17 skipped |",
-        "| rack1 | PASS | PASS | FAIL | 18 of 18 |",
+        "| rack1 | PASS | PASS | FAIL | 15 of 18, 3 failed |",
         "| rack2 | PASS | PASS | PASS | 17 of 18, 1 skipped |",
         "",
         "## rack0",
@@ -517,7 +520,7 @@ def test_markdown_starts_with_the_verdict_cluster_coverage_and_the_fleet_table(r
 def test_markdown_marks_a_check_a_rack_did_not_run_with_a_dash(records):
     text = render_markdown(build_report(records, TITLE))
     assert "| rack | cliques | imex_channel | nvbandwidth | nccl | trays verified |" in text
-    assert "| rack1 | PASS | PASS | FAIL | \u2014 | 18 of 18 |" in text
+    assert "| rack1 | PASS | PASS | FAIL | \u2014 | 15 of 18, 3 failed |" in text
     assert "| rack0 | PASS | PASS | INCOMPLETE | PASS | 0 of 18, 18 skipped |" in text
 
 
@@ -858,9 +861,14 @@ def test_a_run_that_could_not_run_is_an_error_not_a_fabric_failure():
         "ERROR: 2 racks, 1 of 3 checks passed; could not run (not a verdict on the fabric): nvbandwidth (rack0, rack1)"
     )
     assert report["racks"]["rack1"]["verdict"] == "error"
-    # the trays of a check that could not run were not measured: none of rack1's counts as verified
-    assert report["coverage"]["counts"] == {"trays": 4, "verified": 2, "skipped": 0, "unmeasured": 2}
-    assert report["summary"].endswith("2 of 4 GPU trays verified; 0 skipped; 2 not measured by any check")
+    # the trays of a check that could not run were not measured: none of rack1's counts as verified, and rack0's,
+    # read by cliques, are not verified either while nvbandwidth could not run there (as their own verdicts say)
+    assert report["coverage"]["counts"] == tray_counts(trays=4, declared=4, found=4, unverified=2, unmeasured=2)
+    assert report["summary"].endswith(
+        "0 of 4 GPU trays verified; 0 skipped; 2 measured, not verified (a check failed naming no tray, or could not "
+        "run); 2 not measured by any check"
+    )
+    assert report["trays"]["rack0-t0"]["verdict"] == "skipped"
     assert report["trays"]["rack1-t0"]["summary"] == "not verified: nvbandwidth could not run"
     root = ET.fromstring(render_junit(report))
     assert root.get("errors") == "2" and root.get("failures") == "0"
@@ -888,3 +896,76 @@ def test_an_error_record_that_says_it_passed_is_refused():
         {"check": "nccl", "passed": True, "summary": "x", "outcome": "error"}, "records/nccl/rack0.json", "nccl"
     )
     assert bad["verdict"] == "error" and "has outcome=error but passed=true" in bad["summary"]
+
+
+# ----------------------------------------------------------------------------------------- the fleet as declared
+
+NO_NODE = "declared in gpu_fabric_racks, no Node of that name in the cluster"
+
+
+def declared_record(rack: str, outcome: str, found: list, declared: list, expected: int = 0) -> dict:
+    """A record as fabric_verify writes it for a rack of gpu_fabric_racks (nvbandwidth measured every tray found)."""
+    missing = [{"node": node, "reason": NO_NODE} for node in declared if node not in found]
+    raw = {
+        "check": "nvbandwidth",
+        "rack": rack,
+        "run_id": RUN,
+        "outcome": outcome,
+        "passed": outcome == "passed",
+        "summary": f"rack {rack}: {outcome}",
+        "nodes": list(found),
+        "trays": {"expected": expected, "found": found, "skipped": [], "declared": declared, "missing": missing},
+    }
+    return normalise_record(json.loads(json.dumps(raw)), f"records/nvbandwidth/{rack}.json")
+
+
+def test_the_declared_racks_and_trays_the_cluster_lacks_are_counted_named_and_fail_the_run():
+    records = [
+        declared_record(
+            "rack1", "passed", ["gb200-r1-t0", "gb200-r1-t1"], ["gb200-r1-t0", "gb200-r1-t1", "gb200-r1-t2"]
+        ),
+        declared_record("rack9", "error", [], ["gb200-r9-t0", "gb200-r9-t1"]),
+    ]
+    report = build_report(records, "t", RUN)
+    assert (report["verdict"], report["passed"]) == ("error", False)
+    assert report["summary"] == (
+        "ERROR: 2 racks, 1 of 2 checks passed; could not run (not a verdict on the fabric): nvbandwidth (rack9); "
+        "2 of 5 GPU trays verified (5 declared, 2 found); 0 skipped; 3 missing (gb200-r1-t2, gb200-r9-t0, gb200-r9-t1)"
+    )
+    coverage = report["coverage"]
+    assert coverage["counts"] == tray_counts(trays=5, declared=5, found=2, verified=2, missing=3)
+    assert coverage["missing"][0] == {"node": "gb200-r1-t2", "rack": "rack1", "reason": NO_NODE}
+    assert coverage["verified"] == [node for node, tray in report["trays"].items() if tray["verdict"] == "passed"]
+    assert report["racks"]["rack9"]["trays"] == rack_tray_counts(trays=2, declared=2, missing=2)
+    assert report["racks"]["rack9"]["missing_trays"] == [
+        {"node": "gb200-r9-t0", "reason": NO_NODE},
+        {"node": "gb200-r9-t1", "reason": NO_NODE},
+    ]
+    markdown = render_markdown(report)
+    assert "| rack1 | PASS | 2 of 3, 1 missing |" in markdown
+    assert "| rack9 | ERROR | 0 of 2, 2 missing |" in markdown
+    assert f"| gb200-r1-t2 | rack1 | missing: {NO_NODE} |  |" in markdown
+    suite = ET.fromstring(render_junit(report)).find("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert {k: properties[f"gpu_trays_{k}"] for k in ("declared", "found", "verified", "skipped", "missing")} == {
+        "declared": "5",
+        "found": "2",
+        "verified": "2",
+        "skipped": "0",
+        "missing": "3",
+    }
+
+
+def test_a_rack_short_of_its_trays_is_counted_against_the_trays_it_declares():
+    """17 of 18 trays found, the clique check failed naming no tray: not '17 of 17 verified' beside 17 trays the
+    report marks not verified, but 0 of 18, one missing, 17 measured and not verified, as the trays' verdicts say."""
+    found = [f"gb200-r1-t{tray}" for tray in range(17)]
+    record = declared_record("rack1", "failed", found, [], expected=18)
+    record["trays"].pop("declared")
+    report = build_report([record], "t", RUN)
+    assert report["coverage"]["counts"] == tray_counts(trays=18, declared=18, found=17, unverified=17, missing=1)
+    assert report["summary"].endswith(
+        "0 of 18 GPU trays verified (18 declared, 17 found); 0 skipped; 1 missing (1 unnamed: fewer GPU trays than "
+        "gpu_fabric_trays_per_clique); 17 measured, not verified (a check failed naming no tray, or could not run)"
+    )
+    assert {tray["verdict"] for tray in report["trays"].values()} == {"skipped"}

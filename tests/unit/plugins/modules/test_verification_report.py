@@ -67,7 +67,7 @@ def test_writes_four_reports_of_the_run_then_changes_nothing(records, tmp_path):
     assert first["passed"] is False
     assert first["summary"] == (
         "FAILED: 3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); incomplete, allowed: nvbandwidth (rack0); "
-        "36 of 54 GPU trays verified; 18 skipped"
+        "33 of 54 GPU trays verified; 18 skipped; 3 failed"
     )
     assert first["totals"] == {
         "racks": 3,
@@ -92,7 +92,7 @@ def test_writes_four_reports_of_the_run_then_changes_nothing(records, tmp_path):
     ]
     markdown = (dest / "report.md").read_text()
     assert "| rack0 | PASS | PASS | INCOMPLETE | 1 of 18, 17 skipped |" in markdown
-    assert "| rack1 | PASS | PASS | FAIL | 18 of 18 |" in markdown
+    assert "| rack1 | PASS | PASS | FAIL | 15 of 18, 3 failed |" in markdown
     assert first["checks"][5] == {
         "check": "nvbandwidth",
         "rack": "rack1",
@@ -105,20 +105,40 @@ def test_writes_four_reports_of_the_run_then_changes_nothing(records, tmp_path):
     assert first["racks"]["rack1"]["verdict"] == "failed"
     # nvbandwidth skipped 17 busy trays of rack0: cliques and imex_channel measured them, yet they are not verified
     assert first["racks"]["rack0"]["trays"] == {
-        "expected": 18,
+        "trays": 18,
+        "declared": 18,
         "found": 18,
         "verified": 1,
+        "failed": 0,
         "skipped": 17,
+        "unverified": 0,
         "unmeasured": 0,
+        "missing": 0,
+        "expected": 18,
     }
     assert first["racks"]["rack2"]["trays"] == {
-        "expected": 18,
+        "trays": 18,
+        "declared": 18,
         "found": 18,
         "verified": 17,
+        "failed": 0,
         "skipped": 1,
+        "unverified": 0,
         "unmeasured": 0,
+        "missing": 0,
+        "expected": 18,
     }
-    assert first["coverage"]["counts"] == {"trays": 54, "verified": 36, "skipped": 18, "unmeasured": 0}
+    assert first["coverage"]["counts"] == {
+        "trays": 54,
+        "declared": 54,
+        "found": 54,
+        "verified": 33,
+        "failed": 3,
+        "skipped": 18,
+        "unverified": 0,
+        "unmeasured": 0,
+        "missing": 0,
+    }
     assert len(first["trays"]) == 54
     assert first["trays"]["gb200-r1-t15"] == {
         "verdict": "failed",
