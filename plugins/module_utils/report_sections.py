@@ -93,14 +93,17 @@ def _fact_text(key: str, value: Any) -> str:
 
 
 def trays_measured(record: dict[str, Any]) -> str:
-    """'all 18 of the rack', '17 of 18, not gb200-r2-t7', or the trays themselves."""
+    """'all 18 of the rack', '17 of 18, not gb200-r2-t7', '17 of 18, not gb200-r1-t17 (missing)' (declared in
+    gpu_fabric_racks, no GPU Node), or the trays themselves."""
     nodes, found = record["nodes"], record["trays"]["found"]
-    missing = [node for node in found if node not in nodes]
-    if not found or not set(nodes) <= set(found) or len(missing) > len(nodes):
+    absent = [entry["node"] for entry in record["trays"].get("missing") or []]
+    unmeasured = [node for node in found if node not in nodes]
+    if not found or not set(nodes) <= set(found) or len(unmeasured) + len(absent) > len(nodes):
         return f"{len(nodes)} ({', '.join(nodes)})"
-    if not missing:
+    if not unmeasured and not absent:
         return f"all {len(found)} of the rack"
-    return f"{len(nodes)} of {len(found)}, not {', '.join(missing)}"
+    left_out = unmeasured + [f"{node} (missing)" for node in absent]
+    return f"{len(nodes)} of {len(found) + len(absent)}, not {', '.join(left_out)}"
 
 
 def check_facts(record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -36,6 +36,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections i
     binary_size,
     gpu_placement,
     heat_colour,
+    trays_measured,
 )
 
 from tests.conftest import FIXTURES
@@ -941,6 +942,8 @@ def test_the_declared_racks_and_trays_the_cluster_lacks_are_counted_named_and_fa
         {"node": "gb200-r9-t0", "reason": NO_NODE},
         {"node": "gb200-r9-t1", "reason": NO_NODE},
     ]
+    (rack1,) = [record for record in report["checks"] if record["rack"] == "rack1"]
+    assert trays_measured(rack1) == "2 of 3, not gb200-r1-t2 (missing)"
     markdown = render_markdown(report)
     assert "| rack1 | PASS | 2 of 3, 1 missing |" in markdown
     assert "| rack9 | ERROR | 0 of 2, 2 missing |" in markdown
