@@ -327,7 +327,12 @@ def node_state(sim_rack: SimRack, name: str) -> tuple[str | None, list[str]]:
 
 
 def test_the_verdict_is_written_to_the_trays_and_a_fixed_tray_is_untainted(cluster_stage: SimRack, tmp_path):
-    label = {"gpu_fabric_verify_label_nodes": True, "gpu_fabric_verify_taint_failed": True, **FAST}
+    label = {
+        "gpu_fabric_verify_label_nodes": True,
+        "gpu_fabric_verify_taint_failed": True,
+        "gpu_fabric_verify_required_checks": ["nvbandwidth"],  # these runs are --tags nvbandwidth
+        **FAST,
+    }
     try:
         with faults(cluster_stage, ("degraded-link", {"rack": 1, "src": 4, "dst": 9, "gbps": 400})):
             broken = run_verify(cluster_stage, tmp_path / "a", "--tags", "nvbandwidth", extra_vars=label)

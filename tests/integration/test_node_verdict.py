@@ -35,8 +35,13 @@ TAINT = "gpu-fabric.nvidia.com/unverified"
 OUR_TAINT = {"key": TAINT, "value": "true", "effect": "NoSchedule"}
 # Stands for a taint someone else put on the tray; PreferNoSchedule keeps the shared rack schedulable.
 OTHER_TAINT = {"key": "gpu-fabric.test/keep-me", "value": "node-verdict", "effect": "PreferNoSchedule"}
-FIRST_RUN = "2026-12-01T10:21:37Z"
-SECOND_RUN = "2026-12-01T11:05:12Z"
+# Two runs of the last hours: the module judges the verdicts at the moment it reads the nodes, so they hold now.
+_HOUR_AGO = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
+FIRST_RUN = _HOUR_AGO.strftime("%Y-%m-%dT%H:%M:%SZ")
+SECOND_RUN = (_HOUR_AGO + datetime.timedelta(minutes=40)).strftime("%Y-%m-%dT%H:%M:%SZ")
+THIRD_RUN = (_HOUR_AGO + datetime.timedelta(minutes=50)).strftime("%Y-%m-%dT%H:%M:%SZ")
+# The site of these tests requires the bandwidth check alone: its pass makes a tray pass.
+REQUIRED = {"required_checks": ["nvbandwidth"]}
 FAILED_SUMMARY = "rack1 nvbandwidth: 1 of 56 GPU pairs below 765.00 GB/s: 12->5 402.11 GB/s"
 
 
@@ -131,7 +136,15 @@ def valid_until(time: str, hours: float = 168.0) -> str:
 
 
 def written(time: str, verdict: str, summary: str, run: str = "") -> dict[str, Any]:
-    return {"time": time, "verdict": verdict, "summary": summary, "run": run, "valid_until": valid_until(time)}
+    """The per-check state of a tray whose nvbandwidth check ``verdict`` (``summary``: what it said of the tray)."""
+    entry = {"outcome": verdict, "time": time, "run": run, "valid_until": valid_until(time)}
+    tray = {"verdict": verdict, "time": time, "run": run}
+    if verdict == "failed":
+        tray["summary"] = f"nvbandwidth failed: {summary}"
+        entry["summary"] = summary
+    else:
+        tray.update(summary="passed nvbandwidth", valid_until=valid_until(time))
+    return {**tray, "checks": {"nvbandwidth": entry}}
 
 
 def state(sim_rack, node: str) -> dict[str, Any]:
@@ -152,19 +165,22 @@ def test_label_taint_then_pass_then_idempotent_and_check_mode(sim_rack, trays):
     def args(bad_verdict: str, time: str) -> dict[str, Any]:
         bad_summary = FAILED_SUMMARY if bad_verdict == "failed" else "rack1: 4 of 4 checks passed"
         return {
+            **REQUIRED,
             "time": time,
             "taint_failed": True,
             "trays": {
                 bad: {
                     "verdict": bad_verdict,
                     "rack": "rack1",
-                    "checks_failed": ["nvbandwidth"],
+                    "checks_failed": ["nvbandwidth"] if bad_verdict == "failed" else [],
+                    "checks_passed": [] if bad_verdict == "failed" else ["nvbandwidth"],
                     "summary": bad_summary,
                 },
                 good: {
                     "verdict": "passed",
                     "rack": "rack1",
                     "checks_failed": [],
+                    "checks_passed": ["nvbandwidth"],
                     "summary": "rack1: 4 of 4 checks passed",
                 },
                 skipped: {"verdict": "skipped", "rack": "rack1", "checks_failed": [], "summary": f"{skipped} cordoned"},
@@ -215,7 +231,7 @@ def test_label_taint_then_pass_then_idempotent_and_check_mode(sim_rack, trays):
 
     # check mode with a new failure reports it and writes nothing
     before = {node: state(sim_rack, node) for node in trays}
-    checked = node_verdict(sim_rack, args("failed", "2026-12-01T12:00:00Z"), "--check")
+    checked = node_verdict(sim_rack, args("failed", THIRD_RUN), "--check")
     assert checked["changed"] is True
     assert checked["nodes"][bad] == {"label": "failed", "taint": "added", "changed": True}
     assert {node: state(sim_rack, node) for node in trays} == before
@@ -226,10 +242,11 @@ def test_a_missing_node_is_a_warning(sim_rack, trays):
     result = node_verdict(
         sim_rack,
         {
+            **REQUIRED,
             "time": FIRST_RUN,
             "trays": {
-                "gb200-r99-t99": {"verdict": "failed", "summary": "gone"},
-                bad: {"verdict": "passed", "summary": "ok"},
+                "gb200-r99-t99": {"verdict": "failed", "checks_failed": ["nvbandwidth"], "summary": "gone"},
+                bad: {"verdict": "passed", "checks_passed": ["nvbandwidth"], "summary": "ok"},
             },
         },
     )
@@ -247,11 +264,12 @@ def test_a_verdict_already_on_the_nodes_sends_the_api_server_no_write(sim_rack, 
     sim_rack.apply([doc for doc in shipped if doc["metadata"]["name"] == "gpu-fabric-verify-node-verdict"])
     kubeconfig, _token = sim_rack.service_account_kubeconfig("gpu-fabric-verify", tmp_path / "kc")
     args = {
+        **REQUIRED,
         "time": FIRST_RUN,
         "taint_failed": True,
         "trays": {
             bad: {"verdict": "failed", "rack": "rack1", "checks_failed": ["nvbandwidth"], "summary": FAILED_SUMMARY},
-            good: {"verdict": "passed", "rack": "rack1", "checks_failed": [], "summary": "rack1: 4 of 4 checks passed"},
+            good: {"verdict": "passed", "rack": "rack1", "checks_passed": ["nvbandwidth"], "summary": "ok"},
         },
     }
     user = audit.service_account_user(accounts.NAMESPACE, "gpu-fabric-verify")
@@ -281,6 +299,7 @@ def test_condition_on_pass_and_fail_kept_by_the_heartbeat_then_the_uninstall_rem
     bad, good, busy = trays
     run = "20261201T101500Z-nv01"
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    every = {check: {"outcome": "passed"} for check in ("cliques", "imex_channel", "nvbandwidth")}
     args = {
         "time": now,
         "run_id": run,
@@ -289,10 +308,10 @@ def test_condition_on_pass_and_fail_kept_by_the_heartbeat_then_the_uninstall_rem
         "trays": {
             bad: {
                 "verdict": "failed",
-                "checks_failed": ["nvbandwidth"],
+                "checks": {**every, "nvbandwidth": {"outcome": "failed", "summary": FAILED_SUMMARY}},
                 "summary": f"nvbandwidth failed: {FAILED_SUMMARY}",
             },
-            good: {"verdict": "passed", "summary": "passed cliques, imex_channel, nvbandwidth"},
+            good: {"verdict": "passed", "checks": every, "summary": "passed cliques, imex_channel, nvbandwidth"},
         },
     }
     ready_before = condition(sim_rack, good, "Ready")
@@ -309,11 +328,20 @@ def test_condition_on_pass_and_fail_kept_by_the_heartbeat_then_the_uninstall_rem
     assert failed_condition["message"] == f"nvbandwidth failed: {FAILED_SUMMARY}"
     assert condition(sim_rack, good)["reason"] == "Passed"
     assert condition(sim_rack, good, "Ready")["status"] == "True"
-    assert state(sim_rack, bad)["annotation"] == written(now, "failed", f"nvbandwidth failed: {FAILED_SUMMARY}", run)
+    written_bad = state(sim_rack, bad)["annotation"]
+    assert (written_bad["verdict"], written_bad["summary"]) == ("failed", f"nvbandwidth failed: {FAILED_SUMMARY}")
+    assert sorted(written_bad["checks"]) == ["cliques", "imex_channel", "nvbandwidth"]
+    assert written_bad["checks"]["nvbandwidth"] == {
+        "outcome": "failed",
+        "time": now,
+        "run": run,
+        "valid_until": valid_until(now),
+        "summary": FAILED_SUMMARY,
+    }
 
     # a tray skipped for its own state keeps its verdict; the annotation says it was skipped
     skip = {"verdict": "skipped", "summary": "skipped: cordoned", "skip_reasons": ["cordoned"]}
-    node_verdict(sim_rack, {**args, "trays": {busy: {"verdict": "passed", "summary": "ok"}}})
+    node_verdict(sim_rack, {**args, "trays": {busy: {"verdict": "passed", "checks": every, "summary": "ok"}}})
     marked = node_verdict(sim_rack, {**args, "time": now, "trays": {busy: skip}})
     assert marked["changed_nodes"] == [busy]
     assert state(sim_rack, busy)["annotation"]["skipped"] == {"time": now, "run": run, "reason": "cordoned"}
