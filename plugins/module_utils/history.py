@@ -431,10 +431,24 @@ def _non_finite(value: Any, where: str) -> Optional[Tuple[str, float]]:
     return None
 
 
+def _figure_problem(value: Any) -> Optional[str]:
+    """Why a kept figure is no number, or None; a numeric string reads as its number, as ``_gbps`` and the
+    bandwidth rule (``bandwidth_thresholds.figure_problem``) read it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return "not a number"
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return "not a number"
+    return None if math.isfinite(number) else "not a finite number"
+
+
 def record_problem(record: Any) -> Optional[str]:
     """What makes a kept record one that no reader can use, or None: not an object, a number that is not finite
     anywhere in it (JSON's NaN, Infinity), details that are not an object, a figure (``FIGURE_KEYS``) that is
-    not a number."""
+    no number (``_figure_problem``)."""
     if not isinstance(record, dict):
         return f"holds a {type(record).__name__}, not an object"
     found = _non_finite(record, "")
@@ -444,9 +458,9 @@ def record_problem(record: Any) -> Optional[str]:
     if not isinstance(details, dict):
         return f"has details {str(details)[:60]!r}, not an object"
     for key in FIGURE_KEYS:
-        value = details.get(key)
-        if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-            return f"has details.{key} {str(value)[:60]!r}, not a number"
+        problem = _figure_problem(details.get(key))
+        if problem:
+            return f"has details.{key} {str(details[key])[:60]!r}, {problem}"
     return None
 
 

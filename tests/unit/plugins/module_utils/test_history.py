@@ -531,7 +531,8 @@ def test_a_corrupt_index_of_unreadable_run_directories_is_refused_before_anythin
         ("[820.0]", "holds a list, not an object"),
         ('{"details": {"median_gbps": NaN}}', "has details.median_gbps nan, not a finite number"),
         ('{"details": {"matrix": [[null, Infinity]]}}', "has details.matrix.0.1 inf, not a finite number"),
-        ('{"details": {"median_gbps": "820"}}', "has details.median_gbps '820', not a number"),
+        ('{"details": {"median_gbps": "fast"}}', "has details.median_gbps 'fast', not a number"),
+        ('{"details": {"median_gbps": "NaN"}}', "has details.median_gbps 'NaN', not a finite number"),
         ('{"details": {"min": true}}', "has details.min 'True', not a number"),
         ('{"details": ["median_gbps"]}', "has details \"['median_gbps']\", not an object"),
     ],
@@ -585,3 +586,16 @@ def test_the_readers_pass_over_entries_that_are_no_history_entries():
     index = {"runs": [{"run_id": "r1", "verdicts": {"a/b": "passed"}}, {"run_id": 7}, "r3", {"run_id": "r4"}]}
     assert [e["run_id"] for e in history.valid_runs(index)] == ["r1", "r4"]
     assert history.valid_runs({"runs": "r1"}) == []
+
+
+def test_a_numeric_string_figure_is_read_as_its_number_not_left_out(tmp_path):
+    keep(tmp_path, "r1", 1, median=820.0)
+    keep(tmp_path, "r2", 2, median=810.0)
+    path = tmp_path / "r2" / "nvbandwidth" / "rack0.json"
+    record = json.loads(path.read_text())
+    record["details"]["median_gbps"] = "810.5"  # as a template renders a number
+    path.write_text(json.dumps(record))
+    assert history.record_problem(record) is None
+    warnings = []
+    (row,) = trends(str(tmp_path), warnings=warnings)
+    assert ([point["median_gbps"] for point in row["series"]], warnings) == ([820.0, 810.5], [])
