@@ -174,3 +174,10 @@ def test_a_passed_kept_record_without_a_median_is_refused_not_passed_over(tmp_pa
     pin_run(history_dir, "r1")
     with pytest.raises(NotRun, match=r"pinned run r1\) cannot be the baseline of nvbandwidth/rack0: median_gbps None"):
         nvbandwidth_check.NvbandwidthCheck.from_params(params(history_dir)).measure(Run("rack0"))
+
+
+def test_a_kept_median_written_as_a_numeric_string_is_read_as_its_number(tmp_path):
+    history_dir = str(tmp_path / "runs")
+    kept(history_dir, "r1", 1, rack0=("821.41", "passed"))
+    baseline = nvbandwidth_check.NvbandwidthCheck.from_params(params(history_dir)).options_of("rack0")["baseline"]
+    assert (baseline["median_gbps"], baseline["source"]) == (821.41, "last passing run r1")
