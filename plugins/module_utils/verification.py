@@ -290,7 +290,7 @@ class RackPlan:
     @property
     def nothing_due(self) -> bool:
         """An only-due run has no usable due tray here: the rack is not run, which is no failure."""
-        return self.only_due and not self.due
+        return self.only_due and not self.due and not self.absent
 
     @property
     def incomplete(self) -> bool:

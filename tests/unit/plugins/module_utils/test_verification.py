@@ -407,6 +407,9 @@ def test_declared_racks_the_cluster_does_not_show_are_planned_absent_with_every_
         "undeclared": [],
     }
     assert plan.unknown_selections == []
+    # an only-due run: an absent rack is absent, not a rack with nothing due
+    only_due = plan_fleet(inventory_fleet(1, 2), [], Scope(racks=declared(2, 2), only_due=True)).racks[1]
+    assert (only_due.absent, only_due.nothing_due, only_due.incomplete) == (True, False, False)
     # a run narrowed to other racks does not account for them
     narrowed = plan_fleet(inventory_fleet(1, 2), [], Scope(racks=declared(4, 2), cliques=["rack0"]))
     assert [r.name for r in narrowed.racks] == ["rack0"]

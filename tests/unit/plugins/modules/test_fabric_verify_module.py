@@ -317,3 +317,23 @@ def test_an_api_server_that_never_answers_gives_an_error_record_per_declared_rac
         {"node": "gb200-r1-t0", "reason": "not read: the API server did not answer"}
     ]
     assert result["failed_racks"] == ["rack0", "rack1"]
+
+
+def test_check_mode_names_the_declared_racks_the_cluster_does_not_show(monkeypatch, tmp_path, clock):
+    client_after(monkeypatch, failures=0, client=FakeClient())
+    result = run_module(
+        fabric_verify.main,
+        dict(check="imex_channel", api_patience=60, records_dir=str(tmp_path), run_id="r1", racks=FOUR_RACKS),
+        check_mode=True,
+    )
+    assert [(r["rack"], r["absent"]) for r in result["racks"]] == [
+        ("rack0", False),
+        ("rack1", True),
+        ("rack2", True),
+        ("rack3", True),
+    ]
+    assert result["summary"].startswith("check mode: imex_channel would run on 1 of 4 rack(s); nothing created")
+    assert result["summary"].endswith(
+        "; declared in gpu_fabric_racks, not in the cluster (the run fails): rack1, rack2, rack3"
+    )
+    assert not (tmp_path / "imex_channel").exists()
