@@ -420,7 +420,14 @@ def declared_view(
 
 def declared_plans(scope: Scope, reason: str) -> List[RackPlan]:
     """The racks gpu_fabric_racks declares, none of their trays read (``reason``: why): what a run that could not
-    read the cluster accounts for, rack by rack, instead of one record of the fleet."""
+    read the cluster accounts for, rack by rack, instead of one record of the fleet. A run narrowed to some racks
+    (``Scope.cliques``, by rack name) or trays (``Scope.node_names``) accounts for those."""
+    racks = {
+        rack: trays
+        for rack, trays in scope.racks.items()
+        if (not scope.cliques or rack in scope.cliques)
+        and (not scope.node_names or any(declares(trays, name) for name in scope.node_names))
+    }
     return [
         RackPlan(
             name=rack,
@@ -434,7 +441,7 @@ def declared_plans(scope: Scope, reason: str) -> List[RackPlan]:
             is_declared=True,
             declared=[str(name) for name in trays],
         )
-        for rack, trays in sorted(scope.racks.items(), key=lambda item: natural_key(item[0]))
+        for rack, trays in sorted(racks.items(), key=lambda item: natural_key(item[0]))
     ]
 
 

@@ -484,3 +484,7 @@ def test_declared_plans_account_for_each_declared_rack_when_the_cluster_cannot_b
         ("rack10", [], [{"node": "a", "reason": "not read"}, {"node": "b", "reason": "not read"}], 18),
     ]
     assert declared_plans(Scope(), "not read") == []
+    # a run narrowed to a rack or a tray accounts for that one
+    racks = {"rack1": ["gb200-r1-t0"], "rack2": ["gb200-r2-t0"]}
+    assert [p.name for p in declared_plans(Scope(racks=racks, cliques=["rack2"]), "not read")] == ["rack2"]
+    assert [p.name for p in declared_plans(Scope(racks=racks, node_names=["gb200-r1-t0"]), "not read")] == ["rack1"]
