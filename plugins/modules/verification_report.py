@@ -280,6 +280,13 @@ trays:
           writes the others to the tray's annotation.
       type: list
       elements: str
+    checks:
+      description:
+        - Check -> what its record of this run said of the tray - C(outcome) V(passed) (measured and vouched for),
+          V(failed) (with C(summary), the record's words on the tray) or V(skipped) (with C(reason)); a check that
+          measured the tray without a verdict on it is left out. M(gpu_fabric.mnnvl.node_verdict) merges it into
+          the tray's per-check state.
+      type: dict
   sample:
     gb200-r1-t3:
       verdict: failed
@@ -289,6 +296,11 @@ trays:
       summary: "nvbandwidth failed: GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s
         (floor rule)"
       skip_reasons: []
+      checks:
+        cliques: {outcome: passed}
+        imex_channel: {outcome: passed}
+        nvbandwidth: {outcome: failed, summary: "GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s
+          (floor rule)"}
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib

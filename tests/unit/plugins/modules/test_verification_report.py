@@ -148,6 +148,15 @@ def test_writes_four_reports_of_the_run_then_changes_nothing(records, tmp_path):
         "summary": "nvbandwidth failed: GPU 62: its 142 pairs average 775.68 GB/s, 0.944 of the median 821.37: "
         "a GPU with lost NVLinks",
         "skip_reasons": [],
+        "checks": {
+            "cliques": {"outcome": "passed"},
+            "imex_channel": {"outcome": "passed"},
+            "nvbandwidth": {
+                "outcome": "failed",
+                "summary": "GPU 62: its 142 pairs average 775.68 GB/s, 0.944 of the median 821.37: "
+                "a GPU with lost NVLinks",
+            },
+        },
     }
     assert first["trays"]["gb200-r2-t7"]["verdict"] == "skipped"
     assert first["trays"]["gb200-r0-t0"] == {
@@ -157,6 +166,14 @@ def test_writes_four_reports_of_the_run_then_changes_nothing(records, tmp_path):
         "checks_passed": ["cliques", "imex_channel"],
         "summary": "skipped: GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-0 (4)",
         "skip_reasons": ["GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-0 (4)"],
+        "checks": {
+            "cliques": {"outcome": "passed"},
+            "imex_channel": {"outcome": "passed"},
+            "nvbandwidth": {
+                "outcome": "skipped",
+                "reason": "GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-0 (4)",
+            },
+        },
     }
     assert first["trays"]["gb200-r0-t17"]["verdict"] == "passed"
     verdicts = [tray["verdict"] for tray in first["trays"].values()]
