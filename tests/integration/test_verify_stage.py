@@ -193,3 +193,41 @@ def test_check_mode_creates_nothing(cluster_stage: SimRack, tmp_path):
     assert not (tmp_path / "report" / "records").exists()
     assert "check mode: the IMEX channel check would create one ComputeDomain per rack" in run.output
     assert verification_objects(cluster_stage, run.prefix) == ZERO
+
+
+def test_the_racks_and_trays_the_inventory_declares_and_the_cluster_lacks_fail_the_run_by_name(
+    cluster_stage: SimRack, tmp_path
+):
+    """gpu_fabric_racks declares rack0 with one tray more than the cluster has and a rack9 the cluster does not
+    show: the cliques run fails, naming the absent rack and the absent tray, in the records, the summary and JUnit."""
+    racks = gpu_trays(cluster_stage)
+    declared = {"rack0": [*racks["rack0"], "gb200-r0-t99"], "rack9": ["gb200-r9-t0", "gb200-r9-t1"]}
+    run = run_verify(cluster_stage, tmp_path / "report", "--tags", "cliques", extra_vars={"gpu_fabric_racks": declared})
+
+    assert run.process.returncode != 0, run.output[-4000:]
+    no_node = "declared in gpu_fabric_racks, no Node of that name in the cluster"
+    rack9 = run.record("cliques", "rack9")
+    assert (rack9["verdict"], rack9["nodes"]) == ("error", [])
+    assert rack9["summary"].startswith(
+        f"rack rack9: declared in gpu_fabric_racks with 2 trays, none of them a GPU Node of the cluster (missing "
+        f"gb200-r9-t0, gb200-r9-t1 ({no_node})); the cliques check did not run there"
+    )
+    rack0 = run.record("cliques", "rack0")
+    assert (rack0["verdict"], rack0["failed_nodes"]) == ("failed", [])
+    assert f"gb200-r0-t99 of rack rack0 is {no_node}" in rack0["summary"]
+    assert rack0["trays"]["missing"] == [{"node": "gb200-r0-t99", "reason": no_node}]
+    assert rack0["trays"]["found"] == racks["rack0"]
+    assert run.record("cliques", "rack1")["passed"] is True  # the rack the inventory does not declare: as before
+
+    report = run.report()
+    assert report["verdict"] == "failed"
+    counts = report["coverage"]["counts"]
+    found = sum(len(trays) for trays in racks.values())
+    assert (counts["found"], counts["missing"], counts["trays"]) == (found, 3, found + 3)
+    assert [entry["node"] for entry in report["coverage"]["missing"]] == ["gb200-r0-t99", "gb200-r9-t0", "gb200-r9-t1"]
+    assert "3 missing (gb200-r0-t99, gb200-r9-t0, gb200-r9-t1)" in report["summary"]
+    assert "cliques (rack9)" in report["summary"]
+    assert not [node for node in report["trays"] if node.startswith("gb200-r9")]  # no Node: no tray verdict
+    junit = run.report_dir / "report.junit.xml"
+    assert 'name="gpu_trays_missing" value="3"' in junit.read_text()
+    assert run.junit_failures()[("gpu_fabric.cliques", "rack0")].startswith("rack rack0: 1 problem: gb200-r0-t99")
