@@ -200,7 +200,8 @@ summary:
   description: The report's one-line summary.
   returned: always
   type: str
-  sample: "FAILED: 3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); 33 of 54 GPU trays verified; 18 skipped; 3 failed"
+  sample: "FAILED: 3 racks, 8 of 9 checks passed; failed: nvbandwidth (rack1); 33 of 54 GPU trays verified; 18 skipped;
+    3 failed"
 """
 
 from ansible.module_utils.basic import AnsibleModule
