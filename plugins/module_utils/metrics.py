@@ -492,7 +492,8 @@ def metric_families(
     rack_trays = Family(
         _name("rack_trays"),
         "gauge",
-        "The rack's GPU trays: expected, found, verified, skipped, unmeasured",
+        "The rack's GPU trays: the report's coverage counts (trays, declared, expected, found, verified, failed, "
+        "skipped, unverified, unmeasured, missing)",
         ("rack", "state"),
     )
     views = report.get("racks") or {}
