@@ -395,3 +395,31 @@ def test_error_records_that_name_each_declared_rack_keep_each_rack_s_last_verdic
     assert value(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
     assert value(found, "gpu_fabric_rack_last_verdict", rack="rack2", verdict="passed") == 1
     assert value(found, "gpu_fabric_last_pass_timestamp_seconds", rack="rack2") == 900.0
+
+
+def test_a_declared_rack_the_cluster_does_not_show_counts_its_trays_missing():
+    """The rack's tray counts are the report's coverage counts: found, verified and missing of each rack."""
+    raw = json.loads((RECORDS / "nvbandwidth" / "rack2.json").read_text())
+    missing = [
+        {"node": f"gb200-r9-t{tray}", "reason": "declared in gpu_fabric_racks, no Node of that name"} for tray in (0, 1)
+    ]
+    raw.update(
+        rack="rack9",
+        outcome="error",
+        passed=False,
+        nodes=[],
+        summary="rack rack9: declared in gpu_fabric_racks with 2 trays, none of them a GPU Node of the cluster",
+        trays={
+            "expected": 0,
+            "found": [],
+            "skipped": [],
+            "declared": ["gb200-r9-t0", "gb200-r9-t1"],
+            "missing": missing,
+        },
+    )
+    record = normalise_record(raw, "records/nvbandwidth/rack9.json", "nvbandwidth", "rack9")
+    found = samples(metrics.render(metrics.metric_families(build_report([record], "t"))))
+    assert value(found, "gpu_fabric_rack_trays", rack="rack9", state="missing") == 2
+    assert value(found, "gpu_fabric_rack_trays", rack="rack9", state="declared") == 2
+    assert value(found, "gpu_fabric_rack_trays", rack="rack9", state="found") == 0
+    assert value(found, "gpu_fabric_rack_verdict", rack="rack9", verdict="error") == 1
