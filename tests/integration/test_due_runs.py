@@ -5,7 +5,11 @@
 Two racks verified with their verdicts written to the Nodes; one tray made busy, the next run skips it; two trays'
 verdicts expire (written back a week earlier through the API); the busy tray freed; a run of only the due trays
 verifies exactly the busy tray (with one partner: nvbandwidth needs two trays) and the expired ones; the same run
-again has nothing due and changes nothing on the Nodes.
+again has nothing due and changes nothing on the Nodes. These runs are of nvbandwidth alone, on a site that requires
+nvbandwidth alone (``gpu_fabric_verify_required_checks``).
+
+A cliques-only run with the verdict on the trays, on a site that requires the default checks, leaves every tray
+``incomplete`` (no bandwidth measured), and the only-due nvbandwidth plan that follows finds every tray due.
 
 Three trays of each rack take part (``gpu_fabric_verify_node_names``), so that the test runs on a fleet of any size.
 """
@@ -35,6 +39,7 @@ LABELLED = {
     "gpu_fabric_verify_node_names": TRAYS,
     "gpu_fabric_verify_label_nodes": True,
     "gpu_fabric_verify_node_condition": True,
+    "gpu_fabric_verify_required_checks": ["nvbandwidth"],
     "verify_nvbandwidth_timeout": 90,
 }
 ONLY_DUE = {**LABELLED, "gpu_fabric_verify_only_due": True}
@@ -63,12 +68,16 @@ def tenant_pods(sim_rack: SimRack) -> list[str]:
 
 
 def expire(sim_rack: SimRack, node: str, annotation: dict[str, Any]) -> None:
-    """The verdict as a run a week earlier left it: expired an hour ago."""
+    """The verdict as a run a week earlier left it: expired an hour ago (the nvbandwidth entry and the tray's)."""
     until = datetime.now(timezone.utc) - timedelta(hours=1)
+    moments = {
+        "time": (until - timedelta(hours=168)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "valid_until": until.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     old = dict(
         annotation,
-        time=(until - timedelta(hours=168)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        valid_until=until.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        **moments,
+        checks=dict(annotation["checks"], nvbandwidth={**annotation["checks"]["nvbandwidth"], **moments}),
     )
     sim_rack.kubectl("annotate", "--overwrite", "node", node, f"{ANNOTATION}={json.dumps(old, separators=(',', ':'))}")
     sim_rack.kubectl("label", "--overwrite", "node", node, f"{UNTIL_LABEL}={int(until.timestamp())}")
@@ -130,3 +139,32 @@ def test_a_run_of_only_the_due_trays_verifies_the_busy_and_the_expired_ones_and_
         assert record["summary"].startswith(f"rack {rack}: nothing due (3 of ")
         assert (record["passed"], record["outcome"], record["nodes"]) == (True, "passed", [])
     assert tray_state(cluster_stage) == after
+
+
+def test_a_cliques_only_run_leaves_every_tray_due_for_nvbandwidth(cluster_stage: SimRack, tmp_path):
+    for name in TRAYS:  # no verdict of another test: only what this run writes
+        cluster_stage.kubectl("annotate", "node", name, f"{ANNOTATION}-")
+        cluster_stage.kubectl("label", "node", name, f"{LABEL}-", f"{UNTIL_LABEL}-")
+    site = {key: value for key, value in LABELLED.items() if key != "gpu_fabric_verify_required_checks"}
+    cliques = run_verify(cluster_stage, tmp_path / "cliques", "--tags", "cliques", extra_vars=site)
+    assert cliques.process.returncode == 0, cliques.output[-3000:]
+    state = tray_state(cluster_stage)
+    # the clique check said its word; no bandwidth was measured: not verified, and nothing to affinity
+    assert {name: s["labels"] for name, s in state.items()} == {key: {LABEL: "incomplete"} for key in TRAYS}
+    assert {name: sorted(s["annotation"]["checks"]) for name, s in state.items()} == {key: ["cliques"] for key in TRAYS}
+    assert {s["condition"]["reason"] for s in state.values()} == {"ChecksMissing"}
+
+    plan = run_verify(
+        cluster_stage,
+        tmp_path / "plan",
+        "--tags",
+        "nvbandwidth",
+        "--check",
+        extra_vars={**site, "gpu_fabric_verify_only_due": True},
+    )
+    assert plan.process.returncode == 0, plan.output[-3000:]
+    said = " ".join(plan.output.split())
+    for rack in ("0", "1"):
+        due = ", ".join(f"gb200-r{rack}-t{t} never verified by nvbandwidth" for t in range(3))
+        assert f"rack{rack}: 3 trays due ({due})" in said
+    assert "nothing due" not in said
