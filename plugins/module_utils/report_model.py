@@ -195,9 +195,13 @@ def _clears(record: dict[str, Any], node: str) -> bool:
     """Whether a record that measured ``node`` vouches for it.
 
     A record that passed does; so does a failed one that blamed other trays (a degraded pair on two
-    trays says nothing against the other 16). A failure that names no tray vouches for none.
+    trays says nothing against the other 16), or that names as its problem a tray gpu_fabric_racks declares and
+    the cluster lacks (``node_problems`` of a ``trays.missing`` tray: the clique check whose only finding is that
+    tray). A failure that names no tray vouches for none.
     """
-    return record["passed"] or (bool(record["failed_nodes"]) and node not in record["failed_nodes"])
+    missing = {entry["node"] for entry in record["trays"].get("missing") or []}
+    names_its_failure = bool(record["failed_nodes"]) or bool(missing & set(record["node_problems"]))
+    return record["passed"] or (names_its_failure and node not in record["failed_nodes"])
 
 
 def _tray_summary(node: str, verdict: str, records: list[dict[str, Any]]) -> str:

@@ -224,6 +224,7 @@ def test_the_racks_and_trays_the_inventory_declares_and_the_cluster_lacks_fail_t
     counts = report["coverage"]["counts"]
     found = sum(len(trays) for trays in racks.values())
     assert (counts["found"], counts["missing"], counts["trays"]) == (found, 3, found + 3)
+    assert counts["verified"] == found  # rack0's failure names its missing tray: the trays found stay verified
     assert [entry["node"] for entry in report["coverage"]["missing"]] == ["gb200-r0-t99", "gb200-r9-t0", "gb200-r9-t1"]
     assert "3 missing (gb200-r0-t99, gb200-r9-t0, gb200-r9-t1)" in report["summary"]
     assert "cliques (rack9)" in report["summary"]

@@ -54,14 +54,16 @@ class CliquesCheck(Check):
             passed, summary, problems, details = judge_cliques(
                 grouped.get(plan.name, []), plan, self.gpus_per_tray, self.trays_per_clique
             )
+            # a missing tray is named, never blamed; when every problem names a tray the trays found stay vouched for
+            named = {} if details["unnamed_violations"] else details.get("missing_problems") or {}
             record = record_for(
                 self.name,
                 plan,
                 OUTCOME_PASSED if passed else OUTCOME_FAILED,
                 summary,
-                details,
+                {key: value for key, value in details.items() if key != "missing_problems"},
                 failed_nodes=list(problems),
-                node_problems=problems,
+                node_problems={**problems, **named},
                 run_id=self.run_id,
             )
             # the labels of every tray were read: cordoned, busy or NotReady trays are not skipped here
@@ -101,13 +103,17 @@ def judge_cliques(
         for value in minority:
             for name in cliques[value]:
                 problems.setdefault(name, f"{name} is in clique {value}, apart from the rest of rack {plan.name}")
+    missing_problems: Dict[str, str] = {}
     for entry in plan.missing:  # declared and not a GPU tray of the cluster: named, not blamed (no Node to blame)
-        violations.append(
+        missing_problems[entry["node"]] = (
             f"{entry['node']} of rack {plan.name} is {entry['reason']}: bring the tray up and join it to the "
             "cluster, or correct gpu_fabric_racks"
         )
+        violations.append(missing_problems[entry["node"]])
     explained = len(members) + len(plan.missing) == trays_per_clique  # the missing trays named above say it
+    unnamed = 0  # violations that name no tray
     if trays_per_clique and len(members) != trays_per_clique and not explained:
+        unnamed += 1
         violations.append(
             f"rack {plan.name} has {plural(len(members), 'GPU tray')}, expected {trays_per_clique} "
             "(gpu_fabric_trays_per_clique): a tray is down, unlabelled by GPU Feature Discovery or not joined"
@@ -130,12 +136,14 @@ def judge_cliques(
         "expected_trays": trays_per_clique,
         "expected_gpus_per_tray": gpus_per_tray,
         "violations": violations,
+        "unnamed_violations": unnamed,
     }
     if plan.is_declared:
         details.update(
             declared=list(plan.declared),
             missing=[dict(entry) for entry in plan.missing],
             undeclared=list(plan.undeclared),
+            missing_problems=missing_problems,
         )
     # a tray of the rack's clique that the inventory leaves out is measured with its rack and named, not failed
     notes = "".join(f"; {name} is in {plan.name}'s clique but not in gpu_fabric_racks" for name in plan.undeclared)

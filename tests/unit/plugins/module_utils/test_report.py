@@ -972,3 +972,19 @@ def test_a_rack_short_of_its_trays_is_counted_against_the_trays_it_declares():
         "gpu_fabric_trays_per_clique); 17 measured, not verified (a check failed naming no tray, or could not run)"
     )
     assert {tray["verdict"] for tray in report["trays"].values()} == {"skipped"}
+
+
+def test_a_failure_that_names_only_a_missing_tray_vouches_for_the_trays_found():
+    """The clique check failed rack1 for a declared tray the cluster lacks, naming it (node_problems, not
+    failed_nodes): the 2 trays found stay verified; the same failure naming no tray vouches for none."""
+    found = ["gb200-r1-t0", "gb200-r1-t1"]
+    record = declared_record("rack1", "failed", found, [*found, "gb200-r1-t2"])
+    record["node_problems"] = {"gb200-r1-t2": f"gb200-r1-t2 of rack rack1 is {NO_NODE}"}
+    report = build_report([record], "t", RUN)
+    assert [report["trays"][node]["verdict"] for node in found] == ["passed", "passed"]
+    assert report["coverage"]["counts"] == tray_counts(trays=3, declared=3, found=2, verified=2, missing=1)
+    assert report["summary"].endswith(
+        "2 of 3 GPU trays verified (3 declared, 2 found); 0 skipped; 1 missing (gb200-r1-t2)"
+    )
+    record["node_problems"] = {}
+    assert build_report([record], "t", RUN)["coverage"]["counts"]["verified"] == 0

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.cliques import judge_cliques
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.cliques import CliquesCheck, judge_cliques
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     OUTCOME_INCOMPLETE,
     incomplete_record,
@@ -472,9 +472,25 @@ def test_the_clique_judge_names_the_declared_tray_the_cluster_lacks():
     )
     assert problems == {}  # no Node to blame: the hardware of the trays found is not at fault
     assert details["missing"] == [{"node": "gb200-r0-t3", "reason": NO_NODE}]
+    assert details["unnamed_violations"] == 0
+    assert details["missing_problems"] == {"gb200-r0-t3": summary.split(": ", 2)[2]}
     # more trays expected than the inventory names: the count says what the names cannot
-    passed, summary, _problems, _details = judge_cliques(nodes, rack, 4, 5)
+    passed, summary, _problems, details = judge_cliques(nodes, rack, 4, 5)
     assert "rack rack0 has 3 GPU trays, expected 5 (gpu_fabric_trays_per_clique)" in summary
+    assert details["unnamed_violations"] == 1
+
+
+def test_the_clique_record_names_a_missing_tray_as_its_problem_without_blaming_it():
+    nodes = inventory_fleet(1, 3)
+    scope = Scope(racks={"rack0": [f"gb200-r0-t{t}" for t in range(4)]})
+    plans = plan_fleet(nodes, [], scope).racks
+    (record,) = CliquesCheck(4, 0, "r1").read_racks(nodes, plans, scope)
+    assert (record["outcome"], record["failed_nodes"], list(record["node_problems"])) == ("failed", [], ["gb200-r0-t3"])
+    assert "missing_problems" not in record["details"]
+    # a count that names no tray besides: the record names no tray as its whole problem
+    scope = Scope(racks=scope.racks, trays_per_clique=5)
+    (record,) = CliquesCheck(4, 5, "r1").read_racks(nodes, plan_fleet(nodes, [], scope).racks, scope)
+    assert record["node_problems"] == {}
 
 
 def test_declared_plans_account_for_each_declared_rack_when_the_cluster_cannot_be_read():

@@ -297,6 +297,7 @@ def test_a_declared_tray_the_cluster_lacks_is_named_in_its_racks_record(monkeypa
     assert "gb200-r0-t2 of rack rack0 is declared in gpu_fabric_racks, no Node of that name" in record["summary"]
     assert record["trays"]["missing"] == [{"node": "gb200-r0-t2", "reason": NO_NODE}]
     assert record["trays"]["found"] == ["gb200-r0-t0", "gb200-r0-t1"]
+    assert list(record["node_problems"]) == ["gb200-r0-t2"]  # named as the problem, not blamed
 
 
 def test_a_tray_of_a_declared_racks_clique_the_inventory_leaves_out_joins_that_rack(monkeypatch, tmp_path, clock):
