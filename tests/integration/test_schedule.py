@@ -4,7 +4,8 @@
 
 The role applies its objects as admin (a second run changes nothing); then the exact command of the CronJob's
 container, read back from the API server, runs here as the CronJob's ServiceAccount: a kubeconfig holding only a
-token of it (TokenRequest) stands for the pod's in-cluster account, the inventory is the ConfigMap's, and a
+token of it (TokenRequest) stands for the pod's in-cluster account, the inventory is the ConfigMap's (it carries
+the verify variables of inventories/sim: the rack label names the rack rack0, as a run by hand does), and a
 temporary directory stands for the report volume (the role mounts both at the paths given, so the command runs
 unchanged). KWOK runs no CronJob pod, so nothing pulls the image. The checks' pods carried the collection's
 PriorityClass as the API admitted them (the IMEX channel record's pods). Then state=absent removes everything.
@@ -90,9 +91,8 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
         # the mount paths are this machine's directories, so that the command read back runs unchanged here
         "verify_schedule_inventory_mount_path": str(inventory_dir),
         "verify_schedule_report_mount_path": str(report_dir),
+        # the rack label and GPUs per tray come from the inventory (inventories/sim), as a run by hand takes them
         "verify_schedule_verify_vars": {
-            "gpu_fabric_rack_label": "gpu-fabric.sim/rack",
-            "gpu_fabric_gpus_per_tray": 4,
             "gpu_fabric_verify_cliques": ["rack0"],
             "gpu_fabric_verify_namespace_prefix": "sched",
             "verify_imex_channel_poll_delay": 1,
@@ -138,7 +138,12 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
     config = sim_rack.get_json("configmap", "-n", NAMESPACE, NAME)
     (inventory_dir / "inventory.yml").write_text(config["data"]["inventory.yml"])
     # as Ansible reads it: the site's values are tagged !unsafe (data, never templated again)
-    assert from_yaml(config["data"]["inventory.yml"])["all"]["vars"]["gpu_fabric_report_dir"] == str(report_dir)
+    job_vars = from_yaml(config["data"]["inventory.yml"])["all"]["vars"]
+    assert job_vars["gpu_fabric_report_dir"] == str(report_dir)
+    # the inventory's verify variables, carried; the other stages' (chart sources, driver owner) are not
+    assert (job_vars["gpu_fabric_rack_label"], job_vars["gpu_fabric_gpus_per_tray"]) == ("gpu-fabric.sim/rack", 4)
+    assert job_vars["verify_nvbandwidth_poll_delay"] == 1
+    assert "gpu_operator_chart_repo_url" not in job_vars and "gpu_fabric_driver_owner" not in job_vars
     # a token of the ServiceAccount the role made (TokenRequest), as the pod's projected token would be
     token = sim_rack.kubectl("-n", NAMESPACE, "create", "token", ACCOUNT, "--duration=1h").stdout.strip()
     kubeconfig = accounts.kubeconfig(sim_rack.kubeconfig, tmp_path / "kc", {"token": token}, ACCOUNT)
@@ -150,6 +155,7 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
     report = json.loads((report_dir / "report.json").read_text())
     assert report, "the report is empty"
+    # the rack under the site's name (the carried rack label), not clique-<uuid>-<id>
     record = json.loads((report_dir / "records" / "imex_channel" / "rack0.json").read_text())
     assert record["outcome"] == "passed", record["summary"]
     pods = record["details"]["pods"]
