@@ -41,6 +41,10 @@ BENCHMARKS = {
     "parser": ("parser_throughput.py", [], ["--runs", "5", "--outputs", "20", "--processes", "1"]),
     "fuzz_outputs": ("fuzz_outputs.py", [], ["--cases", "200"]),
     "fuzz_configs": ("fuzz_configs.py", [], ["--count", "20"]),
+    "fuzz_references": ("fuzz_references.py", [], ["--cases", "200", "--seed", "0"]),
+    "fuzz_history": ("fuzz_history.py", [], ["--cases", "60", "--seed", "0"]),
+    "fuzz_host_outputs": ("fuzz_host_outputs.py", [], ["--cases", "200"]),
+    "fuzz_tray_times": ("fuzz_tray_times.py", [], ["--cases", "300"]),
     "sim_up": ("sim_up.py", ["1x18", "8x18", "64x18", "512x18"], ["1x4", "--settle", "2"]),
     "clique_scale": ("clique_scale.py", ["18", "144", "1152", "9216"], ["18", "--repeats", "1"]),
     "rerun": ("rerun.py", ["1x4", "1x18", "--profile", "10"], ["1x4"]),
@@ -80,7 +84,7 @@ def main() -> int:
     for name in names:
         script, full, smoke = BENCHMARKS[name]
         cmd = [str(python if python.exists() else sys.executable), str(HERE / script), *(smoke if args.smoke else full)]
-        if args.json and name not in ("fuzz_outputs", "fuzz_configs"):
+        if args.json and not name.startswith("fuzz_"):  # the fuzzers print their tallies and write no JSON
             cmd += ["--json", str(args.json / f"{name}.json")]
         commands[name] = cmd
     results = run_all(commands, env, args.jobs) if args.jobs > 1 else run_each(commands, env)
