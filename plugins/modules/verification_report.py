@@ -299,8 +299,9 @@ trays:
       checks:
         cliques: {outcome: passed}
         imex_channel: {outcome: passed}
-        nvbandwidth: {outcome: failed, summary: "GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s
-          (floor rule)"}
+        nvbandwidth:
+          outcome: failed
+          summary: "GPU 13 (gb200-r1-t3) -> GPU 45 (gb200-r1-t11): 402.11 GB/s < 765.00 GB/s (floor rule)"
 """
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
