@@ -53,7 +53,7 @@ def test_the_metrics_task_passes_the_declared_racks_and_only_options_the_module_
     assert set(options) <= set(ARGUMENT_SPEC)
     assert options["racks"] == "{{ report_racks }}"
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    assert defaults["report_racks"] == "{{ gpu_fabric_racks | default({}) | list }}"
+    assert defaults["report_racks"] == "{{ gpu_fabric_racks | list }}"
     specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
     assert specs["report_racks"]["type"] == "list" and specs["report_racks"]["elements"] == "str"
     assert "gpu_fabric_racks" in specs
