@@ -34,7 +34,6 @@ The exit status is 1 when any case crashed or wrongly passed.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import sys
@@ -43,6 +42,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from module_process import import_collection
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NVBW = REPO_ROOT / "tests" / "fixtures" / "nvbandwidth"
@@ -55,18 +56,7 @@ GPUS_PER_TRAY = 4
 ONE_LOST_LINK = 17 / 18
 
 
-def _import_collection() -> None:
-    """Make ``ansible_collections.gpu_fabric.mnnvl`` importable (the layout tests/conftest.py makes)."""
-    collections = REPO_ROOT / ".tmp" / "collections"
-    link = collections / "ansible_collections" / "gpu_fabric" / "mnnvl"
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink("../../../..", link)
-    if str(collections) not in sys.path:
-        sys.path.insert(0, str(collections))
-
-
-_import_collection()
+import_collection()
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history, nvbandwidth  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import Baseline  # noqa: E402

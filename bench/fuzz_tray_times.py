@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import random
 import sys
 import traceback
@@ -38,21 +37,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from module_process import import_collection
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _import_collection() -> None:
-    """Make ``ansible_collections.gpu_fabric.mnnvl`` importable (the layout tests/conftest.py makes)."""
-    collections = REPO_ROOT / ".tmp" / "collections"
-    link = collections / "ansible_collections" / "gpu_fabric" / "mnnvl"
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink("../../../..", link)
-    if str(collections) not in sys.path:
-        sys.path.insert(0, str(collections))
-
-
-_import_collection()
+import_collection()
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import node_verdict, tray_state  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import select_due  # noqa: E402

@@ -1,13 +1,16 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A module timed as Ansible runs it: a process of its own, Python's start-up and imports included.
+"""A module timed as Ansible runs it: a process of its own, Python's start-up and imports included; and the
+collection made importable in the benchmark's own process.
 
-Shared by the benchmarks that time a module process (parser_throughput.py, containerd_check_mode.py).
+Shared by the benchmarks that time a module process (parser_throughput.py, containerd_check_mode.py) and by the
+fuzzers, which call the collection's functions in process (``import_collection``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -17,6 +20,16 @@ from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 COLLECTIONS = REPO_ROOT / ".tmp" / "collections"
+
+
+def import_collection() -> None:
+    """Make ``ansible_collections.gpu_fabric.mnnvl`` importable: the layout tests/conftest.py makes, without make."""
+    link = COLLECTIONS / "ansible_collections" / "gpu_fabric" / "mnnvl"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink("../../../..", link)
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.insert(0, str(COLLECTIONS))
 
 
 def ensure_layout() -> None:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "fuzz_outputs.py"
+sys.path.insert(0, str(BENCH.parent))  # as when the script runs: its helpers beside it
 _SPEC = importlib.util.spec_from_file_location("fuzz_outputs", BENCH)
 fuzz_outputs = sys.modules.setdefault("fuzz_outputs", importlib.util.module_from_spec(_SPEC))
 _SPEC.loader.exec_module(fuzz_outputs)

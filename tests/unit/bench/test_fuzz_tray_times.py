@@ -13,6 +13,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import tray_state
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "fuzz_tray_times.py"
+sys.path.insert(0, str(BENCH.parent))  # as when the script runs: its helpers beside it
 _SPEC = importlib.util.spec_from_file_location("fuzz_tray_times", BENCH)
 fuzz_tray_times = sys.modules.setdefault("fuzz_tray_times", importlib.util.module_from_spec(_SPEC))
 _SPEC.loader.exec_module(fuzz_tray_times)
