@@ -19,10 +19,11 @@ elements the driver prints (the captures of ``tests/fixtures/nvidia-smi/*-nvidia
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import query_xml_root
 
 VOLATILE_UNCORRECTABLE = (
     "dram_uncorrectable",
@@ -71,13 +72,7 @@ def _count(element: Optional[ET.Element]) -> int:
 
 def parse_memory_xml(text: str) -> List[GpuMemory]:
     """Every GPU of ``nvidia-smi -q -x`` with its memory faults; ValueError (one line) when it is not that XML."""
-    body = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
-    try:
-        root = ET.fromstring(body)
-    except ET.ParseError as exc:
-        raise ValueError(f"not XML: {exc}") from None
-    if root.tag != "nvidia_smi_log":
-        raise ValueError(f"root element is <{root.tag}>, expected <nvidia_smi_log>")
+    root = query_xml_root(text)
     found = []
     for index, gpu in enumerate(root.findall("gpu")):
         memory = GpuMemory(index, (gpu.findtext("pci/pci_bus_id") or gpu.get("id") or "").strip() or None)

@@ -130,12 +130,8 @@ def parse_fabric(element: Optional[ET.Element]) -> Fabric:
     )
 
 
-def parse_query_xml(text: str) -> SmiReport:
-    """Parse ``nvidia-smi -q -x``. Raises ``ValueError`` when the text is not that XML.
-
-    Also raises ``ValueError`` when the ``<gpu>`` elements are fewer or more than ``<attached_gpus>`` says: a
-    report that lost a GPU must not be judged as a host whose GPUs are all fine.
-    """
+def query_xml_root(text: str) -> ET.Element:
+    """The root of ``nvidia-smi -q -x``; ``ValueError`` (one line) when the text is not that XML."""
     # The DOCTYPE names an external DTD; ElementTree does not fetch it, but drop it anyway so
     # that nothing depends on how a future parser treats it.
     body = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
@@ -145,6 +141,16 @@ def parse_query_xml(text: str) -> SmiReport:
         raise ValueError(f"not XML: {exc}") from None
     if root.tag != "nvidia_smi_log":
         raise ValueError(f"root element is <{root.tag}>, expected <nvidia_smi_log>")
+    return root
+
+
+def parse_query_xml(text: str) -> SmiReport:
+    """Parse ``nvidia-smi -q -x``. Raises ``ValueError`` when the text is not that XML.
+
+    Also raises ``ValueError`` when the ``<gpu>`` elements are fewer or more than ``<attached_gpus>`` says: a
+    report that lost a GPU must not be judged as a host whose GPUs are all fine.
+    """
+    root = query_xml_root(text)
     gpus = []
     for index, gpu in enumerate(root.findall("gpu")):
         gpus.append(
