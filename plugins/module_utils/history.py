@@ -13,8 +13,8 @@ Layout under the history directory (``<report dir>/runs``)::
 Every file is written to a temporary file next to it and moved into place (``os.replace``), so a reader
 sees a whole file or the earlier one; the index is read, changed and rewritten under an exclusive
 ``fcntl.flock`` of ``.lock``, so two runs at once both land in it. Retention keeps the newest
-``keep_runs`` runs not older than ``keep_days`` days, and always the pinned run, the run being written and each
-check's last passing run of each rack.
+``keep_runs`` runs not older than ``keep_days`` days, and always the pinned run, the run being written, each
+check's last passing run of each rack and the run that is each rack's baseline (``baseline_for``'s choice).
 """
 
 from __future__ import annotations
@@ -282,17 +282,24 @@ def last_passing_runs(runs: Sequence[Mapping[str, Any]]) -> Dict[str, str]:
 
 
 def retained(
-    runs: Sequence[Mapping[str, Any]], keep_runs: int, keep_days: int, now: datetime, current: str = ""
-) -> Tuple[List[Mapping[str, Any]], List[Mapping[str, Any]], Dict[str, List[str]]]:
-    """(kept, removed, held): the newest ``keep_runs`` runs (0: any number) not older than ``keep_days`` days
-    (0: any age), and always a pinned run, the run ``current`` and each check's last passing run of each rack
-    (``last_passing_runs``: a rack's baseline when none is pinned); a run of unknown age is judged by count only.
-    ``held``: run id -> the ``<check>/<rack>`` whose last pass it is, for each run kept only for that."""
+    runs: Sequence[Mapping[str, Any]],
+    keep_runs: int,
+    keep_days: int,
+    now: datetime,
+    current: str = "",
+    baselines: Optional[Mapping[str, Sequence[str]]] = None,
+) -> Tuple[List[Mapping[str, Any]], List[Mapping[str, Any]], Dict[str, List[str]], Dict[str, List[str]]]:
+    """(kept, removed, held, held_baselines): the newest ``keep_runs`` runs (0: any number) not older than
+    ``keep_days`` days (0: any age), and always a pinned run, the run ``current``, each check's last passing run of
+    each rack (``last_passing_runs``) and each run of ``baselines`` (run id -> the baselines it is: ``baseline_runs``);
+    a run of unknown age is judged by count only. ``held``: run id -> the ``<check>/<rack>`` whose last pass it is,
+    ``held_baselines``: run id -> the baselines it is, for each run kept only for those."""
     oldest = now - timedelta(days=keep_days) if keep_days > 0 else None
     last_pass: Dict[str, List[str]] = {}
     for key, run_id in sorted(last_passing_runs(runs).items()):
         last_pass.setdefault(run_id, []).append(key)
-    kept, removed, held = [], [], {}
+    baselines = baselines or {}
+    kept, removed, held, held_baselines = [], [], {}, {}
     for position, entry in enumerate(newest_first(runs)):
         started = parse_time(entry.get("started"))
         too_many = keep_runs > 0 and position >= keep_runs
@@ -300,12 +307,15 @@ def retained(
         run_id = str(entry.get("run_id"))
         if entry.get("pinned") or run_id == current or not (too_many or too_old):
             kept.append(entry)
-        elif run_id in last_pass:
+        elif run_id in last_pass or run_id in baselines:
             kept.append(entry)
-            held[run_id] = last_pass[run_id]
+            if run_id in last_pass:
+                held[run_id] = last_pass[run_id]
+            if run_id in baselines:
+                held_baselines[run_id] = sorted(baselines[run_id])
         else:
             removed.append(entry)
-    return kept, removed, held
+    return kept, removed, held, held_baselines
 
 
 def record_run(
@@ -319,9 +329,11 @@ def record_run(
     """Keep ``records`` (one check's, every rack) as run ``run_id``, update the index, apply retention.
 
     A check run again in the same run replaces that check's records of the run. Returns
-    ``{"run_dir", "files", "removed_runs", "kept_last_passing", "warnings"}``; ``kept_last_passing``: run id -> the
-    ``<check>/<rack>`` whose last pass it holds, for each run retention kept only for that; ``warnings``: one line
-    per run whose start names no time (``time_warnings``) and for an index rebuilt (``read_index``).
+    ``{"run_dir", "files", "removed_runs", "kept_last_passing", "kept_baseline", "warnings"}``;
+    ``kept_last_passing``: run id -> the ``<check>/<rack>`` whose last pass it holds, ``kept_baseline``: run id -> the
+    baselines it is (``baseline_runs``), for each run retention kept only for those; ``warnings``: one line per run
+    whose start names no time (``time_warnings``), for an index rebuilt (``read_index``) and for a kept record that
+    cannot be a baseline (``baseline_runs``).
     """
     check_run_id(run_id)
     for record in records:
@@ -362,7 +374,10 @@ def record_run(
             entry["started"] = _first([entry.get("started"), fresh["started"]])
             entry["finished"] = _first([entry.get("finished"), fresh["finished"]], latest=True)
         warnings += time_warnings(runs)
-        kept, removed, held = retained(runs, keep_runs, keep_days, now or datetime.now(timezone.utc), current=run_id)
+        baselines = baseline_runs(history_dir, runs, warnings)
+        kept, removed, held, held_baselines = retained(
+            runs, keep_runs, keep_days, now or datetime.now(timezone.utc), current=run_id, baselines=baselines
+        )
         write_json(os.path.join(history_dir, INDEX), {"version": INDEX_VERSION, "runs": newest_first(kept)})
         for gone in removed:
             if RUN_ID.match(str(gone.get("run_id"))):
@@ -372,6 +387,7 @@ def record_run(
         "files": files,
         "removed_runs": [str(e["run_id"]) for e in removed],
         "kept_last_passing": held,
+        "kept_baseline": held_baselines,
         "warnings": warnings,
     }
 
@@ -567,27 +583,19 @@ def _figures(record: Mapping[str, Any], testcase: Optional[str]) -> Optional[Dic
     }
 
 
-def baseline_for(
-    history_dir: str, check: str, rack: str, testcase: Optional[str] = None, exclude_run: str = ""
-) -> Optional[Dict[str, Any]]:
-    """The rack's baseline: the pinned run's record for (check, rack) when a run is pinned and holds it,
-    else the newest run where (check, rack) passed against a product reference (its record's
-    ``details.references`` lists one); ``exclude_run`` (the run being judged) never counts. A run that passed
-    against its own median (or a baseline) alone never sets the bar: a rack faulty from its first run would pass
-    against itself, then hold every later run to its fault. Only the site's pin makes such a run a baseline.
+def _candidates(runs: Sequence[Mapping[str, Any]], key: str, exclude_run: str = "") -> List[Mapping[str, Any]]:
+    """The runs that judged ``key`` (``<check>/<rack>``), newest first, ``exclude_run`` left out."""
+    ordered = [e for e in newest_first(runs) if isinstance(e, dict)]
+    return [e for e in ordered if e.get("run_id") != exclude_run and key in (e.get("verdicts") or {})]
 
-    Returns ``{"run_id", "recorded_at", "median_gbps", "matrix", "rank_nodes", "driver_version", "source"}``
-    (the keys the nvbandwidth rule reads) or None when no run gives one. A record of another testcase, or
-    without a median (a run that did not pass), is passed over. A record whose median or matrix holds what is no
-    bandwidth (NaN, an infinity, a boolean, 0 or less: ``bandwidth_thresholds.baseline_problems``), or a passed
-    one without a median, is refused with HistoryError naming its file and entries: passing it over would judge
-    the rack against an older run, or none, unsaid.
-    """
-    if not history_dir or not os.path.isdir(history_dir):
-        return None
+
+def _baseline_choice(
+    history_dir: str, runs: Sequence[Mapping[str, Any]], check: str, rack: str, testcase: Optional[str]
+) -> Optional[Tuple[str, Mapping[str, Any], Dict[str, Any], Dict[str, Any]]]:
+    """(kind, index entry, record, figures) of the run that is the baseline of (check, rack[, testcase]) among
+    ``runs`` (``_candidates``), or None: the one rule of ``baseline_for``, which retention asks too
+    (``baseline_runs``). Raises HistoryError for a kept record that cannot be the baseline."""
     key = f"{check}/{rack}"
-    runs = [e for e in newest_first(read_index(history_dir)["runs"]) if isinstance(e, dict)]
-    runs = [e for e in runs if e.get("run_id") != exclude_run and key in (e.get("verdicts") or {})]
     pinned = [("pinned", e) for e in runs if e.get("pinned")]
     passing = [("last passing", e) for e in runs if not e.get("pinned") and e["verdicts"][key] == PASSED]
     for kind, entry in pinned + passing:
@@ -610,16 +618,74 @@ def baseline_for(
         figures = _figures(record, testcase) if record else None
         if figures is None:
             continue
-        return {
-            "run_id": entry["run_id"],
-            "recorded_at": record.get("finished") or entry.get("finished") or entry.get("started"),
-            "median_gbps": figures["median_gbps"],
-            "matrix": figures["matrix"],
-            "rank_nodes": figures["rank_nodes"],
-            "driver_version": figures["driver_version"],
-            "source": f"{kind} run {entry['run_id']}",
-        }
+        return kind, entry, record, figures
     return None
+
+
+def baseline_for(
+    history_dir: str, check: str, rack: str, testcase: Optional[str] = None, exclude_run: str = ""
+) -> Optional[Dict[str, Any]]:
+    """The rack's baseline: the pinned run's record for (check, rack) when a run is pinned and holds it,
+    else the newest run where (check, rack) passed against a product reference (its record's
+    ``details.references`` lists one); ``exclude_run`` (the run being judged) never counts. A run that passed
+    against its own median (or a baseline) alone never sets the bar: a rack faulty from its first run would pass
+    against itself, then hold every later run to its fault. Only the site's pin makes such a run a baseline.
+
+    Returns ``{"run_id", "recorded_at", "median_gbps", "matrix", "rank_nodes", "driver_version", "source"}``
+    (the keys the nvbandwidth rule reads) or None when no run gives one. A record of another testcase, or
+    without a median (a run that did not pass), is passed over. A record whose median or matrix holds what is no
+    bandwidth (NaN, an infinity, a boolean, 0 or less: ``bandwidth_thresholds.baseline_problems``), or a passed
+    one without a median, is refused with HistoryError naming its file and entries: passing it over would judge
+    the rack against an older run, or none, unsaid.
+    """
+    if not history_dir or not os.path.isdir(history_dir):
+        return None
+    runs = _candidates(read_index(history_dir)["runs"], f"{check}/{rack}", exclude_run)
+    choice = _baseline_choice(history_dir, runs, check, rack, testcase)
+    if choice is None:
+        return None
+    kind, entry, record, figures = choice
+    return {
+        "run_id": entry["run_id"],
+        "recorded_at": record.get("finished") or entry.get("finished") or entry.get("started"),
+        "median_gbps": figures["median_gbps"],
+        "matrix": figures["matrix"],
+        "rank_nodes": figures["rank_nodes"],
+        "driver_version": figures["driver_version"],
+        "source": f"{kind} run {entry['run_id']}",
+    }
+
+
+def baseline_runs(
+    history_dir: str, runs: Sequence[Mapping[str, Any]], warnings: Optional[List[str]] = None
+) -> Dict[str, List[str]]:
+    """Run id -> the baselines it is among ``runs``: for each (check, rack) and each testcase its kept records
+    name, the run ``baseline_for`` would choose (``_baseline_choice``, no run excluded), named
+    ``<check>/<rack>/<testcase>`` (``<check>/<rack>`` for records that name none). Retention keeps these runs. A
+    kept record that cannot be the baseline gives a line in ``warnings`` and holds no run for its (check, rack)."""
+    found: Dict[str, List[str]] = {}
+    keys = sorted({str(k) for e in runs if isinstance(e, dict) for k in (e.get("verdicts") or {})})
+    for key in keys:
+        check, rack = key.split("/", 1)
+        candidates = _candidates(runs, key)
+        testcases = set()
+        for entry in candidates:
+            if entry.get("pinned") or entry["verdicts"][key] == PASSED:
+                record = run_record(history_dir, str(entry["run_id"]), check, rack) or {}
+                details = record.get("details") if isinstance(record.get("details"), dict) else {}
+                named = details.get("testcase")
+                testcases.add(named if isinstance(named, str) and named else None)
+        for testcase in sorted(testcases, key=lambda t: t or ""):
+            try:
+                choice = _baseline_choice(history_dir, candidates, check, rack, testcase)
+            except HistoryError as exc:
+                if warnings is not None:
+                    warnings.append(f"retention holds no baseline run of {key}: {exc}")
+                break
+            if choice is not None:
+                name = f"{key}/{testcase}" if testcase else key
+                found.setdefault(str(choice[1]["run_id"]), []).append(name)
+    return found
 
 
 def options_with_baseline(

@@ -16,8 +16,9 @@ description:
   - Every file is written to a temporary file and moved into place; the index is read, changed and written under an
     exclusive C(flock) of C(<history_dir>/.lock), so two runs at once both complete with an intact history.
   - Retention, after each write - the newest O(keep_runs) runs not older than O(keep_days) days are kept; the pinned
-    run, the run being written and each check's last passing run of each rack (the rack's baseline when no run is
-    pinned) are never removed. Runs are ordered by the instant they started, whatever time
+    run, the run being written, each check's last passing run of each rack and the run that is each rack's baseline
+    (per check and testcase, the run the V(nvbandwidth) check is held against, chosen by the same rule) are never
+    removed. Runs are ordered by the instant they started, whatever time
     zone their start names; a run whose start names no RFC 3339 time counts as the oldest, with a warning naming
     it.
   - The index is read before anything is written. One that is missing, cannot be read or is no history index (a
@@ -105,6 +106,14 @@ kept_last_passing:
   returned: always
   type: dict
   sample: {"20261201T101500123456Z": ["nvbandwidth/rack3"]}
+kept_baseline:
+  description:
+    - The runs retention kept only because each is a rack's baseline (the pinned run, else the newest run that
+      passed against a product reference) - run id to the C(<check>/<rack>/<testcase>) it is the baseline of
+      (C(<check>/<rack>) for records that name no testcase).
+  returned: always
+  type: dict
+  sample: {"20261201T101500123456Z": ["nvbandwidth/rack3/device_to_device_memcpy_read_ce"]}
 pinned:
   description: The pinned run, empty when none.
   returned: always
@@ -134,7 +143,9 @@ def main() -> None:
     module = build_module()
     params = module.params
     directory = params["history_dir"]
-    result = dict(changed=False, run_dir="", files=[], removed_runs=[], kept_last_passing={}, pinned="")
+    result = dict(
+        changed=False, run_dir="", files=[], removed_runs=[], kept_last_passing={}, kept_baseline={}, pinned=""
+    )
     if params["records"] and not params["run_id"]:
         module.fail_json(msg="records were given without run_id; set run_id to the run they belong to", **result)
     if module.check_mode:

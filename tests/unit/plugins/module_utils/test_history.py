@@ -109,10 +109,10 @@ def test_retention_by_age_keeps_the_pinned_and_the_current_run():
         {"run_id": "recent", "started": "2026-12-01T00:00:00Z"},
         {"run_id": "now", "started": "2026-01-01T00:00:00Z"},
     ]
-    kept, removed, _held = retained(runs, keep_runs=0, keep_days=30, now=NOW, current="now")
+    kept, removed, _held, _baselines = retained(runs, keep_runs=0, keep_days=30, now=NOW, current="now")
     assert [e["run_id"] for e in kept] == ["recent", "pinned", "now"]
     assert [e["run_id"] for e in removed] == ["old"]
-    kept, removed, _held = retained(runs, keep_runs=0, keep_days=0, now=NOW)
+    kept, removed, _held, _baselines = retained(runs, keep_runs=0, keep_days=0, now=NOW)
     assert removed == []
 
 
@@ -439,7 +439,7 @@ def test_retention_by_age_keeps_a_last_pass_and_says_so():
         {"run_id": "old-fail", "started": "2026-07-01T00:00:00Z", "verdicts": {"nvbandwidth/rack0": "failed"}},
         {"run_id": "now", "started": "2026-12-03T00:00:00Z", "verdicts": {"nvbandwidth/rack0": "failed"}},
     ]
-    kept, removed, held = retained(runs, keep_runs=0, keep_days=30, now=NOW, current="now")
+    kept, removed, held, _baselines = retained(runs, keep_runs=0, keep_days=30, now=NOW, current="now")
     assert ([e["run_id"] for e in kept], [e["run_id"] for e in removed]) == (["now", "old-pass"], ["old-fail"])
     assert held == {"old-pass": ["nvbandwidth/rack0"]}
     assert history.last_passing_runs(runs) == {"nvbandwidth/rack0": "old-pass"}

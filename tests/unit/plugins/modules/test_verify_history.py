@@ -125,6 +125,22 @@ def test_retention_keeps_the_racks_last_passing_run_and_names_it(tmp_path, warni
     assert baseline_for(directory, "nvbandwidth", "rack0", exclude_run="r4")["source"] == "last passing run r1"
 
 
+def test_retention_keeps_the_run_that_is_the_baseline_when_the_last_pass_had_no_product_reference(tmp_path, warnings):
+    directory = str(tmp_path / "runs")
+    keep(directory, "r1", "2026-12-01T10:00:00Z", verdict="passed", keep_days=0)
+    # r2 passed against its own median alone: the newest pass, but no baseline (history.baseline_for)
+    own = dict(record("r2", 810.0, day=2))
+    own["details"] = dict(own["details"], references=[{"kind": "median", "gbps": 810.0}])
+    run_module(verify_history.main, {"history_dir": directory, "run_id": "r2", "records": [own], "keep_days": 0})
+    result = keep(directory, "r3", "2026-12-03T10:00:00Z", keep_runs=1, keep_days=0)
+    assert (result["failed"], result["removed_runs"]) == (False, [])
+    assert result["kept_last_passing"] == {"r2": ["nvbandwidth/rack0"]}
+    assert result["kept_baseline"] == {"r1": ["nvbandwidth/rack0/device_to_device_memcpy_read_ce"]}
+    assert [e["run_id"] for e in read_index(directory)["runs"]] == ["r3", "r2", "r1"]
+    baseline = baseline_for(directory, "nvbandwidth", "rack0", exclude_run="r4")
+    assert (baseline["source"], baseline["median_gbps"]) == ("last passing run r1", 800.0)
+
+
 def test_a_truncated_index_is_rebuilt_before_the_run_is_kept_and_the_pin_stays(tmp_path, warnings):
     directory = tmp_path / "runs"
     keep(str(directory), "r1", "2026-12-01T10:00:00Z", verdict="passed", keep_days=0)
