@@ -10,7 +10,9 @@ rack's name and writes the record.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     DEFAULT_MIN_FRACTION_OF_MEDIAN,
@@ -27,8 +29,117 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import Record, failed_by
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+
+# The host a rank prints (nvbandwidth's ``Process N (<host>)``, nccl-tests' ``on <host>``): the worker pod's
+# hostname, ``<job>-worker-<index>`` under the MPI operator (a domain after it cut off).
+WORKER_HOST_RE = re.compile(r"-worker-(?P<index>\d+)$")
+
+
+def tray_of_rank(rank: int, host: str, nodes: Sequence[str], gpus_per_tray: int) -> Optional[str]:
+    """The tray a rank ran on: that of the worker its host names (worker w runs on ``nodes[w]``), the tray its host
+    is, else the one the launcher's hostfile gives the rank (``ppr:<gpus_per_tray>:node``: rank r on
+    ``nodes[r // gpus_per_tray]``); None for a rank the plan has no tray for."""
+    name = (host or "").split(".")[0]
+    match = WORKER_HOST_RE.search(name)
+    if match and int(match.group("index")) < len(nodes):
+        return nodes[int(match.group("index"))]
+    if name in nodes:
+        return name
+    index = rank // gpus_per_tray if gpus_per_tray > 0 else len(nodes)
+    return nodes[index] if 0 <= index < len(nodes) else None
+
+
+@dataclass
+class Coverage:
+    """What a run's output lacks of the GPUs planned: each tray's gap (tray -> one line naming its GPUs and ranks),
+    what no tray explains, and how many GPUs it shows of those planned."""
+
+    tool: str
+    planned: int
+    shown: int
+    trays: Dict[str, str] = field(default_factory=dict)
+    unplanned: List[str] = field(default_factory=list)
+
+    @property
+    def problems(self) -> List[str]:
+        return [f"{tray}: {problem}" for tray, problem in self.trays.items()] + self.unplanned
+
+    def summary(self) -> str:
+        """One line: the GPUs the run shows of those planned, each tray's gap by name, then the rest."""
+        parts = [f"{tray}: {problem}" for tray, problem in list(self.trays.items())[:3]]
+        if len(self.trays) > 3:
+            parts.append(f"and {plural(len(self.trays) - 3, 'more tray')}")
+        parts.extend(self.unplanned[:2])
+        shown = f" shows {self.shown} of the {self.planned} GPUs planned" if self.trays else ""
+        return f"the {self.tool} output{shown}, no figure is judged: " + "; ".join(parts)
+
+
+def gpu_coverage(
+    tool: str,
+    listed: Sequence[Tuple[int, str, int]],
+    nodes: Sequence[str],
+    gpus_per_tray: int,
+    measured: Optional[int] = None,
+    listing: str = "rank line",
+) -> Coverage:
+    """What the output of a run over ``nodes`` x ``gpus_per_tray`` GPUs lacks, judged before any figure.
+
+    ``listed``: each rank the output lists, as (rank, host, CUDA device); ``measured``: the GPUs its result covers
+    (nvbandwidth's matrix: GPU r is rank r), None when the tool has no such result. Every tray must show each of
+    its GPUs 0 to gpus_per_tray - 1 (and in the result: rank ``w * gpus_per_tray + g`` for GPU g of the w-th tray).
+    An output that lists no GPU at all blames no tray (and shows 0): the run did not start, its errors say why.
+    """
+    expected = len(nodes) * gpus_per_tray
+    if not listed and not measured:
+        return Coverage(tool, expected, 0)
+    general: List[str] = []
+    why: Dict[Tuple[str, int], List[str]] = {}
+    if listed:
+        devices: Dict[str, List[int]] = {tray: [] for tray in nodes}
+        unplanned = []
+        for rank, host, device in listed:
+            tray = tray_of_rank(rank, host, nodes, gpus_per_tray)
+            if tray is None or rank >= expected:
+                unplanned.append(rank)
+            else:
+                devices[tray].append(device)
+        if unplanned or len(listed) > expected:
+            general.append(
+                f"the {tool} output lists {len(listed)} ranks, the plan has {expected} ({plural(len(nodes), 'tray')} "
+                f"x {gpus_per_tray}): check slotsPerWorker and the GPUs each worker requests"
+            )
+        for tray in nodes:
+            for gpu in range(gpus_per_tray):
+                if gpu not in devices[tray]:
+                    why.setdefault((tray, gpu), []).append(f"no {listing} names it")
+    if measured is not None and measured < expected:
+        for rank in range(measured, expected):
+            why.setdefault((nodes[rank // gpus_per_tray], rank % gpus_per_tray), []).append("not in the matrix")
+    elif measured is not None and measured > expected:
+        general.append(
+            f"the {tool} matrix covers {measured} GPUs, the plan has {expected} ({plural(len(nodes), 'tray')} x "
+            f"{gpus_per_tray}): check slotsPerWorker and the GPUs each worker requests"
+        )
+    problems: Dict[str, str] = {}
+    for index, tray in enumerate(nodes):
+        gpus = [gpu for gpu in range(gpus_per_tray) if (tray, gpu) in why]
+        if not gpus:
+            continue
+        ranks = [index * gpus_per_tray + gpu for gpu in gpus]
+        reasons = "; ".join(dict.fromkeys(reason for gpu in gpus for reason in why[(tray, gpu)]))
+        if len(gpus) == gpus_per_tray:
+            problems[tray] = (
+                f"none of its {gpus_per_tray} GPUs is in the {tool} output (ranks {ranks[0]} to {ranks[-1]}: {reasons})"
+            )
+        else:
+            many = "s" if len(gpus) > 1 else ""
+            problems[tray] = (
+                f"GPU{many} {', '.join(map(str, gpus))} (rank{many} {', '.join(map(str, ranks))}) not in the {tool} "
+                f"output ({reasons}): a GPU off the bus or a rank that never started"
+            )
+    return Coverage(tool, expected, expected - len(why), problems, general)
 
 
 def _positive(value: Any) -> Any:
@@ -74,11 +185,10 @@ def judge_nvbandwidth_log(
     result = verdict.to_result()
     expected = len(plan.nodes) * plan.gpus_per_tray
     errors = list(result["errors"])
-    if not errors and result["gpus"] and result["gpus"] != expected:
-        errors.append(
-            f"the matrix has {result['gpus']} GPUs, the job ran {expected} ranks ({len(plan.nodes)} trays x "
-            f"{plan.gpus_per_tray}): check slotsPerWorker and the GPUs each worker requests"
-        )
+    listed = [(int(d["index"]), str(d["host"] or ""), int(d["device"])) for d in result["devices"]]
+    coverage = gpu_coverage(
+        "nvbandwidth", listed, nodes, plan.gpus_per_tray, result["gpus"] or None, listing="Process line"
+    )
     details = {
         "testcase": result["testcase"],
         # the driver the run measured on: a later run on another branch does not take this run as its baseline
@@ -104,9 +214,19 @@ def judge_nvbandwidth_log(
         "mean": result["mean"],
         "failing_pairs": result["failing_pairs"],
         "low_gpus": result["low_gpus"],
-        "violations": errors + list(result["violations"]),
+        "expected_gpus": expected,
+        "missing_gpus": coverage.trays,
+        "violations": coverage.problems + errors + list(result["violations"]),
         "warnings": result["warnings"],
     }
+    if coverage.problems:  # no evidence of every planned GPU: no figure is judged, the trays that lack one are named
+        return {
+            "passed": False,
+            "summary": one_line(coverage.summary()),
+            "details": details,
+            "failed_nodes": sorted(coverage.trays),
+            "node_problems": dict(coverage.trays),
+        }
     if errors:
         return {
             "passed": False,

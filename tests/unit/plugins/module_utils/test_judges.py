@@ -71,13 +71,65 @@ def test_one_lost_link_on_a_72_gpu_rack_fails_naming_the_pair_and_its_trays():
     assert (pair["rule"], pair["src_node"]) == ("product", "gb200-r1-t2")
 
 
-def test_a_run_with_fewer_ranks_than_the_rack_is_not_a_verdict_on_the_pairs():
+def without_gpu(text: str, gpu: int) -> str:
+    """The real 2-tray output as a run without rank ``gpu`` prints it: no Process line, no row or column, the SUM
+    of what is left."""
+    lines = text.splitlines()
+    lines = [line for line in lines if not re.match(rf"Process\s+{gpu} ", line)]
+    start = next(i for i, line in enumerate(lines) if line.startswith("memcpy CE")) + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].strip())
+    offset = 2 + 10 * gpu
+    matrix = [line[:offset] + line[offset + 10 :] for i, line in enumerate(lines[start:end]) if i != gpu + 1]
+    total = sum(float(cell) for line in matrix[1:] for cell in line.split()[1:] if cell != "N/A")
+    at = next(i for i, line in enumerate(lines) if line.startswith("SUM "))
+    lines[at] = f"SUM {lines[at].split()[1]} {total:.2f}"
+    return "\n".join(lines[:start] + matrix + lines[end:]) + "\n"
+
+
+def test_a_run_with_fewer_ranks_than_the_rack_names_the_trays_without_a_gpu_and_judges_no_pair():
     verdict = judge_nvbandwidth_log(GB200, plan(18), DEFAULTS)
     assert verdict["passed"] is False
-    assert verdict["summary"] == (
-        "the nvbandwidth output does not show a completed run: the matrix has 8 GPUs, the job ran 72 ranks "
-        "(18 trays x 4): check slotsPerWorker and the GPUs each worker requests"
+    assert verdict["summary"].startswith(
+        "the nvbandwidth output shows 8 of the 72 GPUs planned, no figure is judged: gb200-r1-t2: none of its 4 "
+        "GPUs is in the nvbandwidth output (ranks 8 to 11: no Process line names it; not in the matrix); "
     )
+    assert verdict["failed_nodes"] == sorted(f"gb200-r1-t{i}" for i in range(2, 18))
+    assert verdict["details"]["failing_pairs"] == []
+
+
+def test_a_gpu_missing_from_a_tray_fails_naming_the_tray_and_the_gpu():
+    verdict = judge_nvbandwidth_log(without_gpu(GB200, 7), plan(2, rack=0), DEFAULTS)
+    assert verdict["passed"] is False
+    assert verdict["summary"] == (
+        "the nvbandwidth output shows 7 of the 8 GPUs planned, no figure is judged: gb200-r0-t1: GPU 3 (rank 7) not "
+        "in the nvbandwidth output (no Process line names it; not in the matrix): a GPU off the bus or a rank that "
+        "never started"
+    )
+    assert verdict["failed_nodes"] == ["gb200-r0-t1"]
+    assert list(verdict["node_problems"]) == ["gb200-r0-t1"]
+    assert verdict["details"]["expected_gpus"] == 8
+
+
+def test_a_rank_on_another_device_leaves_its_gpu_without_evidence():
+    # tray 1 lost GPU 3 from the bus: its fourth rank landed on device 0 again; the matrix is whole
+    verdict = judge_nvbandwidth_log(
+        GB200.replace(
+            "Process 7 (nvbandwidth-test-worker-1): device 3", "Process 7 (nvbandwidth-test-worker-1): device 0"
+        ),
+        plan(2, rack=0),
+        DEFAULTS,
+    )
+    assert verdict["passed"] is False
+    assert verdict["node_problems"] == {
+        "gb200-r0-t1": "GPU 3 (rank 7) not in the nvbandwidth output (no Process line names it): a GPU off the bus "
+        "or a rank that never started"
+    }
+
+
+def test_the_tray_of_a_rank_follows_its_worker_not_the_order_of_the_trays():
+    # worker 0 ran on t1, worker 1 on t0 (rank_nodes): the GPU missing from worker 1 is t0's
+    verdict = judge_nvbandwidth_log(without_gpu(GB200, 7), plan(2, rack=0), DEFAULTS, ["gb200-r0-t1", "gb200-r0-t0"])
+    assert verdict["failed_nodes"] == ["gb200-r0-t0"]
 
 
 def test_an_aborted_run_is_not_judged():
