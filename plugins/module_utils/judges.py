@@ -279,7 +279,9 @@ def nccl_threshold(options: Mapping[str, Any], product: str, binary: str = "all_
 def judge_nccl_log(
     log: str, plan: RackPlan, options: Mapping[str, Any], nodes: Optional[Sequence[str]] = None
 ) -> Dict[str, Any]:
-    """The verdict on one rack's nccl-tests run."""
+    """The verdict on one rack's nccl-tests run: first each tray's GPUs in its ``# Rank`` lines (``nodes``: the
+    tray of each worker in rank order, default the rack's trays in name order), then the figures."""
+    nodes = list(nodes or plan.nodes)
     binary = options.get("binary", "all_reduce_perf")
     threshold, explanation, min_bytes = nccl_threshold(options, plan.gpu_product, binary)
     ranks = len(plan.nodes) * plan.gpus_per_tray
@@ -292,11 +294,21 @@ def judge_nccl_log(
         min_bytes=min_bytes,
         floor_explanation=explanation,
     )
-    violations = list(result["violations"])
+    listed = [(int(d["rank"]), str(d["host"]), int(d["device"])) for d in result["devices"]]
+    coverage = gpu_coverage("nccl-tests", listed, nodes, plan.gpus_per_tray, listing="'# Rank' line")
+    violations = coverage.problems + list(result["violations"])
+    if not listed:  # nccl-tests lists every rank before its first row: without the list no GPU is shown to have run
+        violations.append(
+            f"the {binary} output lists no rank (no '#  Rank N ... on <host> device D' line under '# Using devices'): "
+            f"it does not show which of the {ranks} planned GPUs ran; read the launcher's log"
+        )
     if threshold is None:
         violations.append(f"no threshold: {explanation}")
     details = {
         "benchmark": binary,
+        "rank_nodes": nodes,
+        "expected_ranks": ranks,
+        "missing_gpus": coverage.trays,
         "args": list(options.get("args") or []),
         "gpus_per_node": plan.gpus_per_tray,
         "gpu_product": plan.gpu_product,
@@ -313,6 +325,14 @@ def judge_nccl_log(
         "mnnvl_ranks": result["mnnvl_ranks"],
         "violations": violations,
     }
+    if coverage.problems:  # no evidence of every planned GPU: no figure is judged, the trays that lack one are named
+        return {
+            "passed": False,
+            "summary": one_line(coverage.summary()),
+            "details": details,
+            "failed_nodes": sorted(coverage.trays),
+            "node_problems": dict(coverage.trays),
+        }
     if violations:
         return {
             "passed": False,

@@ -84,6 +84,53 @@ def test_an_escaped_error_line_fails_the_rack():
     assert verdict["summary"] == "all_reduce_perf over 8 GPUs: the test reported a failure: ERROR: worker 1 lost"
 
 
+def without_rank(text: str, rank: int) -> str:
+    """The real 2-tray run as one without ``rank`` prints it: no ``# Rank`` line, no INIT line of that rank."""
+    return "\n".join(
+        line
+        for line in text.splitlines()
+        if not line.startswith(f"#  Rank {rank:2d} ") and f" rank {rank} nRanks" not in line
+    )
+
+
+def test_a_tray_with_fewer_ranks_than_its_gpus_fails_naming_the_tray_before_the_figures():
+    verdict = judge_nccl_log(without_rank(NCCL, 6), plan(2), DEFAULTS)
+    assert verdict["passed"] is False
+    assert verdict["summary"] == (
+        "the nccl-tests output shows 7 of the 8 GPUs planned, no figure is judged: gb200-r1-t1: GPU 2 (rank 6) not "
+        "in the nccl-tests output (no '# Rank' line names it): a GPU off the bus or a rank that never started"
+    )
+    assert verdict["failed_nodes"] == ["gb200-r1-t1"]
+    assert list(verdict["node_problems"]) == ["gb200-r1-t1"]
+    assert verdict["details"]["violations"][1].startswith("7 ranks took part, 8 were expected")
+
+
+def test_a_tray_with_no_rank_is_named():
+    verdict = judge_nccl_log(NCCL, plan(3), DEFAULTS)
+    assert verdict["passed"] is False
+    assert verdict["node_problems"] == {
+        "gb200-r1-t2": "none of its 4 GPUs is in the nccl-tests output (ranks 8 to 11: no '# Rank' line names it)"
+    }
+    assert verdict["summary"].startswith("the nccl-tests output shows 8 of the 12 GPUs planned, no figure is judged: ")
+
+
+def test_the_ranks_tray_follows_the_worker_its_host_names():
+    # worker 1 (nccl-test-worker-1) ran on t0: its missing rank is t0's
+    verdict = judge_nccl_log(without_rank(NCCL, 6), plan(2), DEFAULTS, ["gb200-r1-t1", "gb200-r1-t0"])
+    assert verdict["failed_nodes"] == ["gb200-r1-t0"]
+
+
+def test_a_log_without_rank_lines_is_no_evidence_and_blames_no_tray():
+    text = "\n".join(line for line in NCCL.splitlines() if not line.startswith("#  Rank"))
+    verdict = judge_nccl_log(text, plan(2), DEFAULTS)
+    assert verdict["passed"] is False
+    assert verdict["summary"] == (
+        "all_reduce_perf over 8 GPUs: the all_reduce_perf output lists no rank (no '#  Rank N ... on <host> device D' "
+        "line under '# Using devices'): it does not show which of the 8 planned GPUs ran; read the launcher's log"
+    )
+    assert verdict.get("failed_nodes", []) == []
+
+
 def record(rack: str, judged: float, average: float) -> dict:
     return {
         "rack": rack,
