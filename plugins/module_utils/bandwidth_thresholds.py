@@ -13,9 +13,10 @@
   ``References`` picks the strictest for the rack and for each pair.
 
 The tables a user passes are checked here too (``peak_table_problems``, ``reference_table_problems``,
-``baseline_problems``), so that a bad entry is refused in one line before any run: every figure the rule reads
-is a finite number above 0 (``figure_problem``). A NaN compares false with everything, so a NaN reference or
-peak would let every pair pass; a boolean is no figure either (``True`` reads as 1 GB/s). Only the Python
+``baseline_problems``, whose home is ``record_validation``, the one judge of a kept record), so that a bad
+entry is refused in one line before any run: every figure the rule reads is a finite number above 0
+(``figure_problem``). A NaN compares false with everything, so a NaN reference or peak would let every pair
+pass; a boolean is no figure either (``True`` reads as 1 GB/s). Only the Python
 standard library is used: this file runs on GPU hosts as well as on the controller.
 """
 
@@ -25,6 +26,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record_validation import (
+    baseline_problems,
+    figure_problem,
+)
 
 Cell = Optional[float]
 
@@ -117,28 +123,6 @@ DEFAULT_PRODUCT_REFERENCES: Tuple[Dict[str, Any], ...] = (
 # --------------------------------------------------------------------------------------------
 # Peak and thresholds
 # --------------------------------------------------------------------------------------------
-
-
-def figure_problem(value: Any) -> Optional[str]:
-    """Why ``value`` is no bandwidth figure (a finite number above 0), or None when it is one.
-
-    A boolean is no number, though Python counts it as one; a numeric string (as a template renders a number)
-    is read as that number, and a string that reads as NaN or infinity is refused like the number.
-    """
-    if isinstance(value, bool):
-        return f"{value!r} is a boolean, not a number"
-    if isinstance(value, (int, float, str)):
-        try:
-            number = float(value)
-        except (ValueError, OverflowError):
-            return f"{value!r} is not a number"
-    else:
-        return f"{value!r} is not a number"
-    if not math.isfinite(number):
-        return f"{value!r} is not a finite number"
-    if number <= 0:
-        return f"{value!r} is not above 0"
-    return None
 
 
 def _figure(value: Any, name: str) -> float:
@@ -400,40 +384,6 @@ def product_reference(
         )
     source = str(chosen.get("source") or f"{gpu_product}, {testcase}")
     return Reference(RULE_PRODUCT, float(chosen["gbps"]), source), note
-
-
-def baseline_problems(record: Any) -> List[str]:
-    """Why a baseline record (``median_gbps``, optionally ``matrix``) cannot be used: each entry that is no figure.
-
-    The median must be a figure (``figure_problem``); each cell of the matrix a figure or None (not measured).
-    At most three cells are named, then how many more.
-    """
-    if not isinstance(record, Mapping):
-        return [f"{record!r} is not a mapping with median_gbps"]
-    if "median_gbps" not in record:
-        return ["median_gbps is missing"]
-    problems = []
-    median = figure_problem(record["median_gbps"])
-    if median:
-        problems.append(f"median_gbps {median}")
-    matrix = record.get("matrix")
-    if matrix is not None:
-        if not isinstance(matrix, (list, tuple)) or not all(isinstance(row, (list, tuple)) for row in matrix):
-            problems.append(f"matrix {matrix!r} is not a list of rows"[:200])
-        else:
-            cells = [
-                f"matrix row {r} column {c} {why}"
-                for r, row in enumerate(matrix)
-                for c, value in enumerate(row)
-                if value is not None
-                for why in [figure_problem(value)]
-                if why
-            ]
-            more = f"; and {len(cells) - 3} more cells" if len(cells) > 3 else ""
-            problems.extend(cells[:3])
-            if more:
-                problems[-1] += more
-    return problems
 
 
 @dataclass

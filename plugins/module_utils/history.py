@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import math
 import os
 import re
 import shutil
@@ -32,7 +31,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import _node_of
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import baseline_problems
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record_validation import record_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
 INDEX = "index.json"
@@ -432,59 +431,13 @@ def _mark_pin(run_dir: str, pinned: bool) -> None:
 
 # ----------------------------------------------------------------------------------------- reading runs
 
-# The figures of a record that the readers compute with: each a number when it is there.
-FIGURE_KEYS = ("median_gbps", "min", "max", "sum")
-
-
-def _non_finite(value: Any, where: str) -> Optional[Tuple[str, float]]:
-    if isinstance(value, float) and not math.isfinite(value):
-        return where, value
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = _non_finite(item, f"{where}.{key}" if where else str(key))
-        if found:
-            return found
-    return None
-
-
-def _figure_problem(value: Any) -> Optional[str]:
-    """Why a kept figure is no number, or None; a numeric string reads as its number, as ``_gbps`` and the
-    bandwidth rule (``bandwidth_thresholds.figure_problem``) read it."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        return "not a number"
-    try:
-        number = float(value)
-    except (ValueError, OverflowError):
-        return "not a number"
-    return None if math.isfinite(number) else "not a finite number"
-
-
-def record_problem(record: Any) -> Optional[str]:
-    """What makes a kept record one that no reader can use, or None: not an object, a number that is not finite
-    anywhere in it (JSON's NaN, Infinity), details that are not an object, a figure (``FIGURE_KEYS``) that is
-    no number (``_figure_problem``)."""
-    if not isinstance(record, dict):
-        return f"holds a {type(record).__name__}, not an object"
-    found = _non_finite(record, "")
-    if found:
-        return f"has {found[0]} {found[1]!r}, not a finite number"
-    details = record.get("details", {})
-    if not isinstance(details, dict):
-        return f"has details {str(details)[:60]!r}, not an object"
-    for key in FIGURE_KEYS:
-        problem = _figure_problem(details.get(key))
-        if problem:
-            return f"has details.{key} {str(details[key])[:60]!r}, {problem}"
-    return None
-
 
 def kept_record(
     history_dir: str, run_id: str, check: str, rack: str, warnings: Optional[List[str]] = None
 ) -> Optional[Dict[str, Any]]:
     """The record of (check, rack) in run ``run_id`` for the readers (report, metrics, a rebuilt index); None when
-    it is not there, and None with a line in ``warnings`` when it cannot be read or ``record_problem`` finds it bad."""
+    it is not there, and None with a line in ``warnings`` when it cannot be read or
+    ``record_validation.record_problems`` finds it bad."""
     if not RUN_ID.match(run_id or ""):
         return None
     path = os.path.join(history_dir, run_id, check, f"{rack}.json")
@@ -493,15 +446,15 @@ def kept_record(
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        problem: Optional[str] = f"cannot be read ({exc})"
+        problems = [f"it cannot be read ({exc})"]
     else:
-        problem = record_problem(record)
-    if problem is None:
+        problems = record_problems(record)
+    if not problems:
         return record
     if warnings is not None:
         warnings.append(
-            f"the kept record {path} {problem}; left out of the history's readers (trend, index); correct it or "
-            f"remove the run {run_id} from the history"
+            f"the kept record {path}: {'; '.join(problems)}; left out of the history's readers (trend, index); "
+            f"correct it or remove the run {run_id} from the history"
         )
     return None
 
@@ -519,7 +472,7 @@ def run_record(history_dir: str, run_id: str, check: str, rack: str) -> Optional
 
 def _gbps(value: Any) -> Optional[float]:
     """A kept figure as GB/s; None for what is no bandwidth (a boolean, NaN, an infinity, below 0). A numeric
-    string is read as its number, as the bandwidth rule reads a baseline (``bandwidth_thresholds.figure_problem``)."""
+    string is read as its number, as the bandwidth rule reads a baseline (``record_validation.number_problem``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return None
     try:
@@ -607,7 +560,7 @@ def _baseline_choice(
         same_testcase = not testcase or details.get("testcase") in (None, testcase)
         # a run that passed has figures: one without them is refused too, never passed over to an older run
         if same_testcase and (details.get("median_gbps") is not None or entry["verdicts"][key] == PASSED):
-            problems = baseline_problems(details)
+            problems = record_problems(record or {}, baseline=True)
             if problems:
                 path = os.path.join(history_dir, str(entry["run_id"]), check, f"{rack}.json")
                 raise HistoryError(
@@ -634,9 +587,10 @@ def baseline_for(
     Returns ``{"run_id", "recorded_at", "median_gbps", "matrix", "rank_nodes", "driver_version", "source"}``
     (the keys the nvbandwidth rule reads) or None when no run gives one. A record of another testcase, or
     without a median (a run that did not pass), is passed over. A record whose median or matrix holds what is no
-    bandwidth (NaN, an infinity, a boolean, 0 or less: ``bandwidth_thresholds.baseline_problems``), or a passed
-    one without a median, is refused with HistoryError naming its file and entries: passing it over would judge
-    the rack against an older run, or none, unsaid.
+    bandwidth (NaN, an infinity, a boolean, 0 or less), or anything a reader refuses (both:
+    ``record_validation.record_problems(record, baseline=True)``), or a passed one without a median, is refused
+    with HistoryError naming its file and entries: passing it over would judge the rack against an older run, or
+    none, unsaid.
     """
     if not history_dir or not os.path.isdir(history_dir):
         return None

@@ -74,7 +74,7 @@ def test_the_report_leaves_out_a_bad_kept_record_and_rebuilds_a_cut_index(tmp_pa
     assert warnings[0].startswith(f"the history index {damaged_history}/index.json cannot be read (")
     record = damaged_history / "r2" / "nvbandwidth" / "rack1.json"
     assert (
-        f"the kept record {record} has details.median_gbps nan, not a finite number; left out of the history's "
+        f"the kept record {record}: details.median_gbps nan is not a finite number; left out of the history's "
         "readers (trend, index); correct it or remove the run r2 from the history"
     ) in warnings
     report = json.loads((tmp_path / "report" / "report.json").read_text())
