@@ -149,8 +149,9 @@ def request_from_params(params: Mapping[str, Any]) -> MetricsRequest:
             job=params["job"],
             grouping={str(k): str(v) for k, v in (params.get("grouping") or {}).items()},
             headers={str(k): str(v) for k, v in (params.get("headers") or {}).items()},
-            username=params.get("url_username") or None,
-            password=params.get("url_password") or None,
+            username=params.get("username") or None,
+            password=params.get("password") or None,
+            bearer_token=params.get("bearer_token") or None,
             validate_certs=params["validate_certs"],
             timeout=params["timeout"],
             attempts=params["push_attempts"],
@@ -215,6 +216,10 @@ def write_metrics(
     ``push_failure: warn``. The state file is kept before the push, so a push that fails loses nothing of it.
     """
     report, families, text, known, warnings = render_metrics(request)
+    if request.target is not None:  # refused before anything is written or sent
+        problem = target_problems(request.target, metrics.label_names(families))
+        if problem:
+            raise MetricsError(problem)
     result: Dict[str, Any] = {
         "changed": False,
         "diff": [],
@@ -252,9 +257,6 @@ def write_metrics(
             ) from exc
         result["changed"] = result["changed"] or state_changed
     if request.target is not None:
-        problem = target_problems(request.target, metrics.label_names(families))
-        if problem:
-            raise MetricsError(problem)
         result["push_url"] = group_url(request.target)
         result["changed"] = True  # a PUT replaces the group; check mode says that it would
         if not check_mode:

@@ -8,6 +8,9 @@ that is gone (a tray removed, a check no longer run) does not linger. A value th
 is sent base64url-encoded (``<label>@base64/<value>``), as the Pushgateway's API asks. A connection failure,
 a timeout, 429 or a 5xx answer is tried again (``rollout.retry``, a ``Backoff``); any other answer fails at
 once. The failure is one line naming the URL; the HTTP call is injected, so tests need no Ansible.
+
+Credentials go through the module's ``no_log`` options only (``username``/``password`` or ``bearer_token``): a URL
+that carries them and an ``Authorization`` among the plain ``headers`` are refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class PushTarget:
     headers: Mapping[str, str] = field(default_factory=dict)
     username: Optional[str] = None
     password: Optional[str] = None
+    bearer_token: Optional[str] = None
     validate_certs: bool = True
     timeout: float = 30.0
     attempts: int = 4
@@ -70,12 +74,76 @@ def group_url(target: PushTarget) -> str:
     )
 
 
+# Where a push's credentials are given: the module's no_log options and the report role's variables that feed them.
+CREDENTIAL_OPTIONS = (
+    "username and password (report_pushgateway_username, report_pushgateway_password) or bearer_token "
+    "(report_pushgateway_bearer_token)"
+)
+
+
+def _userinfo(url: str) -> Tuple[Optional[str], Optional[str]]:
+    try:
+        parts = urlsplit(str(url or ""))
+    except ValueError:
+        return None, None
+    return parts.username, parts.password
+
+
+def given_secrets(url: str, headers: Optional[Mapping[str, Any]]) -> Tuple[str, ...]:
+    """The secrets a caller put where no ``no_log`` covers them: the password of a URL's userinfo (its user name
+    when it has no password: a token given as the user), and the value of an ``Authorization`` header.
+
+    The module adds them to what Ansible masks, so the refusal (``target_problems``) that follows shows none of
+    them, not even in the arguments ``-vvv`` prints.
+    """
+    username, password = _userinfo(url)
+    found = [password if password else username]
+    found += [str(value) for name, value in (headers or {}).items() if str(name).lower() == "authorization"]
+    return tuple(secret for secret in found if secret)
+
+
+def _credentials_problem(target: PushTarget) -> str:
+    # Refused, not redacted: the docs never promised a URL with credentials (pushgateway_url is a base URL), and the
+    # URL goes into the result (push_url), every message and warning, urllib's own errors and the arguments -vvv
+    # shows; masking it in each of those is a rule in many places, where a refusal keeps the secret out of all of them.
+    # chart_release refuses a chart repository URL with credentials the same way.
+    username, password = _userinfo(target.url)
+    if username is not None or password is not None:
+        parts = urlsplit(target.url)
+        host = parts.netloc.rpartition("@")[2]
+        return (
+            f"pushgateway_url {parts.scheme}://***@{host}{parts.path} carries credentials, which "
+            f"would show in the task's result, its messages and its -vvv arguments; give the URL without them and "
+            f"the credentials as {CREDENTIAL_OPTIONS}"
+        )
+    if any(str(name).lower() == "authorization" for name in target.headers):
+        return (
+            "headers holds Authorization, whose value would show in the task's arguments (-vvv); remove it from "
+            f"headers (report_pushgateway_headers) and give the credentials as {CREDENTIAL_OPTIONS}"
+        )
+    if target.bearer_token and (target.username or target.password):
+        return (
+            "both bearer_token and username/password are set, and a push carries one Authorization; set "
+            "bearer_token (report_pushgateway_bearer_token) or username and password, not both"
+        )
+    if target.password and not target.username:
+        return (
+            "password is set without username, so no basic authentication would be sent; set username "
+            "(report_pushgateway_username) too"
+        )
+    return ""
+
+
 def target_problems(target: PushTarget, metric_labels: Sequence[str]) -> str:
     """What is wrong with ``target`` before anything is sent (one line), or ``''``.
 
     A grouping label that a pushed sample also carries would be refused by the Pushgateway for every sample
-    whose value differs, so those names are refused here, naming them.
+    whose value differs, so those names are refused here, naming them. Credentials anywhere but the ``no_log``
+    options are refused, naming none of them.
     """
+    credentials = _credentials_problem(target)
+    if credentials:
+        return credentials
     parts = urlsplit(target.url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return f"pushgateway_url {target.url!r} is not an http(s) URL; expected e.g. http://pushgateway.monitoring:9091"
@@ -141,6 +209,8 @@ def push(
     """
     url = group_url(target)
     headers = {"Content-Type": content_type, **dict(target.headers)}
+    if target.bearer_token:
+        headers["Authorization"] = f"Bearer {target.bearer_token}"
     tries = 0
 
     def put() -> int:

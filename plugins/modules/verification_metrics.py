@@ -78,6 +78,8 @@ options:
   pushgateway_url:
     description:
       - Base URL of a Prometheus Pushgateway (V(http://pushgateway.monitoring:9091)) to push the metrics to.
+      - A URL with credentials in it (C(https://user:pass@host)) is refused, naming none of them; give them as
+        O(username) and O(password) or O(bearer_token).
       - Empty - nothing is pushed.
     type: str
     default: ""
@@ -92,14 +94,26 @@ options:
     type: dict
     default: {}
   headers:
-    description: More HTTP headers of the push, such as C(Authorization) with a bearer token.
+    description:
+      - More HTTP headers of the push, such as C(X-Scope-OrgID). They are shown in the module's arguments (C(-vvv)),
+        so they hold no secret - C(Authorization) is refused; give credentials as O(username) and O(password) or
+        O(bearer_token).
     type: dict
     default: {}
-  url_username:
-    description: User name for HTTP basic authentication to the Pushgateway.
+  username:
+    description:
+      - User name for HTTP basic authentication to the Pushgateway, with O(password).
+      - A O(pushgateway_url) with credentials in it (C(https://user:pass@host)) is refused; give them here.
     type: str
-  url_password:
-    description: Password for HTTP basic authentication to the Pushgateway.
+    aliases: [url_username]
+  password:
+    description: Password for HTTP basic authentication to the Pushgateway (with O(username)); never shown.
+    type: str
+    aliases: [url_password]
+  bearer_token:
+    description:
+      - Token sent as C(Authorization) C(Bearer <token>) (an authenticating proxy in front of the Pushgateway);
+        never shown. Not with O(username) or O(password).
     type: str
   validate_certs:
     description: Verify the Pushgateway's TLS certificate.
@@ -213,7 +227,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_run impor
     request_from_params,
     write_metrics,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import DEFAULT_JOB
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import DEFAULT_JOB, given_secrets
 
 ARGUMENT_SPEC = dict(
     records_dir=dict(type="path", required=True),
@@ -225,8 +239,9 @@ ARGUMENT_SPEC = dict(
     job=dict(type="str", default=DEFAULT_JOB),
     grouping=dict(type="dict", default={}),
     headers=dict(type="dict", default={}),
-    url_username=dict(type="str"),
-    url_password=dict(type="str", no_log=True),
+    username=dict(type="str", aliases=["url_username"]),
+    password=dict(type="str", no_log=True, aliases=["url_password"]),
+    bearer_token=dict(type="str", no_log=True),
     validate_certs=dict(type="bool", default=True),
     timeout=dict(type="int", default=30),
     push_attempts=dict(type="int", default=4),
@@ -235,7 +250,10 @@ ARGUMENT_SPEC = dict(
 
 
 def build_module() -> AnsibleModule:
-    return AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    # credentials given where no no_log covers them are refused; masked, so not even -vvv's arguments show them
+    module.no_log_values.update(given_secrets(module.params["pushgateway_url"], module.params["headers"]))
+    return module
 
 
 def main() -> None:

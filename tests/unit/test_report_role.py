@@ -57,3 +57,18 @@ def test_the_metrics_task_passes_the_declared_racks_and_only_options_the_module_
     specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
     assert specs["report_racks"]["type"] == "list" and specs["report_racks"]["elements"] == "str"
     assert "gpu_fabric_racks" in specs
+
+
+def test_the_pushgateway_credentials_reach_the_modules_no_log_options_from_declared_secret_variables():
+    task = tasks_in_order(ROLE / "tasks" / "main.yml")
+    options = task[position(task, METRICS)][METRICS]
+    assert options["username"] == "{{ report_pushgateway_username or omit }}"
+    assert options["password"] == "{{ report_pushgateway_password or omit }}"
+    assert options["bearer_token"] == "{{ report_pushgateway_bearer_token or omit }}"
+    assert ARGUMENT_SPEC["password"]["no_log"] is True and ARGUMENT_SPEC["bearer_token"]["no_log"] is True
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    for name in ("report_pushgateway_username", "report_pushgateway_password", "report_pushgateway_bearer_token"):
+        assert defaults[name] == "" and specs[name]["type"] == "str" and specs[name]["default"] == ""
+    assert specs["report_pushgateway_password"]["no_log"] is True
+    assert specs["report_pushgateway_bearer_token"]["no_log"] is True

@@ -135,8 +135,9 @@ def test_the_parameters_make_the_request():
         "job": "verify",
         "grouping": {"fleet": "a"},
         "headers": {},
-        "url_username": None,
-        "url_password": None,
+        "username": None,
+        "password": None,
+        "bearer_token": None,
         "validate_certs": True,
         "timeout": 5,
         "push_attempts": 2,
@@ -146,6 +147,19 @@ def test_the_parameters_make_the_request():
     assert request.target == PushTarget(URL, job="verify", grouping={"fleet": "a"}, timeout=5, attempts=2)
     assert request.push_failure == "warn"
     assert request_from_params(dict(params, pushgateway_url="")).target is None
+    basic = request_from_params(dict(params, username="robot", password="hunter2")).target
+    assert (basic.username, basic.password, basic.bearer_token) == ("robot", "hunter2", None)
+    assert request_from_params(dict(params, bearer_token="tok-0f9e8d")).target.bearer_token == "tok-0f9e8d"
+
+
+def test_credentials_in_the_url_are_refused_before_the_textfile_is_written(tmp_path):
+    path = tmp_path / "gpu_fabric.prom"
+    target = PushTarget("https://robot:hunter2@push.example.com")
+    with pytest.raises(
+        MetricsError, match=r"^pushgateway_url https://\*\*\*@push.example.com carries credentials"
+    ) as raised:
+        write_metrics(MetricsRequest(RECORDS, RUN, textfile=str(path), target=target), write, never, check_mode=False)
+    assert "hunter2" not in str(raised.value) and not path.exists()
 
 
 # ----------------------------------------------------------------------------------------- the state file

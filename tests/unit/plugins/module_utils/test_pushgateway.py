@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import (
     PushError,
     PushTarget,
+    given_secrets,
     group_url,
     is_transient,
     push,
@@ -93,6 +94,75 @@ def test_the_push_is_a_put_of_the_text_with_its_content_type_and_credentials():
     assert kwargs["headers"] == {"Content-Type": "text/plain; version=0.0.4; charset=utf-8", "X-Scope-OrgID": "gpu"}
     assert (kwargs["url_username"], kwargs["url_password"], kwargs["force_basic_auth"]) == ("u", "p", True)
     assert kwargs["validate_certs"] is False and answer.closed
+
+
+def test_a_bearer_token_goes_as_the_authorization_header_without_basic_authentication():
+    opener = Opener(Answer())
+    push(PushTarget(URL, bearer_token="tok-0f9e8d"), "x 1\n", "text/plain", opener, sleep=pytest.fail)
+    _url, kwargs = opener.calls[0]
+    assert kwargs["headers"] == {"Content-Type": "text/plain", "Authorization": "Bearer tok-0f9e8d"}
+    assert (kwargs["url_username"], kwargs["url_password"], kwargs["force_basic_auth"]) == (None, None, False)
+
+
+CREDENTIALS = (
+    "username and password (report_pushgateway_username, report_pushgateway_password) or bearer_token "
+    "(report_pushgateway_bearer_token)"
+)
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            PushTarget("https://robot:hunter2@push.example.com:9091/prefix"),
+            "pushgateway_url https://***@push.example.com:9091/prefix carries credentials, which would show in the "
+            "task's result, its messages and its -vvv arguments; give the URL without them and the credentials as "
+            + CREDENTIALS,
+        ),
+        (
+            PushTarget("https://tok-0f9e8d@push.example.com"),
+            "pushgateway_url https://***@push.example.com carries credentials, which would show in the task's result, "
+            "its messages and its -vvv arguments; give the URL without them and the credentials as " + CREDENTIALS,
+        ),
+        (
+            PushTarget(URL, headers={"authorization": "Bearer tok-0f9e8d"}),
+            "headers holds Authorization, whose value would show in the task's arguments (-vvv); remove it from "
+            "headers (report_pushgateway_headers) and give the credentials as " + CREDENTIALS,
+        ),
+        (
+            PushTarget(URL, username="robot", password="hunter2", bearer_token="tok-0f9e8d"),
+            "both bearer_token and username/password are set, and a push carries one Authorization; set bearer_token "
+            "(report_pushgateway_bearer_token) or username and password, not both",
+        ),
+        (
+            PushTarget(URL, password="hunter2"),
+            "password is set without username, so no basic authentication would be sent; set username "
+            "(report_pushgateway_username) too",
+        ),
+    ],
+)
+def test_credentials_anywhere_but_their_options_are_refused_naming_none(target, message):
+    assert target_problems(target, ["rack"]) == message
+    assert "hunter2" not in message and "tok-0f9e8d" not in message and "robot" not in message
+
+
+def test_credentials_in_their_options_are_no_problem():
+    assert target_problems(PushTarget(URL, username="robot", password="hunter2"), ["rack"]) == ""
+    assert target_problems(PushTarget(URL, bearer_token="tok-0f9e8d", headers={"X-Scope-OrgID": "a"}), ["rack"]) == ""
+
+
+@pytest.mark.parametrize(
+    ("url", "headers", "secrets"),
+    [
+        ("https://robot:hunter2@push.example.com", {}, ("hunter2",)),
+        ("https://tok-0f9e8d@push.example.com", None, ("tok-0f9e8d",)),
+        (URL, {"Authorization": "Bearer tok-0f9e8d", "X-Scope-OrgID": "gpu"}, ("Bearer tok-0f9e8d",)),
+        (URL, {"X-Scope-OrgID": "gpu"}, ()),
+        ("", {}, ()),
+    ],
+)
+def test_the_secrets_given_where_no_no_log_covers_them(url, headers, secrets):
+    assert given_secrets(url, headers) == secrets
 
 
 def test_a_transient_failure_is_tried_again_with_the_backoff():
