@@ -7,15 +7,16 @@ beside this one)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_schedule as _verify_schedule
 from jinja2 import Undefined
 
 
-def verify_schedule_objects(settings: Any, rbac_text: Any) -> Dict[str, List[Dict[str, Any]]]:
-    """The schedule's settings and the shipped verify RBAC's text -> its objects by group."""
+def verify_schedule_objects(settings: Any, rbac_text: Any) -> Dict[str, Any]:
+    """The schedule's settings and the shipped verify RBAC's text -> its objects by group (and the refresh job's
+    note)."""
     try:
         # plain values: Ansible's tagged strings and dicts are not what the YAML dumper of the inventory knows
         plain = json.loads(json.dumps(dict(settings or {})))

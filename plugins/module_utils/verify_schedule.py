@@ -8,6 +8,9 @@ bound to that account: never a second copy of the rules), a ConfigMap holding th
 and the CronJob: the collection's execution environment image running exactly the command a user types,
 ``ansible-playbook -i <inventory> gpu_fabric.mnnvl.verify``, as the ServiceAccount (the kubernetes client falls
 back to the pod's in-cluster account when no kubeconfig is given), the report kept in a volume the site chooses.
+Beside it, where the schedule writes the verdict on the Nodes, a second CronJob runs
+``ansible-playbook -i <inventory> gpu_fabric.mnnvl.refresh_state`` on its own schedule, as the same account with
+the same image and inventory, so that a verdict that expired between two verifications shows on its Node.
 Pure functions from the role's variables to manifests; the role applies them with ``kubernetes.core.k8s``.
 """
 
@@ -86,6 +89,10 @@ NOT_CARRIED = {
 MANAGED_BY = "gpu_fabric.mnnvl.verify_schedule"
 INVENTORY_KEY = "inventory.yml"
 PLAYBOOK = "gpu_fabric.mnnvl.verify"
+REFRESH_PLAYBOOK = "gpu_fabric.mnnvl.refresh_state"
+REFRESH_SUFFIX = "-refresh"
+# what a site writes for "no refresh job" besides '' and false
+NO_REFRESH_WORDS = ("false", "no", "off", "none", "null")
 
 
 def is_carried(name: str) -> bool:
@@ -112,6 +119,8 @@ class Schedule:
     name: str = "gpu-fabric-verify"
     service_account: str = "gpu-fabric-verify"
     schedule: str = "0 3 * * *"
+    # the refresh job's schedule (cron); empty or false: no refresh job (an earlier one is removed)
+    refresh_schedule: Any = "0 * * * *"
     time_zone: str = ""
     suspend: bool = False
     only_due: bool = False
@@ -151,6 +160,17 @@ class Schedule:
             )
         if any(not str(arg) for arg in self.extra_args):
             raise ScheduleError("verify_schedule_extra_args holds an empty argument")
+        if self.refresh_schedule is None or self.refresh_schedule is False:
+            self.refresh_schedule = ""
+        if not isinstance(self.refresh_schedule, str):
+            raise ScheduleError(
+                f"verify_schedule_refresh_schedule is {self.refresh_schedule!r}: give a cron schedule such as "
+                "'0 * * * *', or '' (or false) for no refresh job"
+            )
+        self.refresh_schedule = self.refresh_schedule.strip()
+        # -e verify_schedule_refresh_schedule=false hands over the text, not the boolean
+        if self.refresh_schedule.lower() in NO_REFRESH_WORDS:
+            self.refresh_schedule = ""
 
 
 def labels(schedule: Schedule, component: str) -> Dict[str, str]:
@@ -174,6 +194,38 @@ def command(schedule: Schedule) -> List[str]:
     if schedule.only_due:
         args += ["-e", "gpu_fabric_verify_only_due=true"]
     return args + [str(arg) for arg in schedule.extra_args]
+
+
+def refresh_name(schedule: Schedule) -> str:
+    return f"{schedule.name}{REFRESH_SUFFIX}"
+
+
+def refresh_command(schedule: Schedule) -> List[str]:
+    """What a user types to refresh the Node state: ``ansible-playbook -i <inventory> gpu_fabric.mnnvl.refresh_state``
+    (the verify job's own arguments, such as ``--tags``, are not the refresh's)."""
+    inventory = f"{schedule.inventory_mount_path.rstrip('/')}/{INVENTORY_KEY}"
+    return ["ansible-playbook", "-i", inventory, REFRESH_PLAYBOOK]
+
+
+def refresh_wanted(schedule: Schedule) -> bool:
+    """Whether the schedule holds the refresh job: a refresh schedule is given, and the account holds the
+    node-verdict rights (``gpu-fabric-verify-node-verdict``), the ones the job writes the Nodes with. Without them
+    the verdict is not written on the Nodes by this account, so there is nothing of it to refresh."""
+    return bool(schedule.refresh_schedule) and bool(schedule.node_verdict_rbac)
+
+
+def refresh_note(schedule: Schedule) -> str:
+    """One line saying whether the refresh job is there, and why not when it is not."""
+    name = f"CronJob {schedule.namespace}/{refresh_name(schedule)}"
+    if refresh_wanted(schedule):
+        return f"{name} refreshes the Node verdict on {schedule.refresh_schedule!r} ({REFRESH_PLAYBOOK})"
+    if not schedule.refresh_schedule:
+        return f"no {name}: verify_schedule_refresh_schedule is empty; an earlier one is removed"
+    return (
+        f"no {name}: it writes the Node verdict with the node-verdict rights, and verify_schedule_node_verdict_rbac "
+        "is false; set it to true (with gpu_fabric_verify_label_nodes or gpu_fabric_verify_node_condition) to "
+        "refresh the Nodes between runs; an earlier one is removed"
+    )
 
 
 def inventory(schedule: Schedule) -> Dict[str, Any]:
@@ -282,12 +334,24 @@ def report_volume(schedule: Schedule) -> Dict[str, Any]:
     return dict(volume, name="report")
 
 
-def cronjob(schedule: Schedule) -> Dict[str, Any]:
+def _cronjob(schedule: Schedule, *, name: str, component: str, cron: str, command_line: List[str], report: bool):
+    """A CronJob of the schedule: the execution environment image running ``command_line`` as the schedule's
+    ServiceAccount, with the job's inventory mounted (and the report volume when ``report``)."""
+    mounts: List[Dict[str, Any]] = [{"name": "inventory", "mountPath": schedule.inventory_mount_path, "readOnly": True}]
+    volumes: List[Dict[str, Any]] = [
+        {
+            "name": "inventory",
+            "configMap": {"name": schedule.name, "items": [{"key": INVENTORY_KEY, "path": INVENTORY_KEY}]},
+        }
+    ]
+    if report:
+        mounts.append({"name": "report", "mountPath": schedule.report_mount_path})
+        volumes.append(report_volume(schedule))
     container: Dict[str, Any] = {
-        "name": "verify",
+        "name": component,
         "image": schedule.image,
         "imagePullPolicy": schedule.image_pull_policy,
-        "command": command(schedule),
+        "command": command_line,
         "workingDir": "/tmp",
         # Ansible writes its temporary files under $HOME; the image's user may have none
         "env": [
@@ -298,10 +362,7 @@ def cronjob(schedule: Schedule) -> Dict[str, Any]:
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [
-            {"name": "inventory", "mountPath": schedule.inventory_mount_path, "readOnly": True},
-            {"name": "report", "mountPath": schedule.report_mount_path},
-        ],
+        "volumeMounts": mounts,
     }
     if schedule.resources:
         container["resources"] = copy.deepcopy(schedule.resources)
@@ -310,46 +371,69 @@ def cronjob(schedule: Schedule) -> Dict[str, Any]:
         "restartPolicy": "Never",
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
-        "volumes": [
-            {
-                "name": "inventory",
-                "configMap": {"name": schedule.name, "items": [{"key": INVENTORY_KEY, "path": INVENTORY_KEY}]},
-            },
-            report_volume(schedule),
-        ],
+        "volumes": volumes,
     }
     if schedule.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": name} for name in schedule.image_pull_secrets]
+        pod_spec["imagePullSecrets"] = [{"name": secret} for secret in schedule.image_pull_secrets]
     job_spec: Dict[str, Any] = {
         # a failed verification is the report's to say, not a reason to run it again at once
         "backoffLimit": 0,
-        "template": {"metadata": {"labels": labels(schedule, "verify")}, "spec": pod_spec},
+        "template": {"metadata": {"labels": labels(schedule, component)}, "spec": pod_spec},
     }
     if schedule.active_deadline_seconds:
         job_spec["activeDeadlineSeconds"] = int(schedule.active_deadline_seconds)
     spec: Dict[str, Any] = {
-        "schedule": schedule.schedule,
+        "schedule": cron,
         "concurrencyPolicy": schedule.concurrency_policy,
         "startingDeadlineSeconds": int(schedule.starting_deadline_seconds),
         "successfulJobsHistoryLimit": int(schedule.successful_jobs_history_limit),
         "failedJobsHistoryLimit": int(schedule.failed_jobs_history_limit),
         "suspend": bool(schedule.suspend),
-        "jobTemplate": {"metadata": {"labels": labels(schedule, "verify")}, "spec": job_spec},
+        "jobTemplate": {"metadata": {"labels": labels(schedule, component)}, "spec": job_spec},
     }
     if schedule.time_zone:
         spec["timeZone"] = schedule.time_zone
+    cronjob_component = "schedule" if component == "verify" else f"{component}-schedule"
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {"name": schedule.name, "namespace": schedule.namespace, "labels": labels(schedule, "schedule")},
+        "metadata": {"name": name, "namespace": schedule.namespace, "labels": labels(schedule, cronjob_component)},
         "spec": spec,
     }
 
 
-def schedule_objects(schedule: Schedule, shipped_rbac: Sequence[Mapping[str, Any]]) -> Dict[str, List[Dict[str, Any]]]:
+def cronjob(schedule: Schedule) -> Dict[str, Any]:
+    """The verify CronJob: ``command(schedule)`` on ``schedule.schedule``, the report on its volume."""
+    return _cronjob(
+        schedule,
+        name=schedule.name,
+        component="verify",
+        cron=schedule.schedule,
+        command_line=command(schedule),
+        report=True,
+    )
+
+
+def refresh_cronjob(schedule: Schedule) -> Dict[str, Any]:
+    """The refresh CronJob: ``refresh_command(schedule)`` on ``schedule.refresh_schedule``, as the same account
+    with the same image, inventory and job settings; no report volume (the refresh writes no report, and a
+    ReadWriteOnce claim held by a verify pod on another node would keep it from starting)."""
+    return _cronjob(
+        schedule,
+        name=refresh_name(schedule),
+        component="refresh",
+        cron=schedule.refresh_schedule,
+        command_line=refresh_command(schedule),
+        report=False,
+    )
+
+
+def schedule_objects(schedule: Schedule, shipped_rbac: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     """Every object of the schedule, in the order they are applied (and the reverse of their removal):
     ``namespace`` (the schedule's, created when absent), ``rbac`` (the ServiceAccount and the shipped verify
-    RBAC bound to it) and ``schedule`` (the ConfigMap and the CronJob)."""
+    RBAC bound to it), ``schedule`` (the ConfigMap and the verify CronJob) and ``refresh`` (the refresh CronJob,
+    or nothing); ``removed``: what the settings leave out and an earlier apply may have made (the refresh CronJob
+    without a refresh, as a definition to delete); ``refresh_note``: one line saying which."""
     account = {
         "apiVersion": "v1",
         "kind": "ServiceAccount",
@@ -371,10 +455,19 @@ def schedule_objects(schedule: Schedule, shipped_rbac: Sequence[Mapping[str, Any
         "kind": "Namespace",
         "metadata": {"name": schedule.namespace, "labels": labels(schedule, "namespace")},
     }
+    wanted = refresh_wanted(schedule)
+    removed = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": refresh_name(schedule), "namespace": schedule.namespace},
+    }
     return {
         "namespace": [namespace],
         "rbac": [account, *rbac_objects(schedule, shipped_rbac)],
         "schedule": [config, cronjob(schedule)],
+        "refresh": [refresh_cronjob(schedule)] if wanted else [],
+        "removed": [] if wanted else [removed],
+        "refresh_note": refresh_note(schedule),
     }
 
 
@@ -388,7 +481,7 @@ def schedule_of(settings: Mapping[str, Any]) -> Schedule:
     return Schedule(**{k: copy.deepcopy(v) for k, v in settings.items()})
 
 
-def objects_from_text(settings: Mapping[str, Any], rbac_text: str) -> Dict[str, List[Dict[str, Any]]]:
+def objects_from_text(settings: Mapping[str, Any], rbac_text: str) -> Dict[str, Any]:
     """The schedule's objects from the role's variables and the text of the shipped ``verify-stage.yaml``."""
     shipped = [doc for doc in yaml.safe_load_all(rbac_text) if doc]
     if not any(doc.get("kind") == "ClusterRole" for doc in shipped):

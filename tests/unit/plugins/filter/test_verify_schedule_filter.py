@@ -79,3 +79,21 @@ def test_a_verify_variable_that_cannot_be_resolved_fails_in_one_line_naming_it()
         "verify_schedule_site_vars: the site's verify_imex_channel_image cannot be resolved where the schedule is "
         "applied ('site_registry' is undefined); give it a value there, or set it in verify_schedule_verify_vars"
     )
+
+
+def test_the_refresh_schedule_as_ansible_hands_it_over_reaches_the_refresh_cronjob_as_plain_text():
+    objects = verify_schedule_objects(
+        {"image": "ee:1", "node_verdict_rbac": True, "refresh_schedule": Tagged("*/30 * * * *")}, RBAC_TEXT
+    )
+    (refresh,) = objects["refresh"]
+    assert refresh["spec"]["schedule"] == "*/30 * * * *" and type(refresh["spec"]["schedule"]) is str
+    assert objects["removed"] == []
+
+
+def test_a_refresh_schedule_that_is_no_cron_text_fails_in_one_line_naming_the_variable():
+    with pytest.raises(AnsibleFilterError) as caught:
+        verify_schedule_objects({"image": "ee:1", "refresh_schedule": True}, RBAC_TEXT)
+    assert str(caught.value) == (
+        "verify_schedule_objects: verify_schedule_refresh_schedule is True: give a cron schedule such as "
+        "'0 * * * *', or '' (or false) for no refresh job"
+    )

@@ -105,6 +105,135 @@ def test_a_volume_source_replaces_the_claim_and_the_schedule_options_pass_throug
     assert job["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == 7200
 
 
+# -- the refresh job: the Node verdict refreshed between runs ---------------------------------------------------
+
+
+def test_the_refresh_cronjob_runs_refresh_state_as_the_same_account_with_the_same_image_and_inventory():
+    made = objects(node_verdict_rbac=True, image_pull_secrets=["ee-pull"], time_zone="UTC", suspend=True)
+    (refresh,) = made["refresh"]
+    assert made["removed"] == []
+    assert refresh["metadata"] == {
+        "name": "gpu-fabric-verify-refresh",
+        "namespace": "gpu-fabric",
+        "labels": {
+            "app.kubernetes.io/name": "gpu-fabric-verify-schedule",
+            "app.kubernetes.io/instance": "gpu-fabric-verify",
+            "app.kubernetes.io/component": "refresh-schedule",
+            "app.kubernetes.io/managed-by": "gpu_fabric.mnnvl.verify_schedule",
+        },
+    }
+    spec = refresh["spec"]
+    assert {k: v for k, v in spec.items() if k != "jobTemplate"} == {
+        "schedule": "0 * * * *",
+        "concurrencyPolicy": "Forbid",
+        "startingDeadlineSeconds": 600,
+        "successfulJobsHistoryLimit": 3,
+        "failedJobsHistoryLimit": 3,
+        "suspend": True,
+        "timeZone": "UTC",
+    }
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    verify_pod = made["schedule"][1]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == verify_pod["serviceAccountName"] == "gpu-fabric-verify"
+    assert pod["imagePullSecrets"] == verify_pod["imagePullSecrets"] == [{"name": "ee-pull"}]
+    (container,) = pod["containers"]
+    assert (container["name"], container["image"]) == ("refresh", IMAGE)
+    assert container["command"] == [
+        "ansible-playbook",
+        "-i",
+        "/etc/gpu-fabric/inventory.yml",
+        "gpu_fabric.mnnvl.refresh_state",
+    ]
+    # the verify job's inventory; no report volume (the refresh writes no report)
+    assert pod["volumes"] == [verify_pod["volumes"][0]]
+    assert verify_pod["volumes"][0]["configMap"]["name"] == made["schedule"][0]["metadata"]["name"]
+    assert container["volumeMounts"] == [{"name": "inventory", "mountPath": "/etc/gpu-fabric", "readOnly": True}]
+    assert spec["jobTemplate"]["metadata"]["labels"]["app.kubernetes.io/component"] == "refresh"
+    assert made["refresh_note"] == (
+        "CronJob gpu-fabric/gpu-fabric-verify-refresh refreshes the Node verdict on '0 * * * *' "
+        "(gpu_fabric.mnnvl.refresh_state)"
+    )
+
+
+def test_the_refresh_job_writes_the_nodes_with_the_verdict_writers_rights_and_no_more():
+    """The job's account is the one the shipped node-verdict binding names, with the shipped rules; nothing else of
+    the schedule's RBAC grants a write on Nodes."""
+    made = objects(node_verdict_rbac=True, namespace="ops", service_account="verifier", refresh_schedule="*/15 * * * *")
+    (refresh,) = made["refresh"]
+    assert refresh["spec"]["schedule"] == "*/15 * * * *"
+    account = refresh["spec"]["jobTemplate"]["spec"]["template"]["spec"]["serviceAccountName"]
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in made["rbac"]}
+    binding = by_name[("ClusterRoleBinding", "gpu-fabric-verify-node-verdict")]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "ops"}]
+    shipped = next(d for d in SHIPPED if (d["kind"], d["metadata"]["name"]) == binding_role(binding))
+    assert by_name[binding_role(binding)]["rules"] == shipped["rules"]
+    node_writes = sorted(
+        (o["metadata"]["name"], resource, verb)
+        for o in made["rbac"]
+        if o["kind"] in ("ClusterRole", "Role")
+        for rule in o.get("rules") or []
+        for resource in rule.get("resources") or []
+        if resource.startswith("nodes")
+        for verb in rule.get("verbs") or []
+        if verb not in ("get", "list", "watch")
+    )
+    assert node_writes == [
+        ("gpu-fabric-verify-node-verdict", "nodes", "patch"),
+        ("gpu-fabric-verify-node-verdict", "nodes/status", "patch"),
+    ]
+
+
+def binding_role(binding):
+    return (binding["roleRef"]["kind"], binding["roleRef"]["name"])
+
+
+@pytest.mark.parametrize(
+    ("settings", "note"),
+    [
+        (
+            {"node_verdict_rbac": True, "refresh_schedule": ""},
+            "no CronJob gpu-fabric/gpu-fabric-verify-refresh: verify_schedule_refresh_schedule is empty; an earlier "
+            "one is removed",
+        ),
+        (
+            {"node_verdict_rbac": True, "refresh_schedule": False},
+            "no CronJob gpu-fabric/gpu-fabric-verify-refresh: verify_schedule_refresh_schedule is empty; an earlier "
+            "one is removed",
+        ),
+        (
+            {"node_verdict_rbac": True, "refresh_schedule": " False "},
+            "no CronJob gpu-fabric/gpu-fabric-verify-refresh: verify_schedule_refresh_schedule is empty; an earlier "
+            "one is removed",
+        ),
+        (
+            {"refresh_schedule": "0 * * * *"},
+            "no CronJob gpu-fabric/gpu-fabric-verify-refresh: it writes the Node verdict with the node-verdict "
+            "rights, and verify_schedule_node_verdict_rbac is false; set it to true (with "
+            "gpu_fabric_verify_label_nodes or gpu_fabric_verify_node_condition) to refresh the Nodes between runs; "
+            "an earlier one is removed",
+        ),
+    ],
+)
+def test_without_a_refresh_the_refresh_cronjob_is_left_out_and_an_earlier_one_removed(settings, note):
+    made = objects(**settings)
+    assert made["refresh"] == []
+    assert made["removed"] == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "gpu-fabric-verify-refresh", "namespace": "gpu-fabric"},
+        }
+    ]
+    assert made["refresh_note"] == note
+    # the verify CronJob and its inventory stay as they are
+    assert [o["kind"] for o in made["schedule"]] == ["ConfigMap", "CronJob"]
+
+
+def test_a_refresh_schedule_that_is_no_text_is_refused_naming_the_variable():
+    with pytest.raises(vs.ScheduleError, match=r"^verify_schedule_refresh_schedule is 60: give a cron schedule"):
+        objects(refresh_schedule=60)
+
+
 class Data(str):
     """A value the inventory tags ``!unsafe`` (Ansible takes it as data, never as a template)."""
 

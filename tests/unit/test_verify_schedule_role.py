@@ -1,0 +1,104 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The role verify_schedule as playbooks/schedule.yml runs it, with no cluster: the objects it renders from its
+variables as a user gives them (extra vars as JSON or as key=value text), stopped where it first reaches the API
+server (the applying identity's kubeconfig is no file)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
+
+CAPTURE = '''\
+import json
+import os
+
+from ansible.plugins.callback import CallbackBase
+
+
+class CallbackModule(CallbackBase):
+    """Keeps every task's action and result, one JSON line each, in $CAPTURE_FILE."""
+
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "capture"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def _keep(self, result):
+        with open(os.environ["CAPTURE_FILE"], "a", encoding="utf-8") as out:
+            out.write(json.dumps({"action": result._task.action, "result": result._result}, default=str) + "\\n")
+
+    v2_runner_on_ok = v2_runner_on_failed = _keep
+'''
+
+
+def rendered(tmp_path: Path, *extra: str) -> dict:
+    """The schedule's objects as the role renders them (its set_fact), with ``extra`` as ``-e`` arguments."""
+    (tmp_path / "callbacks").mkdir()
+    (tmp_path / "callbacks" / "capture.py").write_text(CAPTURE)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {sys.executable}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("K8S_AUTH_", "KUBECONFIG"))}
+    env.update(
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_CALLBACK_PLUGINS=str(tmp_path / "callbacks"),
+        ANSIBLE_CALLBACKS_ENABLED="capture",
+        CAPTURE_FILE=str(tmp_path / "tasks.jsonl"),
+    )
+    base = {"verify_schedule_image": "registry.example.com/gpu-fabric-ee:0.4.0"}
+    base["verify_schedule_kubeconfig"] = str(tmp_path / "no-kubeconfig")
+    args = [ANSIBLE_PLAYBOOK, "-i", str(inventory), str(REPO / "playbooks" / "schedule.yml"), "-e", json.dumps(base)]
+    for value in extra:
+        args += ["-e", value]
+    run = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    capture = tmp_path / "tasks.jsonl"
+    assert capture.is_file(), run.stdout[-4000:] + run.stderr[-2000:]
+    tasks = [json.loads(line) for line in capture.read_text().splitlines()]
+    facts = [t["result"]["ansible_facts"]["verify_schedule_objects"] for t in tasks if "set_fact" in t["action"]]
+    assert facts, run.stdout[-4000:] + run.stderr[-2000:]
+    return facts[-1]
+
+
+def test_with_the_node_verdict_rights_the_role_renders_the_hourly_refresh_cronjob(tmp_path):
+    objects = rendered(tmp_path, json.dumps({"verify_schedule_node_verdict_rbac": True}))
+    (refresh,) = objects["refresh"]
+    assert (refresh["metadata"]["name"], refresh["spec"]["schedule"]) == ("gpu-fabric-verify-refresh", "0 * * * *")
+    assert refresh["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["command"][-1] == (
+        "gpu_fabric.mnnvl.refresh_state"
+    )
+    assert objects["removed"] == []
+    assert [o["kind"] for o in objects["schedule"]] == ["ConfigMap", "CronJob"]
+
+
+@pytest.mark.parametrize(
+    "refresh",
+    [
+        json.dumps({"verify_schedule_refresh_schedule": False}),
+        json.dumps({"verify_schedule_refresh_schedule": ""}),
+        "verify_schedule_refresh_schedule=false",
+    ],
+)
+def test_a_refresh_schedule_of_false_or_empty_leaves_the_refresh_cronjob_out_and_removes_an_earlier_one(
+    tmp_path, refresh
+):
+    objects = rendered(tmp_path, json.dumps({"verify_schedule_node_verdict_rbac": True}), refresh)
+    assert objects["refresh"] == []
+    assert objects["removed"] == [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "gpu-fabric-verify-refresh", "namespace": "gpu-fabric"},
+        }
+    ]
