@@ -32,6 +32,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.openshift import 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import host_racks
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_peers as _rack_peers
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_waves as _rack_waves
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import check_names
 
 
 def nvbandwidth_parse(data: Any, format: str = "auto") -> Dict[str, Dict[str, Any]]:
@@ -262,7 +263,7 @@ def checks_selected(run_tags: Any, skip_tags: Any, enabled: Any, own_roles: Any 
         return checks.selected(
             [str(t) for t in run_tags or []],
             [str(t) for t in skip_tags or []],
-            [str(c) for c in enabled or []],
+            check_names(enabled),  # one name, a comma-separated list or a list
             [str(c) for c in own_roles or []],
         )
     except ValueError as exc:

@@ -8,12 +8,13 @@ checks its variables too and says in one line which variable brings the MPI oper
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import pytest
 import yaml
@@ -40,13 +41,14 @@ def inventory(tmp_path_factory) -> Path:
     return path
 
 
-def errors(inventory: Path, name: str, *extra_vars: str) -> List[str]:
-    """The ``[ERROR]`` lines of a check-mode run that must fail; no kubeconfig, so no cluster is reached."""
+def failed_run(inventory: Path, name: str, *extra_vars: str, kubeconfig: Optional[Path] = None) -> str:
+    """The output of a check-mode run that must fail; without ``kubeconfig`` no kubeconfig, so no cluster is
+    reached."""
     env = dict(
         os.environ,
         ANSIBLE_CONFIG=str(REPO_ROOT / "ansible.cfg"),
         ANSIBLE_NOCOLOR="1",
-        K8S_AUTH_KUBECONFIG=str(inventory.parent / "no-kubeconfig"),
+        K8S_AUTH_KUBECONFIG=str(kubeconfig or inventory.parent / "no-kubeconfig"),
     )
     args = [arg for extra in extra_vars for arg in ("-e", extra)]
     run = subprocess.run(
@@ -59,7 +61,33 @@ def errors(inventory: Path, name: str, *extra_vars: str) -> List[str]:
         timeout=120,
     )
     assert run.returncode != 0, run.stdout
-    return [line for line in (run.stdout + run.stderr).splitlines() if line.startswith("[ERROR]")]
+    return run.stdout + run.stderr
+
+
+def errors(inventory: Path, name: str, *extra_vars: str, kubeconfig: Optional[Path] = None) -> List[str]:
+    """The ``[ERROR]`` lines of a check-mode run that must fail."""
+    output = failed_run(inventory, name, *extra_vars, kubeconfig=kubeconfig)
+    return [line for line in output.splitlines() if line.startswith("[ERROR]")]
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory) -> Path:
+    """A kubeconfig that loads, of an API server that does not answer (nothing here connects to it)."""
+    path = tmp_path_factory.mktemp("kube") / "kubeconfig"
+    cluster = {"name": "rack", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True}}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [cluster],
+                "users": [{"name": "admin", "user": {"token": "t"}}],
+                "contexts": [{"name": "rack", "context": {"cluster": "rack", "user": "admin"}}],
+                "current-context": "rack",
+            }
+        )
+    )
+    return path
 
 
 def closed_port() -> int:
@@ -100,3 +128,60 @@ def test_the_uninstall_without_its_manifest_names_the_variables_that_bring_it(in
         "on the controller, or mpi_operator_manifest_url (or gpu_fabric_download_mirror) to where this site serves "
         "it. Nothing was removed."
     )
+
+
+FIRST_CHECK = "TASK [gpu_fabric.mnnvl.verify_common : Run on every rack the check"
+
+
+def test_a_misspelled_check_fails_the_verify_stage_before_the_first_check_naming_the_nearest(inventory, kubeconfig):
+    output = failed_run(inventory, "verify.yml", "gpu_fabric_verify_checks=gpu_helth", kubeconfig=kubeconfig)
+    assert [line for line in output.splitlines() if line.startswith("[ERROR]")] == [
+        "[ERROR]: Task failed: Module failed: gpu_fabric_verify_checks names 'gpu_helth', which is no check (did you "
+        "mean gpu_health?); the checks are cliques, imex_channel, nvbandwidth, nccl, gpu_health, dcgm_diag"
+    ]
+    assert FIRST_CHECK not in output
+
+
+def test_what_a_check_refuses_in_its_settings_fails_the_verify_stage_before_the_first_check(inventory, kubeconfig):
+    settings = json.dumps(
+        {
+            "gpu_fabric_verify_checks": "gpu_health",
+            "gpu_fabric_verify_settings": {"gpu_health": {"xid_window_hours": -1}},
+        }
+    )
+    output = failed_run(inventory, "verify.yml", settings, kubeconfig=kubeconfig)
+    assert [line for line in output.splitlines() if line.startswith("[ERROR]")] == [
+        "[ERROR]: Task failed: Module failed: gpu_fabric_verify_settings: gpu_health.xid_window_hours is -1: 0 (since "
+        "boot) or more"
+    ]
+    assert FIRST_CHECK not in output
+
+
+def test_the_metrics_settings_fail_the_verify_stage_before_the_first_check(inventory, kubeconfig, tmp_path):
+    textfile = tmp_path / "absent" / "gpu-fabric.prom"
+    output = failed_run(
+        inventory,
+        "verify.yml",
+        f"gpu_fabric_verify_metrics_textfile={textfile}",
+        "gpu_fabric_verify_pushgateway_url=pushgateway:9091",
+        kubeconfig=kubeconfig,
+    )
+    assert (
+        f"[ERROR]: Task failed: Module failed: gpu_fabric_verify_metrics_textfile is {textfile}, whose directory "
+        f"{textfile.parent} does not exist: create it or name a .prom file in node-exporter's "
+        "--collector.textfile.directory\ngpu_fabric_verify_pushgateway_url: pushgateway_url 'pushgateway:9091' is not "
+        "an http(s) URL; expected e.g. http://pushgateway.monitoring:9091\n"
+    ) in output
+    assert FIRST_CHECK not in output
+
+
+def test_a_missing_kubeconfig_fails_the_verify_stage_naming_the_path_and_the_variable(inventory):
+    path = inventory.parent / "no-kubeconfig"
+    assert errors(inventory, "verify.yml") == [
+        f"[ERROR]: Task failed: Module failed: the kubeconfig {path} (K8S_AUTH_KUBECONFIG) does not exist: set "
+        "K8S_AUTH_KUBECONFIG to the kubeconfig file of the cluster"
+    ]
+    assert errors(inventory, "verify.yml", f"gpu_fabric_kubeconfig={path}") == [
+        f"[ERROR]: Task failed: Module failed: the kubeconfig {path} (gpu_fabric_kubeconfig) does not exist: set "
+        "gpu_fabric_kubeconfig to the kubeconfig file of the cluster"
+    ]

@@ -66,6 +66,11 @@ def test_checks_selected_refuses_a_name_that_is_no_check_in_one_line():
         checks_selected(["all"], [], ["dcgm"], [])
 
 
+def test_checks_selected_reads_a_string_of_checks_as_names_not_letters():
+    assert checks_selected([], [], "gpu_health", []) == ["gpu_health"]
+    assert checks_selected([], [], "dcgm_diag, gpu_health", []) == ["gpu_health", "dcgm_diag"]
+
+
 def test_dra_api_version_reads_k8s_cluster_info_apis():
     assert dra_api_version({"v1": {}, "resource.k8s.io/v1beta1": {}, "resource.k8s.io/v1beta2": {}}) == (
         "resource.k8s.io/v1beta2"

@@ -1,0 +1,177 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""What a verify run needs, checked before its first check runs: one line per problem.
+
+A mistake found only when the step that reads it runs costs the whole run before it (cliques, IMEX and
+nvbandwidth: 16 minutes and more on a full NVL72) and ends with no report. So ``playbooks/verify.yml`` calls the
+module ``verify_preflight`` first, and it holds every setting of the run to the rule of the code that reads it
+later: the check names to the registry, the check settings to each check's own ``from_params``, the metrics file
+and Pushgateway to the metrics' rules, the kubeconfig to the Kubernetes client that loads it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_run import TEXTFILE_SUFFIX
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import PushTarget, target_problems
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+
+CHECKS_VARIABLE = "gpu_fabric_verify_checks"
+SETTINGS_VARIABLE = "gpu_fabric_verify_settings"
+TEXTFILE_VARIABLE = "gpu_fabric_verify_metrics_textfile"
+PUSHGATEWAY_VARIABLE = "gpu_fabric_verify_pushgateway_url"
+KUBECONFIG_VARIABLE = "gpu_fabric_kubeconfig"
+KUBECONFIG_ENVIRONMENT = "K8S_AUTH_KUBECONFIG"
+# Where kubernetes.core finds a cluster without a kubeconfig: its host option's environment, or inside a pod.
+NO_KUBECONFIG_NEEDED = ("K8S_AUTH_HOST", "KUBERNETES_SERVICE_HOST")
+DEFAULT_KUBECONFIG = "~/.kube/config"
+# What the parameters of fabric_verify give a check beyond its option groups; a check's from_params reads them,
+# and none of them changes whether its settings are valid.
+RUN_PARAMS: Dict[str, Any] = {"history_dir": "", "run_id": "", "gpus_per_tray": 0, "trays_per_clique": 0}
+
+
+def check_names(value: Any) -> List[str]:
+    """The check names a site gives in ``gpu_fabric_verify_checks``: a list, or a string naming one check or a
+    comma-separated list of them (``-e gpu_fabric_verify_checks=gpu_health``)."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [name for name in (str(item).strip() for item in items) if name]
+
+
+def unknown_check_problems(names: Sequence[str]) -> List[str]:
+    """One line per name that is no check of the registry, with the nearest check's name."""
+    known = list(checks.names())
+    problems = []
+    for name in names:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        problems.append(f"{CHECKS_VARIABLE} names {name!r}, which is no check{hint}; the checks are {', '.join(known)}")
+    return problems
+
+
+def _named(message: str) -> str:
+    """A registry message about ``settings`` said of the variable the site sets."""
+    if message.startswith("settings"):
+        return SETTINGS_VARIABLE + message[len("settings") :]
+    return f"{SETTINGS_VARIABLE}: {message}"
+
+
+def settings_problems(settings: Any, selected: Sequence[str]) -> List[str]:
+    """What the checks refuse in ``gpu_fabric_verify_settings``: a group no check has, a value of the wrong type
+    (``checks.with_settings``), and what each check of ``selected`` refuses when it is made (its ``from_params``)."""
+    if settings is None:
+        settings = {}
+    if not isinstance(settings, Mapping):
+        return [
+            f"{SETTINGS_VARIABLE} is {one_line(settings, 80)!r}: give a mapping of the checks' option groups by "
+            "name, e.g. {gpu_health: {xid_window_hours: 48}}"
+        ]
+    try:
+        params = checks.with_settings(dict(RUN_PARAMS, settings=dict(settings)))
+    except ValueError as exc:
+        return [_named(one_line(exc))]
+    problems = []
+    for name in selected:
+        try:
+            checks.get(name).from_params(params)
+        except ValueError as exc:
+            problems.append(_named(one_line(exc)))
+    return problems
+
+
+def textfile_problems(path: str, is_dir: Callable[[str], bool] = os.path.isdir) -> List[str]:
+    """The metrics textfile: a ``.prom`` file (node-exporter reads no other) in a directory that exists."""
+    if not path:
+        return []
+    if not path.endswith(TEXTFILE_SUFFIX):
+        return [
+            f"{TEXTFILE_VARIABLE} is {path}, which does not end in {TEXTFILE_SUFFIX}: node-exporter's textfile "
+            f"collector reads only *{TEXTFILE_SUFFIX} files; name a {TEXTFILE_SUFFIX} file in its "
+            "--collector.textfile.directory"
+        ]
+    directory = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    if not is_dir(directory):
+        return [
+            f"{TEXTFILE_VARIABLE} is {path}, whose directory {directory} does not exist: create it or name a "
+            f"{TEXTFILE_SUFFIX} file in node-exporter's --collector.textfile.directory"
+        ]
+    return []
+
+
+def pushgateway_problems(url: str) -> List[str]:
+    """The Pushgateway URL as the push holds it (``pushgateway.target_problems``): an http(s) URL with a host."""
+    if not url:
+        return []
+    problem = target_problems(PushTarget(url=url), ())
+    return [f"{PUSHGATEWAY_VARIABLE}: {problem}"] if problem else []
+
+
+def kubeconfig_problems(
+    kubeconfig: str,
+    context: str,
+    environ: Mapping[str, str],
+    load: Callable[[str, Optional[str]], Any],
+    is_file: Callable[[str], bool] = os.path.isfile,
+) -> List[str]:
+    """The kubeconfig the checks will connect with: ``kubeconfig`` (gpu_fabric_kubeconfig), else the environment's
+    K8S_AUTH_KUBECONFIG, else kubernetes.core's defaults (KUBECONFIG, ~/.kube/config; none needed inside a pod or
+    with K8S_AUTH_HOST). It must exist and ``load(path, context)`` (the Kubernetes client's loader) must take it."""
+    if kubeconfig:
+        path, variable = kubeconfig, KUBECONFIG_VARIABLE
+    elif environ.get(KUBECONFIG_ENVIRONMENT):
+        path, variable = environ[KUBECONFIG_ENVIRONMENT], KUBECONFIG_ENVIRONMENT
+    elif any(environ.get(name) for name in NO_KUBECONFIG_NEEDED):
+        return []
+    else:
+        path = (environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or DEFAULT_KUBECONFIG
+        variable = "KUBECONFIG" if environ.get("KUBECONFIG") else ""
+        if not is_file(os.path.expanduser(path)):
+            return [
+                f"no kubeconfig: {KUBECONFIG_VARIABLE} and {KUBECONFIG_ENVIRONMENT} are unset and {path} does not "
+                f"exist; set {KUBECONFIG_VARIABLE} to the kubeconfig of the cluster to verify"
+            ]
+    named = f"the kubeconfig {path}" + (f" ({variable})" if variable else "")
+    if not is_file(os.path.expanduser(path)):
+        return [f"{named} does not exist: set {variable or KUBECONFIG_VARIABLE} to the kubeconfig file of the cluster"]
+    try:
+        load(os.path.expanduser(path), context or None)
+    except Exception as exc:  # the client's loader raises its ConfigException, YAML and OS errors alike
+        return [
+            f"{named} does not load: {one_line(exc, 300)}; give {variable or KUBECONFIG_VARIABLE} a kubeconfig of "
+            "the cluster" + (f" that has the context {context} (gpu_fabric_kube_context)" if context else "")
+        ]
+    return []
+
+
+def load_kubeconfig(path: str, context: Optional[str]) -> None:
+    """Load ``path`` (and ``context``) as the Kubernetes client does, into a configuration of its own."""
+    from kubernetes.client import Configuration
+    from kubernetes.config import load_kube_config
+
+    load_kube_config(config_file=path, context=context, client_configuration=Configuration())
+
+
+def preflight(params: Mapping[str, Any], environ: Mapping[str, str], load: Callable[..., Any]) -> Dict[str, Any]:
+    """Every problem of the verify run's settings, one line each, and the checks it names and selects."""
+    names = check_names(params.get("checks"))
+    problems = unknown_check_problems(names)
+    known = [name for name in names if name in checks.REGISTRY]
+    selected = checks.selected(
+        [str(t) for t in params.get("run_tags") or []],
+        [str(t) for t in params.get("skip_tags") or []],
+        known,
+        [str(c) for c in params.get("own_roles") or []],
+    )
+    problems += settings_problems(params.get("settings"), selected)
+    problems += textfile_problems(params.get("metrics_textfile") or "")
+    problems += pushgateway_problems(params.get("pushgateway_url") or "")
+    problems += kubeconfig_problems(params.get("kubeconfig") or "", params.get("kube_context") or "", environ, load)
+    return {"checks": names, "selected": selected, "problems": problems}

@@ -1,0 +1,155 @@
+# Copyright (c) gpu_fabric.mnnvl contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a verify run needs, held before its first check: each mistake one line naming the variable."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_preflight as vp
+
+CHECKS = "cliques, imex_channel, nvbandwidth, nccl, gpu_health, dcgm_diag"
+
+
+def never_loaded(path: str, context: Optional[str]) -> None:
+    raise AssertionError(f"{path} was loaded")
+
+
+@pytest.mark.parametrize(
+    "value, names",
+    [
+        ("gpu_health", ["gpu_health"]),
+        ("gpu_health, dcgm_diag", ["gpu_health", "dcgm_diag"]),
+        (["dcgm_diag"], ["dcgm_diag"]),
+        ("", []),
+        (None, []),
+    ],
+)
+def test_a_string_of_checks_is_one_name_or_a_comma_separated_list(value, names):
+    assert vp.check_names(value) == names
+
+
+def test_a_misspelled_check_is_named_with_the_nearest_check():
+    assert vp.unknown_check_problems(["gpu_health", "gpu_helth", "zzz"]) == [
+        f"gpu_fabric_verify_checks names 'gpu_helth', which is no check (did you mean gpu_health?); the checks are "
+        f"{CHECKS}",
+        f"gpu_fabric_verify_checks names 'zzz', which is no check; the checks are {CHECKS}",
+    ]
+
+
+def test_a_settings_group_no_check_has_is_said_of_the_variable():
+    [line] = vp.settings_problems({"gpu_helth": {}}, ["gpu_health"])
+    assert line.startswith("gpu_fabric_verify_settings: no check has an option group called gpu_helth; the groups ")
+
+
+def test_a_wrong_type_in_the_settings_is_said_of_the_variable_and_its_group():
+    [line] = vp.settings_problems({"gpu_health": {"xid_window_hours": "day"}}, ["gpu_health"])
+    assert line.startswith("gpu_fabric_verify_settings.gpu_health: ")
+    assert "xid_window_hours" in line
+
+
+def test_what_a_selected_check_refuses_when_it_is_made_is_refused_first():
+    settings = {"gpu_health": {"xid_window_hours": -1}, "dcgm_diag": {"level": 4}}
+    gpu_health, dcgm_diag = vp.settings_problems(settings, ["gpu_health", "dcgm_diag"])
+    assert gpu_health == "gpu_fabric_verify_settings: gpu_health.xid_window_hours is -1: 0 (since boot) or more"
+    assert dcgm_diag.startswith("gpu_fabric_verify_settings: dcgm_diag.level is 4: 1 (")
+    # a check the run does not select is not made: its settings are only typed
+    assert vp.settings_problems(settings, []) == []
+
+
+def test_settings_that_are_no_mapping_are_refused():
+    assert vp.settings_problems("gpu_health", []) == [
+        "gpu_fabric_verify_settings is 'gpu_health': give a mapping of the checks' option groups by name, e.g. "
+        "{gpu_health: {xid_window_hours: 48}}"
+    ]
+
+
+def test_a_textfile_not_ending_in_prom_is_refused():
+    assert vp.textfile_problems("/var/lib/node_exporter/gpu.txt", lambda path: True) == [
+        "gpu_fabric_verify_metrics_textfile is /var/lib/node_exporter/gpu.txt, which does not end in .prom: "
+        "node-exporter's textfile collector reads only *.prom files; name a .prom file in its "
+        "--collector.textfile.directory"
+    ]
+
+
+def test_a_textfile_in_a_missing_directory_is_refused(tmp_path):
+    path = tmp_path / "absent" / "gpu.prom"
+    assert vp.textfile_problems(str(path)) == [
+        f"gpu_fabric_verify_metrics_textfile is {path}, whose directory {path.parent} does not exist: create it or "
+        "name a .prom file in node-exporter's --collector.textfile.directory"
+    ]
+    assert vp.textfile_problems(str(tmp_path / "gpu.prom")) == []
+    assert vp.textfile_problems("") == []
+
+
+def test_a_pushgateway_url_without_a_scheme_is_refused():
+    assert vp.pushgateway_problems("pushgateway.monitoring:9091") == [
+        "gpu_fabric_verify_pushgateway_url: pushgateway_url 'pushgateway.monitoring:9091' is not an http(s) URL; "
+        "expected e.g. http://pushgateway.monitoring:9091"
+    ]
+    assert vp.pushgateway_problems("http://pushgateway.monitoring:9091") == []
+
+
+def test_a_missing_kubeconfig_names_the_path_and_the_variable(tmp_path):
+    path = tmp_path / "admin.kubeconfig"
+    assert vp.kubeconfig_problems(str(path), "", {}, never_loaded) == [
+        f"the kubeconfig {path} (gpu_fabric_kubeconfig) does not exist: set gpu_fabric_kubeconfig to the kubeconfig "
+        "file of the cluster"
+    ]
+    assert vp.kubeconfig_problems("", "", {"K8S_AUTH_KUBECONFIG": str(path)}, never_loaded) == [
+        f"the kubeconfig {path} (K8S_AUTH_KUBECONFIG) does not exist: set K8S_AUTH_KUBECONFIG to the kubeconfig "
+        "file of the cluster"
+    ]
+
+
+def test_no_kubeconfig_at_all_says_which_variable_to_set(tmp_path):
+    assert vp.kubeconfig_problems("", "", {}, never_loaded, is_file=lambda path: False) == [
+        "no kubeconfig: gpu_fabric_kubeconfig and K8S_AUTH_KUBECONFIG are unset and ~/.kube/config does not exist; "
+        "set gpu_fabric_kubeconfig to the kubeconfig of the cluster to verify"
+    ]
+    # inside a pod (the scheduled run) or with a host given, the client needs no kubeconfig
+    assert vp.kubeconfig_problems("", "", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, never_loaded) == []
+
+
+def test_a_kubeconfig_that_does_not_load_names_the_path_the_variable_and_the_loaders_reason(tmp_path):
+    path = tmp_path / "kubeconfig"
+    path.write_text("apiVersion: v1\nkind: Config\n")
+    assert vp.kubeconfig_problems(str(path), "rack0", {}, vp.load_kubeconfig) == [
+        f"the kubeconfig {path} (gpu_fabric_kubeconfig) does not load: Invalid kube-config file. Expected object "
+        f"with name rack0 in {path}/contexts list; give gpu_fabric_kubeconfig a kubeconfig of the cluster that has "
+        "the context rack0 (gpu_fabric_kube_context)"
+    ]
+
+
+def test_a_kubeconfig_that_loads_passes(tmp_path):
+    loaded: List[Tuple[str, Optional[str]]] = []
+    path = tmp_path / "kubeconfig"
+    path.write_text("")
+    assert vp.kubeconfig_problems(str(path), "rack0", {}, lambda *given: loaded.append(given)) == []
+    assert loaded == [(str(path), "rack0")]
+
+
+def test_the_preflight_gives_every_problem_and_the_checks_the_run_selects(tmp_path):
+    params = {
+        "checks": "gpu_health,dcgm_diagg",
+        "settings": {"gpu_health": {"xid_window_hours": -2}},
+        "run_tags": [],
+        "skip_tags": [],
+        "own_roles": ["cliques", "imex_channel", "nvbandwidth", "nccl"],
+        "metrics_textfile": "metrics.txt",
+        "pushgateway_url": "",
+        "kubeconfig": str(tmp_path / "absent"),
+        "kube_context": "",
+    }
+    result = vp.preflight(params, {}, never_loaded)
+    assert result["checks"] == ["gpu_health", "dcgm_diagg"]
+    assert result["selected"] == ["gpu_health"]
+    assert [line.split(" ", 1)[0] for line in result["problems"]] == [
+        "gpu_fabric_verify_checks",
+        "gpu_fabric_verify_settings:",
+        "gpu_fabric_verify_metrics_textfile",
+        "the",
+    ]
+    assert "(did you mean dcgm_diag?)" in result["problems"][0]
+    assert "gpu_health.xid_window_hours is -2" in result["problems"][1]
