@@ -150,9 +150,9 @@ def manifest_removal(
 
 
 # The scheduled verification's objects (role verify_schedule: label app.kubernetes.io/managed-by), in the order they
-# are deleted: the CronJob first (no new run starts), its inventory, then the rights it ran with; and the checks'
-# PriorityClass (label app.kubernetes.io/part-of=gpu-fabric-verify, from docs/rbac/verify-stage.yaml or made by a
-# check) last, once no pod of a check can name it.
+# are deleted: the CronJobs first (verify and refresh: no new run starts), their inventory, then the rights they ran
+# with; and the checks' PriorityClass (label app.kubernetes.io/part-of=gpu-fabric-verify, from
+# docs/rbac/verify-stage.yaml or made by a check) last, once no pod of a check can name it.
 SCHEDULE_KINDS: Tuple[Tuple[str, str], ...] = (
     ("batch/v1", "CronJob"),
     ("v1", "ConfigMap"),

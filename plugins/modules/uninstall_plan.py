@@ -107,7 +107,7 @@ mpi_operator_crds:
 verification_schedule:
   description:
     - The scheduled verification's objects (role C(gpu_fabric.mnnvl.verify_schedule)) and the checks' PriorityClass,
-      as definitions in deletion order (the CronJob first, the PriorityClass last).
+      as definitions in deletion order (the CronJobs first, verify and refresh; the PriorityClass last).
   returned: always
   type: list
   elements: dict

@@ -153,3 +153,28 @@ def test_the_schedule_and_the_checks_priority_class_are_removed_cronjob_first_pr
         "metadata": {"name": "gpu-fabric-verify", "namespace": "ops"},
     }
     assert uninstall.schedule_removal([]) == []
+
+
+def test_the_schedules_refresh_cronjob_is_removed_with_the_verify_cronjob_before_anything_else():
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_schedule
+
+    rbac_text = (Path(__file__).resolve().parents[4] / "docs" / "rbac" / "verify-stage.yaml").read_text()
+    made = verify_schedule.objects_from_text(
+        {"image": "ee:1", "namespace": "ops", "node_verdict_rbac": True}, rbac_text
+    )
+    found = listed([*made["rbac"], *made["schedule"], *made["refresh"]])
+    removal = uninstall.schedule_removal(found)
+    assert [(d["kind"], d["metadata"]["name"]) for d in removal[:3]] == [
+        ("CronJob", "gpu-fabric-verify"),
+        ("CronJob", "gpu-fabric-verify-refresh"),
+        ("ConfigMap", "gpu-fabric-verify"),
+    ]
+    assert removal[1] == {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "gpu-fabric-verify-refresh", "namespace": "ops"},
+    }
+    # the node-verdict rights the refresh job wrote with go with the rest of the RBAC
+    assert ("ClusterRoleBinding", "gpu-fabric-verify-node-verdict") in [
+        (d["kind"], d["metadata"]["name"]) for d in removal
+    ]
