@@ -109,9 +109,10 @@ def _instant(value: Any) -> datetime:
     return parse_time(value) or OLDEST
 
 
-def _first(values: Sequence[Any], latest: bool = False) -> Optional[str]:
-    """The earliest (``latest``: the latest) of the times ``values`` by the instants they name, as written; a
-    text that names no time only when no other does."""
+def first_time(values: Sequence[Any], latest: bool = False) -> Optional[str]:
+    """The earliest (``latest``: the latest) of the times ``values`` by the instants they name
+    (``times.parse_time``: ``2026-12-07T09:30:00+09:00`` is before ``2026-12-07T01:00:00Z``), as written; a text
+    that names no time only when no other does. A run's start and finish, in the history and in the report."""
     texts = [v for v in values if isinstance(v, str) and v]
     if not texts:
         return None
@@ -123,8 +124,8 @@ def _first(values: Sequence[Any], latest: bool = False) -> Optional[str]:
 def _entry_of(records: Sequence[Mapping[str, Any]], run_id: str) -> Dict[str, Any]:
     return {
         "run_id": run_id,
-        "started": _first([r.get("started") for r in records]),
-        "finished": _first([r.get("finished") for r in records], latest=True),
+        "started": first_time([r.get("started") for r in records]),
+        "finished": first_time([r.get("finished") for r in records], latest=True),
         "pinned": False,
         "verdicts": {f"{r['check']}/{r['rack']}": str(r.get("verdict") or "") for r in records},
     }
@@ -370,8 +371,8 @@ def record_run(
             verdicts = {k: v for k, v in (entry.get("verdicts") or {}).items() if k.split("/", 1)[0] not in checks}
             verdicts.update(fresh["verdicts"])
             entry["verdicts"] = dict(sorted(verdicts.items()))
-            entry["started"] = _first([entry.get("started"), fresh["started"]])
-            entry["finished"] = _first([entry.get("finished"), fresh["finished"]], latest=True)
+            entry["started"] = first_time([entry.get("started"), fresh["started"]])
+            entry["finished"] = first_time([entry.get("finished"), fresh["finished"]], latest=True)
         warnings += time_warnings(runs)
         baselines = baseline_runs(history_dir, runs, warnings)
         kept, removed, held, held_baselines = retained(

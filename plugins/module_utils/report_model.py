@@ -14,10 +14,10 @@ templates render (``report_page``) and the files (``report_render``) are built f
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Any, Iterable, Optional
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import first_time
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
     ERROR,
     FAILED,
@@ -52,17 +52,8 @@ def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
     return (natural_key(record["rack"]), check_key(record["check"]))
 
 
-def _parse_time(value: Any) -> Optional[datetime]:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def duration_seconds(record: dict[str, Any]) -> Optional[float]:
-    started, finished = _parse_time(record.get("started")), _parse_time(record.get("finished"))
+    started, finished = parse_time(record.get("started")), parse_time(record.get("finished"))
     if started is None or finished is None:
         return None
     try:
@@ -403,13 +394,14 @@ def build_report(
     failed = [record for record in current if record["verdict"] == FAILED]
     errors = [record for record in current if record["verdict"] == ERROR]
     incomplete = [record for record in current if record["outcome"] == INCOMPLETE and record["passed"]]
-    finished = [record["finished"] for record in current if isinstance(record.get("finished"), str)]
-    started = [record["started"] for record in current if isinstance(record.get("started"), str)]
+    # by the instants they name: a record written in another time zone gives the run's true start and end
+    finished = first_time([record.get("finished") for record in current], latest=True)
+    started = first_time([record.get("started") for record in current])
     report = {
         "title": title,
         "run_id": run_id,
-        "generated": max(finished) if finished else None,
-        "started": min(started) if started else None,
+        "generated": finished,
+        "started": started,
         "cluster": cluster_of(current),
         "passed": bool(current) and not failed and not errors,
         "verdict": FAILED if failed else ERROR if errors or not current else PASSED,
@@ -432,7 +424,7 @@ def build_report(
         "trays": trays,
         "trends": list(trends or []),
         "valid_hours": valid_hours,
-        "due": due_next(current, trays, max(finished) if finished else None, valid_hours),
+        "due": due_next(current, trays, finished, valid_hours),
     }
     report["summary"] = summary_line(report)
     return report

@@ -221,6 +221,18 @@ def test_only_the_records_of_the_run_count(report):
     assert [record["duration_seconds"] for record in report["checks"]][5] == 105.786
 
 
+def test_the_run_starts_and_ends_at_the_instants_its_records_name_whatever_their_time_zone(records):
+    # 19:20+09:00 is 10:20Z, after every other record of the run; 19:10+09:00 (10:10Z) before every other start.
+    # As text both sort before the others' "2026-12-01T10:...Z", which picked the wrong run times.
+    records[0] = dict(records[0], started="2026-12-01T19:10:00+09:00", finished="2026-12-01T19:20:00+09:00")
+    report = build_report(records, TITLE, RUN)
+    assert (report["started"], report["generated"]) == ("2026-12-01T19:10:00+09:00", "2026-12-01T19:20:00+09:00")
+    records[0] = dict(records[0], started="2026-12-01T10:15:00-01:00", finished="2026-12-01T10:15:00-01:00")
+    report = build_report(records, TITLE, RUN)  # 11:15Z: the latest finish, and no start before 10:15:01Z
+    assert (report["started"], report["generated"]) == ("2026-12-01T10:15:01.104512Z", "2026-12-01T10:15:00-01:00")
+    assert build_report(records[1:1], TITLE, RUN)["generated"] is None
+
+
 def test_without_a_run_id_every_record_counts(records):
     report = build_report(records, TITLE)
     assert report["totals"]["checks"] == 10
