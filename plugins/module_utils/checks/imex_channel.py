@@ -10,9 +10,17 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch, openshift
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check, Result, by_name, skipped_note
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import (
+    Check,
+    NotRun,
+    Result,
+    by_name,
+    skipped_note,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import ApiUnavailable
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import preempted
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     imex_pod_manifest,
     imex_pod_name,
@@ -54,6 +62,16 @@ def channel_findings(bad: Mapping[str, str], limit: int = 3) -> str:
         more = f" and {len(trays) - limit} more" if len(trays) > limit else ""
         parts.append(f"{', '.join(trays[:limit])}{more}: {text}")
     return "; ".join(parts[:limit]) + (f"; {len(parts) - limit} more findings" if len(parts) > limit else "")
+
+
+def unreported_text(pod: Optional[Mapping[str, Any]], name: str) -> Optional[str]:
+    """Why a tray's pod has no report to read (deleted, evicted), or None when its log is to be read."""
+    if pod is None:
+        return f"its pod {name} was deleted before it reported"
+    status = pod.get("status") or {}
+    if status.get("reason") == "Evicted":
+        return f"its pod {name} was evicted before it reported ({one_line(status.get('message') or 'no message')})"
+    return None
 
 
 class ImexChannelCheck(Check):
@@ -134,22 +152,33 @@ class ImexChannelCheck(Check):
         run.wait_domain_nodes(nodes)
 
         def started(objects: kube_watch.Objects) -> bool:
+            """Every pod ran, or is gone: a pod deleted after it was scheduled never reports (judged below)."""
             pods = by_name(objects)
             lost = preempted("IMEX channel", pods.values())
             if lost:
                 raise lost
             return all(
-                ((pods.get(names[n]) or {}).get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
+                names[n] not in pods
+                or ((pods[names[n]].get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"))
                 for n in nodes
             )
 
         run.watch_for("the IMEX channel pods to run", "Pod", "v1", started, describe_pods)
         seen: Dict[str, Tuple[bool, str]] = {}
+        unreported: Dict[str, str] = {}  # tray -> why its pod has no report: no evidence either way
         pods_out: List[Dict[str, Any]] = []
         pods = self._pods(run)
         for node in nodes:
-            listing = run.read_log(names[node])
-            seen[node] = judge_channel_listing(listing)
+            gone = unreported_text(pods.get(names[node]), names[node])
+            try:
+                listing = "" if gone else run.read_log(names[node])
+            except ApiUnavailable as exc:
+                gone = f"its pod's log could not be read ({one_line(str(exc))})"
+                listing = ""
+            if gone:
+                unreported[node] = gone
+            else:
+                seen[node] = judge_channel_listing(listing)
             pods_out.append(
                 {
                     "node": node,
@@ -164,13 +193,22 @@ class ImexChannelCheck(Check):
                 }
             )
         bad = {node: text for node, (ok, text) in seen.items() if not ok}
+        missing = (
+            f"; no report from {plural(len(unreported), 'tray')}: {channel_findings(unreported)}" if unreported else ""
+        )
         details = {
             "compute_domain": run.compute_domain,
             "run_as_user": user,
             "uid_range": str(run.uid_range) if run.uid_range else None,
             "pods": pods_out,
-            "violations": [f"{node}: {text}" for node, text in bad.items()],
+            "unreported": unreported,
+            "violations": [f"{node}: {text}" for node, text in {**bad, **unreported}.items()],
         }
+        if not bad and unreported:  # no tray failed on evidence, and some trays gave none: no verdict on the rack
+            raise NotRun(
+                f"no report from the IMEX channel pod of {len(unreported)} of {len(nodes)} trays: "
+                f"{channel_findings(unreported)}; {plural(len(seen), 'tray')} showed channel0; run the check again"
+            )
         if bad:
             problems = {
                 node: f"{text}; check that containerd has CDI enabled (enable_cdi) and that the DRA kubelet "
@@ -180,7 +218,7 @@ class ImexChannelCheck(Check):
             return Result(
                 False,
                 f"channel0 not injected in {len(bad)} of {len(nodes)} pods: {channel_findings(bad)}; check that "
-                "containerd has CDI enabled (enable_cdi) and that the DRA kubelet plugin runs there",
+                f"containerd has CDI enabled (enable_cdi) and that the DRA kubelet plugin runs there{missing}",
                 details,
                 list(bad),
                 problems,
