@@ -199,6 +199,25 @@ def _owners(owners: Sequence[str]) -> str:
     return " and ".join(said + (["the playbooks"] if PLAYBOOKS in owners else []))
 
 
+NUMBER_TYPES = {"int": "a whole number", "float": "a number"}
+
+
+def number_problem(name: str, option: Mapping[str, Any], value: Any) -> str:
+    """``gpu_fabric_verify_valid_hours is 'week': give a number of hours`` for a number option given a word, or ''.
+
+    Ansible's own message names its internal string class for a float (``<class '..._AnsibleTaggedStr'>``), so a
+    word given to a number is said here; the unit is the option name's last word when it is plural."""
+    kind = NUMBER_TYPES.get(str(option.get("type")))
+    if kind is None or not isinstance(value, str):
+        return ""
+    try:
+        int(value) if option.get("type") == "int" else float(value)
+    except ValueError:
+        unit = name.rsplit("_", 1)[-1]
+        return f"{name} is '{value}': give {kind}" + (f" of {unit}" if unit.endswith("s") and unit != name else "")
+    return ""
+
+
 def type_problems(
     options_by_role: Mapping[str, Mapping[str, Dict[str, Any]]],
     values: Mapping[str, Any],
@@ -216,6 +235,11 @@ def type_problems(
         if not spec:
             continue
         given = {name: values[name] for name in spec}
+        for name in sorted(spec):
+            said = number_problem(name, spec[name], given[name])
+            if said:  # said in words here; the rest of the spec is Ansible's to validate
+                roles_by_message.setdefault(said, []).append(role)
+                del spec[name], given[name]
         for message in validate(spec, given):
             roles_by_message.setdefault(message, []).append(role)
     # a shared variable (gpu_fabric_driver_owner) declared by several roles: said once, naming them all

@@ -99,8 +99,16 @@ def closed_port() -> int:
 def test_a_wrong_type_in_a_shared_variable_fails_the_verify_stage_first_in_one_line_naming_it(inventory):
     [line] = errors(inventory, "verify.yml", "gpu_fabric_verify_parallel_racks=eight")
     assert line == (
-        "[ERROR]: Task failed: Action failed: role verify_common: argument 'gpu_fabric_verify_parallel_racks' is of "
-        "type str and we were unable to convert to int: \"'eight'\" cannot be converted to an int"
+        "[ERROR]: Task failed: Action failed: role verify_common: gpu_fabric_verify_parallel_racks is 'eight': give a "
+        "whole number of racks"
+    )
+
+
+def test_a_word_for_a_number_of_hours_says_so_and_names_no_internal_class(inventory):
+    [line] = errors(inventory, "verify.yml", "gpu_fabric_verify_valid_hours=week")
+    assert line == (
+        "[ERROR]: Task failed: Action failed: role report: gpu_fabric_verify_valid_hours is 'week': give a number of "
+        "hours"
     )
 
 

@@ -120,8 +120,7 @@ def test_register_and_set_fact_names_are_found_in_blocks():
         ),
         (
             {"verify_nccl_timeout": "soon"},
-            "role verify_nccl: argument 'verify_nccl_timeout' is of type str and we were unable to convert to int: "
-            "\"'soon'\" cannot be converted to an int",
+            "role verify_nccl: verify_nccl_timeout is 'soon': give a whole number",
         ),
         (
             {"report_formats": ["json", "pdf"]},
@@ -206,8 +205,7 @@ def test_a_role_default_that_passes_a_shared_variable_on_is_found():
     [
         (
             {"gpu_fabric_verify_parallel_racks": "eight"},
-            "role verify_common: argument 'gpu_fabric_verify_parallel_racks' is of type str and we were unable to "
-            "convert to int: \"'eight'\" cannot be converted to an int",
+            "role verify_common: gpu_fabric_verify_parallel_racks is 'eight': give a whole number of racks",
         ),
         (
             {"gpu_fabric_verify_cliques": {"rack-a": 1}},
@@ -224,6 +222,17 @@ def test_a_role_default_that_passes_a_shared_variable_on_is_found():
 )
 def test_a_wrong_type_in_a_shared_variable_is_named_as_the_user_wrote_it(values, problem):
     assert iv.type_problems(FOUND["options"], values, validate) == [problem]
+
+
+def test_a_word_given_to_a_number_is_said_in_words_naming_the_unit():
+    assert iv.type_problems(FOUND["options"], {"gpu_fabric_verify_valid_hours": "week"}, validate) == [
+        "role report: gpu_fabric_verify_valid_hours is 'week': give a number of hours"
+    ]
+    assert iv.type_problems(FOUND["options"], {"gpu_fabric_verify_parallel_racks": "eight"}, validate) == [
+        "role verify_common: gpu_fabric_verify_parallel_racks is 'eight': give a whole number of racks"
+    ]
+    # a number written as a string is one
+    assert iv.type_problems(FOUND["options"], {"gpu_fabric_verify_valid_hours": "72.5"}, validate) == []
 
 
 def test_a_playbook_variable_of_the_wrong_type_names_the_playbooks():
@@ -277,8 +286,7 @@ def test_a_wrong_type_in_a_shared_variable_fails_the_check_in_one_line():
     result = run_check(gpu_fabric_verify_parallel_racks="eight")
     assert result["failed"] is True
     assert result["msg"] == (
-        "role verify_common: argument 'gpu_fabric_verify_parallel_racks' is of type str and we were unable to "
-        "convert to int: \"'eight'\" cannot be converted to an int"
+        "role verify_common: gpu_fabric_verify_parallel_racks is 'eight': give a whole number of racks"
     )
 
 
