@@ -96,32 +96,35 @@ def gpu_coverage(
         return Coverage(tool, expected, 0)
     general: List[str] = []
     why: Dict[Tuple[str, int], List[str]] = {}
+    # rank -> (tray, GPU): as the output's lines place it, else as the hostfile does
+    placed = {rank: (nodes[rank // gpus_per_tray], rank % gpus_per_tray) for rank in range(expected)}
     if listed:
-        devices: Dict[str, List[int]] = {tray: [] for tray in nodes}
-        unplanned = []
+        placed = {}
         for rank, host, device in listed:
             tray = tray_of_rank(rank, host, nodes, gpus_per_tray)
-            if tray is None or rank >= expected:
-                unplanned.append(rank)
-            else:
-                devices[tray].append(device)
-        if unplanned or len(listed) > expected:
+            if tray is not None and rank < expected:
+                placed[rank] = (tray, device)
+        if len(placed) < len(listed) or len(listed) > expected:
             general.append(
                 f"the {tool} output lists {len(listed)} ranks, the plan has {expected} ({plural(len(nodes), 'tray')} "
                 f"x {gpus_per_tray}): check slotsPerWorker and the GPUs each worker requests"
             )
+        shown = set(placed.values())
         for tray in nodes:
             for gpu in range(gpus_per_tray):
-                if gpu not in devices[tray]:
+                if (tray, gpu) not in shown:
                     why.setdefault((tray, gpu), []).append(f"no {listing} names it")
-    if measured is not None and measured < expected:
-        for rank in range(measured, expected):
-            why.setdefault((nodes[rank // gpus_per_tray], rank % gpus_per_tray), []).append("not in the matrix")
-    elif measured is not None and measured > expected:
+    if measured is not None and measured > expected:
         general.append(
             f"the {tool} matrix covers {measured} GPUs, the plan has {expected} ({plural(len(nodes), 'tray')} x "
             f"{gpus_per_tray}): check slotsPerWorker and the GPUs each worker requests"
         )
+    elif measured is not None:  # the matrix's GPU r is rank r, wherever that rank ran
+        in_matrix = {where for rank, where in placed.items() if rank < measured}
+        for tray in nodes:
+            for gpu in range(gpus_per_tray):
+                if (tray, gpu) not in in_matrix:
+                    why.setdefault((tray, gpu), []).append("not in the matrix")
     problems: Dict[str, str] = {}
     for index, tray in enumerate(nodes):
         gpus = [gpu for gpu in range(gpus_per_tray) if (tray, gpu) in why]

@@ -121,8 +121,8 @@ def test_a_rank_on_another_device_leaves_its_gpu_without_evidence():
     )
     assert verdict["passed"] is False
     assert verdict["node_problems"] == {
-        "gb200-r0-t1": "GPU 3 (rank 7) not in the nvbandwidth output (no Process line names it): a GPU off the bus "
-        "or a rank that never started"
+        "gb200-r0-t1": "GPU 3 (rank 7) not in the nvbandwidth output (no Process line names it; not in the matrix): a "
+        "GPU off the bus or a rank that never started"
     }
 
 
