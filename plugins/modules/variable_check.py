@@ -17,6 +17,8 @@ description:
     V(verify_nvbandwidth_timeout)?).
   - Every variable of every role that is set is also checked against its role's argument spec (type, choices,
     elements), so a wrong type for a role that runs late in the play fails before the first role changes anything.
+    A word given to a number is said in words, with the unit its name gives (V(gpu_fabric_verify_valid_hours) is
+    V(week) - give a number of hours), never as Ansible's internal class.
   - A shared C(gpu_fabric_*) variable is checked under its own name, once, naming the roles that type it - the roles
     that declare it, and those with an option whose default passes it on (V(gpu_fabric_verify_parallel_racks) has
     the type of C(verify_common_parallel_racks)); the few that only the playbooks read are typed in the

@@ -7,11 +7,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: verify_preflight
 short_description: Check everything a verify run will need before its first check runs
-version_added: 0.3.0
+version_added: 0.4.0
 description:
   - Called by C(gpu_fabric.mnnvl.verify) right after M(gpu_fabric.mnnvl.variable_check), before the first check, so
-    that a mistake fails the run in minutes' stead of after the checks before the step that reads it, each found
-    one line naming the variable and what to give.
+    that a mistake fails the run at once instead of after the checks that run before the step that reads it; each
+    mistake is one line naming the variable and what to give.
   - O(checks) (C(gpu_fabric_verify_checks)) is a list of check names or one string naming a check or a
     comma-separated list of them; every name is held to the registry of checks, and an unknown one is named with
     the nearest check.
