@@ -8,7 +8,10 @@ token of it (TokenRequest) stands for the pod's in-cluster account, the inventor
 the verify variables of inventories/sim: the rack label names the rack rack0, as a run by hand does), and a
 temporary directory stands for the report volume (the role mounts both at the paths given, so the command runs
 unchanged). KWOK runs no CronJob pod, so nothing pulls the image. The checks' pods carried the collection's
-PriorityClass as the API admitted them (the IMEX channel record's pods). Then state=absent removes everything.
+PriorityClass as the API admitted them (the IMEX channel record's pods). With the node-verdict rights, the job
+writes the verdict on rack0's trays (label and condition); the refresh CronJob runs refresh_state on its own
+schedule, and its command, run the same way once a tray's verdict has expired, turns that tray's condition Unknown
+(VerdictExpired) with no check run. Then state=absent removes everything (both CronJobs) and the trays are cleared.
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ NAME = "fabric-verify"
 IMAGE = "registry.example.invalid/gpu-fabric-ee:test"
 RECAP = re.compile(r"^localhost\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 MANAGED = "app.kubernetes.io/managed-by=gpu_fabric.mnnvl.verify_schedule"
+REFRESH_SCHEDULE = "*/20 * * * *"
+RACK_TRAYS = "gpu-fabric.sim/rack=rack0"
+LABEL = "gpu-fabric.nvidia.com/verified"
+UNTIL = "gpu-fabric.nvidia.com/verified-until"
+ANNOTATION = "gpu-fabric.nvidia.com/verification"
+CONDITION = "GPUFabricVerified"
 
 
 def schedule_playbook(sim_rack, extra: dict[str, Any]) -> subprocess.CompletedProcess:
@@ -74,10 +83,27 @@ def managed(sim_rack) -> list[str]:
     return sorted(names + sim_rack.kubectl("get", cluster, "-l", MANAGED, "-o", "name").stdout.split())
 
 
+def condition(sim_rack, node: str) -> dict[str, Any] | None:
+    conditions = sim_rack.get_json("node", node)["status"].get("conditions") or []
+    return next((c for c in conditions if c["type"] == CONDITION), None)
+
+
+def clear_verdicts(sim_rack) -> None:
+    """rack0's trays without the verdict the scheduled run wrote (labels, annotation, condition)."""
+    for node in sim_rack.kubectl("get", "nodes", "-l", RACK_TRAYS, "-o", "name").stdout.split():
+        name = node.split("/", 1)[1]
+        sim_rack.kubectl("label", "node", name, f"{LABEL}-", f"{UNTIL}-", check=False)
+        sim_rack.kubectl("annotate", "node", name, f"{ANNOTATION}-", check=False)
+        if condition(sim_rack, name) is not None:
+            patch = {"status": {"conditions": [{"type": CONDITION, "$patch": "delete"}]}}
+            sim_rack.kubectl("patch", "node", name, "--subresource=status", "--type=strategic", "-p", json.dumps(patch))
+
+
 def test_the_schedule_applies_and_its_command_passes_as_its_service_account(cluster_stage, tmp_path):
     sim_rack = cluster_stage
     # the schedule's namespace stays after state=absent (it may hold the report's volume): an earlier run's goes
     sim_rack.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=true")
+    clear_verdicts(sim_rack)
     inventory_dir, report_dir = tmp_path / "etc", tmp_path / "report"
     inventory_dir.mkdir()
     report_dir.mkdir()
@@ -91,12 +117,19 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
         # the mount paths are this machine's directories, so that the command read back runs unchanged here
         "verify_schedule_inventory_mount_path": str(inventory_dir),
         "verify_schedule_report_mount_path": str(report_dir),
+        # the verdict on the Nodes, and the refresh CronJob that keeps it current between runs
+        "verify_schedule_node_verdict_rbac": True,
+        "verify_schedule_refresh_schedule": REFRESH_SCHEDULE,
         # the rack label and GPUs per tray come from the inventory (inventories/sim), as a run by hand takes them
         "verify_schedule_verify_vars": {
             "gpu_fabric_verify_cliques": ["rack0"],
             "gpu_fabric_verify_namespace_prefix": "sched",
             "verify_imex_channel_poll_delay": 1,
             "verify_imex_channel_timeout": 120,
+            # the checks this run makes are the site's required ones, so that a tray it verifies passes
+            "gpu_fabric_verify_required_checks": ["cliques", "imex_channel"],
+            "gpu_fabric_verify_label_nodes": True,
+            "gpu_fabric_verify_node_condition": True,
         },
     }
     first = schedule_playbook(sim_rack, extra)
@@ -161,10 +194,45 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
     pods = record["details"]["pods"]
     assert pods and {(p["priority_class"], p["priority"]) for p in pods} == {("gpu-fabric-verify", -1000000)}
 
+    # the refresh CronJob: its schedule, refresh_state's command run as the job runs it, after a verdict expired
+    try:
+        refresh = sim_rack.get_json("cronjob", "-n", NAMESPACE, f"{NAME}-refresh")
+        assert refresh["spec"]["schedule"] == REFRESH_SCHEDULE
+        refresh_pod = refresh["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        assert (refresh_pod["serviceAccountName"], refresh_pod["containers"][0]["image"]) == (ACCOUNT, IMAGE)
+        refresh_command = refresh_pod["containers"][0]["command"]
+        assert refresh_command == [
+            "ansible-playbook",
+            "-i",
+            f"{inventory_dir}/inventory.yml",
+            "gpu_fabric.mnnvl.refresh_state",
+        ]
+        trays = sorted(
+            n.split("/", 1)[1] for n in sim_rack.kubectl("get", "nodes", "-l", RACK_TRAYS, "-o", "name").stdout.split()
+        )
+        expired, kept = trays[0], trays[1]
+        assert (condition(sim_rack, expired)["status"], condition(sim_rack, kept)["status"]) == ("True", "True")
+        node = sim_rack.get_json("node", expired)
+        state = json.loads(node["metadata"]["annotations"][ANNOTATION])
+        # the imex_channel verdict held zero hours: expired by now, as after its validity
+        state["checks"]["imex_channel"]["valid_until"] = state["checks"]["imex_channel"]["time"]
+        sim_rack.kubectl("annotate", "node", expired, "--overwrite", f"{ANNOTATION}={json.dumps(state)}")
+        refreshed = subprocess.run(
+            refresh_command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
+        )
+        assert refreshed.returncode == 0, refreshed.stdout[-8000:] + refreshed.stderr[-2000:]
+        turned = condition(sim_rack, expired)
+        assert (turned["status"], turned["reason"]) == ("Unknown", "VerdictExpired"), turned
+        assert sim_rack.get_json("node", expired)["metadata"]["labels"][LABEL] == "incomplete"
+        assert (condition(sim_rack, kept)["status"], condition(sim_rack, kept)["reason"]) == ("True", "Passed")
+    finally:
+        clear_verdicts(sim_rack)
+
     # state=absent removes every object of it
     assert managed(sim_rack)
     absent = dict(extra, verify_schedule_state="absent")
     assert changed(schedule_playbook(sim_rack, absent)) > 0
     assert managed(sim_rack) == []
+    assert sim_rack.kubectl("get", "cronjob", "-n", NAMESPACE, f"{NAME}-refresh", check=False).returncode != 0
     assert sim_rack.kubectl("get", "priorityclass", "gpu-fabric-verify", check=False).returncode != 0
     sim_rack.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
