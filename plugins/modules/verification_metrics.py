@@ -21,7 +21,8 @@ description:
   - With O(history_dir), keeps each rack's last-pass time and last verdict in C(<history_dir>/metrics-state.json)
     (written atomically, only ever moved forward), so they outlive the retention of the kept runs.
   - With O(textfile), writes them to that C(.prom) file for node-exporter's textfile collector - a temporary file in
-    the same directory renamed over it, mode 0644 for a new file - only when the content differs.
+    the same directory renamed over it, mode 0644 for a new file - only when the content differs. A symbolic link,
+    a directory or anything else but a regular file at that path is refused, never written through.
   - With O(pushgateway_url), pushes them to a Prometheus Pushgateway with a PUT to
     C(<pushgateway_url>/metrics/job/<job>[/<label>/<value>...]), which replaces every metric of that group.
     A connection failure, a timeout, 429 or a 5xx answer is tried again, up to O(push_attempts) tries with pauses
@@ -71,7 +72,8 @@ options:
   textfile:
     description:
       - Path of the C(.prom) file to write, in the directory node-exporter reads with
-        C(--collector.textfile.directory). The directory must exist.
+        C(--collector.textfile.directory). The directory must exist; the path must be a regular file or nothing (a
+        symbolic link there is refused, not followed).
       - Empty - no file.
     type: path
     default: ""
@@ -220,11 +222,11 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import write_change
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_run import (
     PUSH_FAILURE,
     MetricsError,
     request_from_params,
+    textfile_writer,
     write_metrics,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import DEFAULT_JOB, given_secrets
@@ -261,7 +263,7 @@ def main() -> None:
     try:
         result = write_metrics(
             request_from_params(module.params),
-            lambda change: write_change(module, change, backup=False),
+            textfile_writer(module),
             open_url,
             module.check_mode,
         )

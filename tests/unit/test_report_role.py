@@ -72,3 +72,21 @@ def test_the_pushgateway_credentials_reach_the_modules_no_log_options_from_decla
         assert defaults[name] == "" and specs[name]["type"] == "str" and specs[name]["default"] == ""
     assert specs["report_pushgateway_password"]["no_log"] is True
     assert specs["report_pushgateway_bearer_token"]["no_log"] is True
+
+
+def test_the_textfile_reaches_the_module_as_given_a_symlink_at_it_unresolved(tmp_path, monkeypatch):
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    task = tasks_in_order(ROLE / "tasks" / "main.yml")
+    expression = task[position(task, METRICS)][METRICS]["textfile"]
+    (tmp_path / "textfile_collector").mkdir()
+    (tmp_path / "textfile_collector" / "gpu_fabric.prom").symlink_to(tmp_path / "elsewhere.conf")
+    monkeypatch.chdir(tmp_path)  # a relative path is resolved from the directory ansible-playbook runs in
+
+    def rendered(textfile: str) -> str:
+        templar = Templar(loader=DataLoader(), variables={"report_metrics_textfile": textfile})
+        return templar.template(trust_as_template(expression))
+
+    assert rendered("textfile_collector/gpu_fabric.prom") == str(tmp_path / "textfile_collector" / "gpu_fabric.prom")
+    assert rendered("") == ""

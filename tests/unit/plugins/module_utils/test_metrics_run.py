@@ -20,6 +20,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_run impor
     MetricsError,
     MetricsRequest,
     request_from_params,
+    textfile_writer,
     write_metrics,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import PushTarget
@@ -70,19 +71,54 @@ def test_a_textfile_the_collector_would_not_read_is_refused(tmp_path):
 
 
 def test_a_textfile_in_a_directory_that_is_not_there_fails_in_one_line(tmp_path):
-    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import write_change
-
-    class Module:
-        check_mode = False
-
     path = tmp_path / "missing" / "gpu_fabric.prom"
-    with pytest.raises(MetricsError, match=r"directory .*missing does not exist"):
-        write_metrics(
-            MetricsRequest(RECORDS, textfile=str(path)),
-            lambda change: write_change(Module(), change, backup=False),
-            never,
-            check_mode=False,
-        )
+    with pytest.raises(MetricsError) as raised:
+        write_metrics(MetricsRequest(RECORDS, textfile=str(path)), textfile_writer(), never, check_mode=True)
+    assert str(raised.value) == (
+        f"textfile {path} cannot be written: its directory {tmp_path / 'missing'} does not exist; create it "
+        "(node-exporter's --collector.textfile.directory) or set textfile (report_metrics_textfile) to a file in that "
+        "directory"
+    )
+
+
+def test_a_symlink_at_the_textfile_is_refused_and_what_it_points_to_is_left_alone(tmp_path):
+    target = tmp_path / "elsewhere.conf"
+    target.write_text("not the metrics\n")
+    path = tmp_path / "gpu_fabric.prom"
+    path.symlink_to(target)
+    with pytest.raises(MetricsError) as raised:
+        write_metrics(MetricsRequest(RECORDS, RUN, textfile=str(path)), textfile_writer(), never, check_mode=False)
+    assert str(raised.value) == (
+        f"textfile {path} is a symbolic link (to {target}); the metrics are written to a regular file only, never "
+        "through a link: remove the link, or set textfile (report_metrics_textfile) to the file itself"
+    )
+    assert target.read_text() == "not the metrics\n" and path.is_symlink()
+
+
+def test_a_directory_at_the_textfile_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "gpu_fabric.prom"
+    path.mkdir()
+    with pytest.raises(MetricsError) as raised:
+        write_metrics(MetricsRequest(RECORDS, RUN, textfile=str(path)), textfile_writer(), never, check_mode=True)
+    assert str(raised.value) == (
+        f"textfile {path} is a directory, not a regular file; set textfile (report_metrics_textfile) to a .prom file, "
+        f"e.g. {path / 'gpu_fabric.prom'}"
+    )
+
+
+def test_the_textfile_writer_replaces_a_link_planted_after_the_check_instead_of_writing_through_it(tmp_path):
+    target = tmp_path / "elsewhere.conf"
+    target.write_text("not the metrics\n")
+    path = tmp_path / "gpu_fabric.prom"
+
+    def plant_then_write(change: FileChange) -> None:
+        path.symlink_to(target)  # between the module's look at the path and its write
+        textfile_writer()(change)
+
+    result = write_metrics(MetricsRequest(RECORDS, RUN, textfile=str(path)), plant_then_write, never, False)
+    assert target.read_text() == "not the metrics\n"
+    assert not path.is_symlink() and path.read_text() == result["metrics"]
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere.conf", "gpu_fabric.prom"]
 
 
 def test_a_failed_push_warns_when_asked_and_the_textfile_is_written_all_the_same(tmp_path):
