@@ -4,12 +4,20 @@
 """verification_metrics's Pushgateway credentials: the push gets them, nothing the module prints shows them.
 
 The module runs in-process up to its real ``exit_json``/``fail_json``, which print the JSON result that Ansible's
-callback shows (``-vvv`` adds its ``invocation.module_args``); the HTTP call is a recording stand-in of ``open_url``.
+callback shows (``-vvv`` adds its ``invocation.module_args``); the HTTP call is a recording stand-in of ``open_url``,
+and, for basic authentication, a real Pushgateway (Debian's ``prometheus-pushgateway``) that requires it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -112,3 +120,69 @@ def test_an_authorization_header_is_refused_and_its_token_shows_nowhere(capsys, 
     assert result["msg"].startswith("headers holds Authorization, whose value would show in the task's arguments")
     assert TOKEN not in out
     assert opener == []
+
+
+def bcrypt_hash(password: str) -> str:
+    crypt = pytest.importorskip("crypt", reason="the crypt module (Python < 3.13) hashes the Pushgateway's password")
+    hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+    if not hashed or not hashed.startswith("$2"):
+        pytest.skip("this libcrypt has no bcrypt")
+    return hashed
+
+
+@pytest.fixture(scope="module")
+def guarded_pushgateway(tmp_path_factory):
+    """A Pushgateway on a free local port that takes only the user robot with PASSWORD (its --web.config.file)."""
+    binary = next(
+        (shutil.which(name) for name in ("prometheus-pushgateway", "pushgateway") if shutil.which(name)), None
+    )
+    if not binary:
+        reason = "no Pushgateway binary: apt-get install prometheus-pushgateway"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} (.ci/run installs it; CI must run this test)")
+        pytest.skip(reason)
+    config = tmp_path_factory.mktemp("pushgateway") / "web.yml"
+    config.write_text(json.dumps({"basic_auth_users": {"robot": bcrypt_hash(PASSWORD)}}))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}", f"--web.config.file={config}", "--log.level=warn"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/-/ready", timeout=5).close()  # the test's own local Pushgateway
+            except urllib.error.HTTPError:
+                break  # it answers: 401 without credentials
+            except (urllib.error.URLError, OSError):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the Pushgateway did not start: {process.stderr.read().decode()}")
+                time.sleep(0.1)
+            else:
+                pytest.fail("the Pushgateway answered without credentials")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_pushgateway_behind_basic_authentication_takes_the_push_and_refuses_a_wrong_password(
+    capsys, guarded_pushgateway
+):
+    args = {"records_dir": RECORDS, "run_id": RUN, "pushgateway_url": guarded_pushgateway, "username": "robot",
+            "push_attempts": 1}  # fmt: skip
+    out, result = printed(capsys, dict(args, password=PASSWORD))
+    assert result["pushed"] is True and result["push_url"] == f"{guarded_pushgateway}/metrics/job/gpu_fabric_verify"
+    assert PASSWORD not in out
+    wrong = "not-" + PASSWORD
+    out, result = printed(capsys, dict(args, password=wrong))
+    assert result["failed"] is True
+    assert result["msg"].startswith(
+        f"the Pushgateway at {guarded_pushgateway}/metrics/job/gpu_fabric_verify answered HTTP 401 Unauthorized"
+    )
+    assert wrong not in out and PASSWORD not in out
