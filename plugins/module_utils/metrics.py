@@ -253,35 +253,18 @@ def current_passes(report: Mapping[str, Any]) -> Dict[str, float]:
 # fleet.FLEET's name: the rack of the records of a run whose API server answered for no rack (a test ties the two;
 # a reader does not import the runner). It names no rack, so it is never a rack's last known verdict.
 NO_RACK_REACHED = "fleet"
-LAST_VERDICTS = (PASSED, FAILED)
-
-
-def rack_run_verdict(verdicts: Iterable[str]) -> Optional[str]:
-    """What a run said of a rack from its checks' verdicts: ``failed`` when one failed, ``passed`` when every one
-    passed (an allowed incomplete check passes); None when a check could not run and none failed (``error``: the run
-    said nothing of the fabric) or there is no verdict."""
-    found = [str(verdict) for verdict in verdicts]
-    if FAILED in found:
-        return FAILED
-    return PASSED if rack_passed(found) else None
-
-
-def _by_rack(verdicts: Any) -> Dict[str, List[str]]:
-    """``{"<check>/<rack>": verdict}`` (a history index entry's) -> rack -> its checks' verdicts."""
-    by_rack: Dict[str, List[str]] = {}
-    for key, verdict in (verdicts if isinstance(verdicts, dict) else {}).items():
-        if isinstance(key, str) and "/" in key:
-            by_rack.setdefault(key.split("/", 1)[1], []).append(str(verdict))
-    return by_rack
+CHECK_VERDICTS = (PASSED, FAILED)  # what a check's last verdict can be: an error said nothing of the fabric
+UNVERIFIED = "unverified"  # a rack whose required checks have not all given a verdict
+LAST_VERDICTS = (PASSED, FAILED, UNVERIFIED)
 
 
 def newest_verdicts(*sources: Mapping[str, Tuple[str, float]]) -> Dict[str, Tuple[str, float]]:
-    """rack -> (verdict, Unix time): per rack the newest of ``sources`` (the later source wins a tie)."""
+    """key -> (verdict, Unix time): per key the newest of ``sources`` (the later source wins a tie)."""
     found: Dict[str, Tuple[str, float]] = {}
     for source in sources:
-        for rack, (verdict, when) in source.items():
-            if rack not in found or when >= found[rack][1]:
-                found[rack] = (verdict, when)
+        for key, (verdict, when) in source.items():
+            if key not in found or when >= found[key][1]:
+                found[key] = (verdict, when)
     return found
 
 
@@ -294,41 +277,86 @@ def latest_passes(*sources: Mapping[str, float]) -> Dict[str, float]:
     return found
 
 
-def last_verdicts(index: Mapping[str, Any]) -> Dict[str, Tuple[str, float]]:
-    """rack -> (verdict, Unix time) of the newest kept run that judged the rack (``rack_run_verdict``; a run whose
-    checks could not run on it does not count), the time being the run's end, else its start."""
-    runs = index.get("runs") if isinstance(index.get("runs"), list) else []
+def _judged_checks(verdicts: Any, when: float) -> Dict[str, Tuple[str, float]]:
+    """``{"<check>/<rack>": verdict}`` -> the same keys with (verdict, ``when``) for each check that gave a verdict
+    (``CHECK_VERDICTS``) on a rack (not ``NO_RACK_REACHED``)."""
+    return {
+        key: (str(verdict), when)
+        for key, verdict in (verdicts if isinstance(verdicts, dict) else {}).items()
+        if isinstance(key, str) and "/" in key
+        and key.split("/", 1)[1] != NO_RACK_REACHED
+        and verdict in CHECK_VERDICTS
+    }  # fmt: skip
+
+
+def last_check_verdicts(index: Mapping[str, Any]) -> Dict[str, Tuple[str, float]]:
+    """``<check>/<rack>`` -> (verdict, Unix time) of the newest kept run in which that check gave a verdict on that
+    rack (a check that could not run does not count), the time being the run's end, else its start."""
     found: Dict[str, Tuple[str, float]] = {}
-    for entry in (e for e in runs if isinstance(e, dict)):
+    for entry in valid_runs(index):
         when = timestamp_seconds(entry.get("finished"))
         when = timestamp_seconds(entry.get("started")) if when is None else when
-        if when is None:
-            continue
-        judged = {rack: rack_run_verdict(verdicts) for rack, verdicts in _by_rack(entry.get("verdicts")).items()}
-        found = newest_verdicts(
-            found, {rack: (v, when) for rack, v in judged.items() if v is not None and rack != NO_RACK_REACHED}
-        )
+        if when is not None:
+            found = newest_verdicts(found, _judged_checks(entry.get("verdicts"), when))
     return found
 
 
-def history_last_verdicts(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, Tuple[str, float]]:
-    """``last_verdicts`` of the history in ``history_dir``; empty without one. An index that had to be rebuilt from
-    the run directories adds a line to ``warnings``; HistoryError when it cannot be (``history.read_index``)."""
+def history_last_check_verdicts(history_dir: str, warnings: Optional[List[str]] = None) -> Dict[str, Tuple[str, float]]:
+    """``last_check_verdicts`` of the history in ``history_dir``; empty without one. An index that had to be rebuilt
+    from the run directories adds a line to ``warnings``; HistoryError when it cannot be (``history.read_index``)."""
     if not history_dir or not os.path.isdir(history_dir):
         return {}
-    return last_verdicts(read_index(history_dir, warnings))
+    return last_check_verdicts(read_index(history_dir, warnings))
 
 
-def current_verdicts(report: Mapping[str, Any]) -> Dict[str, Tuple[str, float]]:
-    """rack -> (verdict, the end of this run), for each rack this run judged (``rack_run_verdict``)."""
+def current_check_verdicts(report: Mapping[str, Any]) -> Dict[str, Tuple[str, float]]:
+    """``<check>/<rack>`` -> (verdict, the end of this run), for each check that gave a verdict on a rack here."""
     when = timestamp_seconds(report.get("generated"))
     if when is None:
         return {}
-    by_rack: Dict[str, List[str]] = {}
-    for record in report.get("checks") or []:
-        by_rack.setdefault(record["rack"], []).append(record["verdict"])
-    judged = {rack: rack_run_verdict(verdicts) for rack, verdicts in by_rack.items() if rack != NO_RACK_REACHED}
-    return {rack: (verdict, when) for rack, verdict in judged.items() if verdict is not None}
+    return _judged_checks({f"{r['check']}/{r['rack']}": r["verdict"] for r in report.get("checks") or []}, when)
+
+
+@dataclass(frozen=True)
+class RackLastVerdict:
+    """A rack's last verdict over its checks' last verdicts: ``verdict`` (``LAST_VERDICTS``), when the newest of
+    the verdicts it stands on was given, and the required checks without a verdict (``missing``)."""
+
+    verdict: str
+    time: Optional[float]
+    missing: Tuple[str, ...] = ()
+
+
+def rack_last_verdicts(
+    check_verdicts: Mapping[str, Tuple[str, float]], required: Sequence[str] = (), racks: Iterable[str] = ()
+) -> Dict[str, RackLastVerdict]:
+    """rack -> its last verdict from each check's last verdict on it (``last_check_verdicts``): ``failed`` when a
+    check's last verdict on it failed; ``passed`` only when every check of ``required`` (the site's
+    ``gpu_fabric_verify_required_checks``; empty: every check that judged the rack) passed in the newest run that
+    judged it; else ``unverified``, naming the required checks that gave no verdict. A run of some checks only
+    (``--tags cliques``) cannot pass a rack whose nvbandwidth never ran. ``racks``: racks to account for though no
+    check judged them (the declared racks): ``unverified`` with every required check missing."""
+    by_rack: Dict[str, Dict[str, Tuple[str, float]]] = {rack: {} for rack in racks}
+    for key, found in check_verdicts.items():
+        if "/" in key:
+            check, rack = key.split("/", 1)
+            by_rack.setdefault(rack, {})[check] = found
+    result: Dict[str, RackLastVerdict] = {}
+    for rack, checks in by_rack.items():
+        needed = list(required) or sorted(checks)
+        if not needed:
+            continue
+        failed = [when for verdict, when in checks.values() if verdict == FAILED]
+        if failed:
+            result[rack] = RackLastVerdict(FAILED, max(failed))
+            continue
+        missing = tuple(check for check in needed if check not in checks)
+        times = [checks[check][1] for check in needed if check in checks]
+        if missing:
+            result[rack] = RackLastVerdict(UNVERIFIED, max(times) if times else None, missing)
+        else:
+            result[rack] = RackLastVerdict(PASSED, max(times))
+    return result
 
 
 RACK_VERDICT_ORDER = (PASSED, INCOMPLETE, ERROR, FAILED)  # report_model.rack_verdict: the later one wins
@@ -359,19 +387,23 @@ def _name(suffix: str) -> str:
 def metric_families(
     report: Mapping[str, Any],
     last_pass: Optional[Mapping[str, float]] = None,
-    last_verdict: Optional[Mapping[str, Tuple[str, float]]] = None,
+    check_verdict: Optional[Mapping[str, Tuple[str, float]]] = None,
     declared: Sequence[str] = (),
+    required: Sequence[str] = (),
 ) -> List[Family]:
     """The report's metrics, in a fixed order (see docs/metrics.md for each).
 
     ``last_pass``: rack -> Unix time of its newest passing run in the kept history (``history_last_passes``);
-    ``last_verdict``: rack -> (verdict, Unix time) of the newest run that judged it (``history_last_verdicts``); the
-    report's own run counts in both. ``declared``: the site's racks (``gpu_fabric_racks``): a record of a run that
-    reached no rack (``NO_RACK_REACHED``) gives its error to each of them (without any: to each rack the history
-    knows), so the racks' samples stay, and the last-known families show the declared racks and this run's only.
+    ``check_verdict``: ``<check>/<rack>`` -> (verdict, Unix time) of the newest run in which the check judged the
+    rack (``history_last_check_verdicts``); the report's own run counts in both. ``declared``: the site's racks
+    (``gpu_fabric_racks``): a record of a run that reached no rack (``NO_RACK_REACHED``) gives its error to each of
+    them (without any: to each rack the history knows), so the racks' samples stay, and the last-known families show
+    the declared racks and this run's only. ``required``: the checks a rack's last verdict needs passed
+    (``rack_last_verdicts``).
     """
     passes = latest_passes(last_pass or {}, current_passes(report))
-    verdicts = newest_verdicts(last_verdict or {}, current_verdicts(report))
+    checks_known = newest_verdicts(check_verdict or {}, current_check_verdicts(report))
+    verdicts = rack_last_verdicts(checks_known, required, [str(rack) for rack in declared])
     fanned = racks_in(report, declared, set(passes) | set(verdicts))
 
     def racks_of(rack: str) -> List[str]:
@@ -534,21 +566,47 @@ def metric_families(
     last_known = Family(
         _name("rack_last_verdict"),
         "gauge",
-        "The rack's verdict in the newest run that judged it (passed, failed), one-hot; a run whose checks could not "
-        "run on the rack does not count",
+        "The rack's last verdict over each check's verdict in the newest run that judged it (passed, failed, "
+        "unverified), one-hot: passed only when every required check passed; a check that could not run does not count",
         ("rack", "verdict"),
     )
     last_known_time = Family(
         _name("rack_last_verdict_timestamp_seconds"),
         "gauge",
-        "When the run that gave the rack its last verdict finished (Unix time)",
+        "When the newest of the check verdicts the rack's last verdict stands on was given (Unix time)",
         ("rack",),
     )
-    for rack, (found, when) in verdicts.items():
+    last_missing = Family(
+        _name("rack_last_verdict_missing_check"),
+        "gauge",
+        "A required check that has given no verdict on the rack, which keeps its last verdict unverified",
+        ("rack", "check"),
+    )
+    for rack, found in verdicts.items():
         if rack in shown:
             for verdict in LAST_VERDICTS:
-                last_known.add(int(found == verdict), rack=rack, verdict=verdict)
-            last_known_time.add(when, rack=rack)
+                last_known.add(int(found.verdict == verdict), rack=rack, verdict=verdict)
+            last_known_time.add(found.time, rack=rack)
+            for check in found.missing:
+                last_missing.add(1, rack=rack, check=check)
+    check_last = Family(
+        _name("rack_check_last_verdict"),
+        "gauge",
+        "The check's verdict on the rack in the newest run in which it judged the rack (passed, failed), one-hot",
+        ("rack", "check", "verdict"),
+    )
+    check_last_time = Family(
+        _name("rack_check_last_verdict_timestamp_seconds"),
+        "gauge",
+        "When the run that gave the check's last verdict on the rack finished (Unix time)",
+        ("rack", "check"),
+    )
+    for key, (found_verdict, when) in checks_known.items():
+        check, rack = key.split("/", 1)
+        if rack in shown:
+            for verdict in CHECK_VERDICTS:
+                check_last.add(int(found_verdict == verdict), rack=rack, check=check, verdict=verdict)
+            check_last_time.add(when, rack=rack, check=check)
 
     return [
         run_verdict,
@@ -560,6 +618,9 @@ def metric_families(
         last,
         last_known,
         last_known_time,
+        last_missing,
+        check_last,
+        check_last_time,
         passed,
         check_verdict,
         duration,

@@ -43,14 +43,14 @@ TEXTFILE_SUFFIX = ".prom"  # the only files node-exporter's textfile collector r
 PUSH_FAILURE = ("fail", "warn")
 # The textfile is small (a 54-tray fleet: about 60 KiB); a larger file at the path is not ours.
 MAX_TEXTFILE_BYTES = 16 * 1024 * 1024
-# What the metrics last published of each rack (its last-pass time, its last verdict and when), kept in the history
-# directory. Why a file of its own rather than the kept records alone: retention removes runs by count and age (and
-# is another module's rule), so a rack that has not passed in the kept runs would lose its last-pass sample, and the
-# alert on it would go quiet; the Pushgateway's PUT replaces what was pushed, so nothing published can be read back.
-# The file only moves forward (per rack the later time wins), so two runs that write it merge; it is written to a
-# temporary file moved into place, under the history's lock.
+# What the metrics last published of each rack (its last-pass time, each check's last verdict on it and when), kept in
+# the history directory. Why a file of its own rather than the kept records alone: retention removes runs by count and
+# age (and is another module's rule), so a rack that has not passed in the kept runs would lose its last-pass sample,
+# and the alert on it would go quiet; the Pushgateway's PUT replaces what was pushed, so nothing published can be read
+# back. The file only moves forward (per rack and per check the later time wins), so two runs that write it merge; it
+# is written to a temporary file moved into place, under the history's lock.
 STATE_FILE = "metrics-state.json"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: each check's last verdict per rack (check_last_verdict); 1 kept one verdict per rack
 MAX_STATE_BYTES = 4 * 1024 * 1024
 
 
@@ -67,26 +67,32 @@ class MetricsRequest:
     target: Optional[PushTarget] = None
     push_failure: str = "fail"
     racks: Tuple[str, ...] = ()  # the site's declared racks (gpu_fabric_racks)
+    required_checks: Tuple[
+        str, ...
+    ] = ()  # the checks a rack's last verdict needs passed (gpu_fabric_verify_required_checks)
 
 
 @dataclass(frozen=True)
 class KnownState:
-    """What is known of each rack beyond this run: its last-pass time and its last verdict with its time."""
+    """What is known of each rack beyond this run: its last-pass time, and each check's last verdict on it with its
+    time (``<check>/<rack>``: ``metrics.last_check_verdicts``), from which its last verdict follows."""
 
     last_pass: Dict[str, float] = field(default_factory=dict)
-    last_verdict: Dict[str, Tuple[str, float]] = field(default_factory=dict)
+    check_verdict: Dict[str, Tuple[str, float]] = field(default_factory=dict)
 
     def merged(self, other: KnownState) -> KnownState:
         return KnownState(
             metrics.latest_passes(self.last_pass, other.last_pass),
-            metrics.newest_verdicts(self.last_verdict, other.last_verdict),
+            metrics.newest_verdicts(self.check_verdict, other.check_verdict),
         )
 
     def to_data(self) -> Dict[str, Any]:
         return {
             "version": STATE_VERSION,
             "last_pass": dict(sorted(self.last_pass.items())),
-            "last_verdict": {r: {"verdict": v, "time": t} for r, (v, t) in sorted(self.last_verdict.items())},
+            "check_last_verdict": {
+                key: {"verdict": v, "time": t} for key, (v, t) in sorted(self.check_verdict.items())
+            },
         }
 
 
@@ -97,19 +103,20 @@ def _seconds(value: Any) -> Optional[float]:
 
 
 def state_of(data: Any) -> KnownState:
-    """The state file's content as a KnownState; an entry that is not a rack with a finite time (and a verdict
-    ``passed`` or ``failed``) is left out, so a hand-edited file costs only its bad entries."""
+    """The state file's content as a KnownState; an entry that is not a rack (a ``<check>/<rack>``) with a finite time
+    (and a verdict ``passed`` or ``failed``) is left out, so a hand-edited file costs only its bad entries. A version
+    1 file's one verdict per rack names no check: it is left out, and the kept history and this run give the checks'."""
     data = data if isinstance(data, dict) else {}
     passes = data.get("last_pass") if isinstance(data.get("last_pass"), dict) else {}
-    verdicts = data.get("last_verdict") if isinstance(data.get("last_verdict"), dict) else {}
+    verdicts = data.get("check_last_verdict") if isinstance(data.get("check_last_verdict"), dict) else {}
     last_pass = {str(r): t for r, t in ((r, _seconds(t)) for r, t in passes.items()) if t is not None}
-    last_verdict = {}
-    for rack, entry in verdicts.items():
-        if isinstance(entry, dict) and entry.get("verdict") in metrics.LAST_VERDICTS:
+    check_verdict = {}
+    for key, entry in verdicts.items():
+        if "/" in str(key) and isinstance(entry, dict) and entry.get("verdict") in metrics.CHECK_VERDICTS:
             when = _seconds(entry.get("time"))
             if when is not None:
-                last_verdict[str(rack)] = (str(entry["verdict"]), when)
-    return KnownState(last_pass, last_verdict)
+                check_verdict[str(key)] = (str(entry["verdict"]), when)
+    return KnownState(last_pass, check_verdict)
 
 
 def read_state(history_dir: str) -> Tuple[KnownState, List[str]]:
@@ -171,6 +178,7 @@ def request_from_params(params: Mapping[str, Any]) -> MetricsRequest:
         target=target,
         push_failure=params.get("push_failure") or "fail",
         racks=tuple(str(rack) for rack in params.get("racks") or ()),
+        required_checks=tuple(str(check) for check in params.get("required_checks") or ()),
     )
 
 
@@ -184,15 +192,17 @@ def render_metrics(
         report = read_report(ReportRequest(request.records_dir, "", (), "", request.run_id))
         history = KnownState(
             metrics.history_last_passes(request.history_dir),
-            metrics.history_last_verdicts(request.history_dir, warnings),
+            metrics.history_last_check_verdicts(request.history_dir, warnings),
         )
     except (ReportError, HistoryError) as exc:
         raise MetricsError(str(exc)) from exc
     kept, unreadable = read_state(request.history_dir)
     warnings.extend(unreadable)
-    this_run = KnownState(metrics.current_passes(report), metrics.current_verdicts(report))
+    this_run = KnownState(metrics.current_passes(report), metrics.current_check_verdicts(report))
     known = kept.merged(history).merged(this_run)
-    families = metrics.metric_families(report, known.last_pass, known.last_verdict, request.racks)
+    families = metrics.metric_families(
+        report, known.last_pass, known.check_verdict, request.racks, request.required_checks
+    )
     return report, families, metrics.render(families), known, warnings
 
 

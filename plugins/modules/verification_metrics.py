@@ -18,8 +18,13 @@ description:
     sample. docs/metrics.md lists every metric.
   - A run that reached no rack (its records are the rack C(fleet)) gives its C(error) to each rack of O(racks), else
     to each rack the kept runs know, so every rack's samples stay and each keeps its last verdict.
-  - With O(history_dir), keeps each rack's last-pass time and last verdict in C(<history_dir>/metrics-state.json)
-    (written atomically, only ever moved forward), so they outlive the retention of the kept runs.
+  - Each check's last verdict on each rack is the one of the newest run in which it judged the rack; the rack's
+    last verdict is C(passed) only when every check of O(required_checks) passed in the newest run that judged it,
+    C(failed) when a check's last verdict on it failed, else C(unverified), naming the required checks that gave no
+    verdict - a run of some checks only (C(--tags cliques)) cannot pass a rack whose C(nvbandwidth) never ran.
+  - With O(history_dir), keeps each rack's last-pass time and each check's last verdict on it in
+    C(<history_dir>/metrics-state.json) (written atomically, only ever moved forward), so they outlive the
+    retention of the kept runs.
   - With O(textfile), writes them to that C(.prom) file for node-exporter's textfile collector - a temporary file in
     the same directory renamed over it, mode 0644 for a new file - only when the content differs. A symbolic link,
     a directory or anything else but a regular file at that path is refused, never written through.
@@ -57,8 +62,8 @@ options:
       - Directory of the kept runs (M(gpu_fabric.mnnvl.verify_history)); the time of each rack's last passing run
         comes from its index. Empty or missing - only this run counts.
       - The file C(metrics-state.json) in it keeps what the metrics published of each rack (its last-pass time and
-        last verdict) after retention removes the runs they came from; a file that cannot be read is a warning and
-        is written again.
+        each check's last verdict on it) after retention removes the runs they came from; a file that cannot be read
+        is a warning and is written again.
     type: path
     default: ""
   racks:
@@ -66,6 +71,15 @@ options:
       - The site's declared racks (the keys of C(gpu_fabric_racks)). A record of a run that reached no rack speaks
         for each of them, and the last-pass and last-verdict samples are those of these racks and of this run's.
       - Empty - the racks the kept runs and this run know.
+    type: list
+    elements: str
+    default: []
+  required_checks:
+    description:
+      - The checks a rack's last verdict needs passed (C(gpu_fabric_verify_required_checks)), each in the newest run
+        that judged it; one that gave no verdict keeps the rack C(unverified) and is named in
+        C(gpu_fabric_rack_last_verdict_missing_check).
+      - Empty - every check that judged the rack.
     type: list
     elements: str
     default: []
@@ -236,6 +250,7 @@ ARGUMENT_SPEC = dict(
     run_id=dict(type="str", default=""),
     history_dir=dict(type="path", default=""),
     racks=dict(type="list", elements="str", default=[]),
+    required_checks=dict(type="list", elements="str", default=[]),
     textfile=dict(type="path", default=""),
     pushgateway_url=dict(type="str", default=""),
     job=dict(type="str", default=DEFAULT_JOB),

@@ -302,7 +302,7 @@ def test_a_run_that_reached_no_rack_gives_its_error_to_each_declared_rack():
 
 
 def test_without_declared_racks_the_error_goes_to_each_rack_the_history_knows_else_stays_the_fleet_s():
-    known = {"rack1": ("failed", 100.0), "rack7": ("passed", 90.0)}
+    known = {"cliques/rack1": ("failed", 100.0), "cliques/rack7": ("passed", 90.0)}
     found = samples(metrics.render(metrics.metric_families(unreached_report(), {"rack3": 80.0}, known)))
     assert racks_labelled(found, "gpu_fabric_rack_verdict") == {"rack1", "rack3", "rack7"}
     assert value(found, "gpu_fabric_rack_verdict", rack="rack3", verdict="error") == 1
@@ -327,7 +327,7 @@ def test_a_check_that_reached_no_rack_joins_the_verdict_of_the_racks_another_che
 # ----------------------------------------------------------------------------------------- the last known verdict
 
 
-def test_the_last_verdict_of_a_rack_is_that_of_the_newest_run_that_judged_it():
+def test_each_checks_last_verdict_is_that_of_the_newest_run_in_which_it_judged_the_rack():
     index = {
         "runs": [
             {"run_id": "r3", "started": "2026-12-03T10:00:00Z", "finished": "2026-12-03T10:01:00Z",
@@ -341,16 +341,41 @@ def test_the_last_verdict_of_a_rack_is_that_of_the_newest_run_that_judged_it():
         ]
     }  # fmt: skip
     day = {n: datetime(2026, 12, n, 10, tzinfo=timezone.utc).timestamp() for n in (1, 2)}
-    assert metrics.last_verdicts(index) == {
-        "rack1": ("failed", day[2] + 300),  # a failure outranks a check that could not run
-        "rack2": ("passed", day[1]),  # r2 could not run nvbandwidth on it: r1 (no end: its start) is the last word
+    found = metrics.last_check_verdicts(index)
+    assert found == {
+        "cliques/rack1": ("passed", day[2] + 300),
+        "nvbandwidth/rack1": ("failed", day[2] + 300),
+        "cliques/rack2": ("passed", day[2] + 300),
+        "nvbandwidth/rack2": ("passed", day[1]),  # r2 could not run it: r1 (no end: its start) is the last word
     }
-    assert metrics.last_verdicts({"runs": "broken"}) == {}
-    assert metrics.rack_run_verdict(["passed", "error"]) is None and metrics.rack_run_verdict([]) is None
+    assert metrics.last_check_verdicts({"runs": "broken"}) == {}
+    assert metrics.rack_last_verdicts(found, ["cliques", "nvbandwidth"]) == {
+        "rack1": metrics.RackLastVerdict("failed", day[2] + 300),
+        "rack2": metrics.RackLastVerdict("passed", day[2] + 300),  # when the last of its required checks passed
+    }
+
+
+def test_a_rack_passes_only_when_every_required_check_passed_in_the_newest_run_that_judged_it():
+    found = {
+        "cliques/rack1": ("passed", 30.0),
+        "nvbandwidth/rack1": ("passed", 10.0),
+        "cliques/rack2": ("passed", 30.0),
+    }
+    required = ["cliques", "imex_channel", "nvbandwidth"]
+    assert metrics.rack_last_verdicts(found, required, ["rack3"]) == {
+        "rack1": metrics.RackLastVerdict("unverified", 30.0, ("imex_channel",)),
+        "rack2": metrics.RackLastVerdict("unverified", 30.0, ("imex_channel", "nvbandwidth")),
+        "rack3": metrics.RackLastVerdict("unverified", None, tuple(required)),  # declared, never judged
+    }
+    # no required checks named: every check that judged the rack
+    assert metrics.rack_last_verdicts(found)["rack2"] == metrics.RackLastVerdict("passed", 30.0)
+    # a failure outranks what is missing, and any check's last failure fails the rack
+    failed = dict(found, **{"nccl/rack2": ("failed", 5.0)})
+    assert metrics.rack_last_verdicts(failed, required)["rack2"] == metrics.RackLastVerdict("failed", 5.0)
 
 
 def test_the_last_verdict_family_keeps_a_failed_rack_failed_through_a_run_that_reached_no_rack():
-    known = {"rack1": ("failed", 1000.0), "rack2": ("passed", 900.0), "rack9": ("failed", 10.0)}
+    known = {"cliques/rack1": ("failed", 1000.0), "cliques/rack2": ("passed", 900.0), "cliques/rack9": ("failed", 10.0)}
     families = metrics.metric_families(unreached_report(), {"rack2": 900.0, "rack9": 5.0}, known, ["rack1", "rack2"])
     found = samples(metrics.render(families))
     assert value(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
@@ -365,7 +390,7 @@ def test_the_last_verdict_family_keeps_a_failed_rack_failed_through_a_run_that_r
 
 def test_this_run_s_verdicts_are_newer_than_the_kept_ones():
     report = build_report(load_records(str(RECORDS)), "t", RUN)
-    known = {"rack1": ("passed", 10.0), "rack2": ("failed", FINISHED + 60)}  # rack2: a newer run than this one
+    known = {"cliques/rack1": ("passed", 10.0), "nvbandwidth/rack2": ("failed", FINISHED + 60)}  # rack2: a newer run
     found = samples(metrics.render(metrics.metric_families(report, None, known)))
     assert value(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
     assert value(found, "gpu_fabric_rack_last_verdict_timestamp_seconds", rack="rack1") == pytest.approx(FINISHED)
@@ -388,7 +413,7 @@ def test_error_records_that_name_each_declared_rack_keep_each_rack_s_last_verdic
         for rack in ("rack1", "rack2")
     ]
     report = build_report(named, "t", UNREACHED_RUN)
-    known = {"rack1": ("failed", 1000.0), "rack2": ("passed", 900.0)}
+    known = {"cliques/rack1": ("failed", 1000.0), "cliques/rack2": ("passed", 900.0)}
     found = samples(metrics.render(metrics.metric_families(report, {"rack2": 900.0}, known, ["rack1", "rack2"])))
     assert racks_labelled(found, "gpu_fabric_rack_verdict") == {"rack1", "rack2"}
     assert value(found, "gpu_fabric_rack_verdict", rack="rack1", verdict="error") == 1

@@ -223,10 +223,11 @@ def test_the_last_pass_and_last_verdict_outlive_the_run_they_came_from(tmp_path)
     assert first["changed"] and first["state_file"] == str(state)
     kept = json.loads(state.read_text())
     assert kept["last_pass"] == {"rack0": pytest.approx(FINISHED), "rack2": pytest.approx(FINISHED)}
-    assert kept["last_verdict"]["rack1"] == {"verdict": "failed", "time": pytest.approx(FINISHED)}
+    assert kept["check_last_verdict"]["nvbandwidth/rack1"] == {"verdict": "failed", "time": pytest.approx(FINISHED)}
+    assert kept["check_last_verdict"]["cliques/rack1"] == {"verdict": "passed", "time": pytest.approx(FINISHED)}
 
     forget_run(history, RUN)
-    assert metrics.history_last_passes(str(history)) == {} and metrics.history_last_verdicts(str(history)) == {}
+    assert metrics.history_last_passes(str(history)) == {} and metrics.history_last_check_verdicts(str(history)) == {}
     again = write_metrics(MetricsRequest(RECORDS, RUN, history_dir=str(history)), write, never, check_mode=False)
     assert not again["changed"] and json.loads(state.read_text()) == kept  # nothing new: the file is left alone
     assert again["metrics"] == first["metrics"]
@@ -246,18 +247,23 @@ def test_a_state_file_that_cannot_be_read_is_a_warning_and_is_written_again(tmp_
 def test_bad_entries_of_the_state_file_are_left_out():
     data = {
         "last_pass": {"rack0": 5.0, "rack1": "soon", "rack2": float("nan"), "rack3": True},
-        "last_verdict": {"rack0": {"verdict": "failed", "time": 4}, "rack1": {"verdict": "error", "time": 4},
-                         "rack2": {"verdict": "passed"}, "rack3": "failed"},
+        "check_last_verdict": {"nvbandwidth/rack0": {"verdict": "failed", "time": 4},
+                               "nvbandwidth/rack1": {"verdict": "error", "time": 4},
+                               "nvbandwidth/rack2": {"verdict": "passed"}, "nvbandwidth/rack3": "failed",
+                               "rack4": {"verdict": "passed", "time": 4}},
+        "last_verdict": {"rack5": {"verdict": "failed", "time": 4}},  # version 1: a rack's, naming no check
     }  # fmt: skip
-    assert metrics_run.state_of(data) == metrics_run.KnownState({"rack0": 5.0}, {"rack0": ("failed", 4.0)})
+    assert metrics_run.state_of(data) == metrics_run.KnownState({"rack0": 5.0}, {"nvbandwidth/rack0": ("failed", 4.0)})
     assert metrics_run.state_of(["not", "a", "state"]) == metrics_run.KnownState()
 
 
 def test_the_state_only_moves_forward():
-    older = metrics_run.KnownState({"rack1": 10.0, "rack2": 50.0}, {"rack1": ("failed", 20.0)})
-    newer = metrics_run.KnownState({"rack1": 30.0}, {"rack1": ("passed", 30.0), "rack2": ("passed", 50.0)})
+    older = metrics_run.KnownState({"rack1": 10.0, "rack2": 50.0}, {"nvbandwidth/rack1": ("failed", 20.0)})
+    newer = metrics_run.KnownState(
+        {"rack1": 30.0}, {"nvbandwidth/rack1": ("passed", 30.0), "cliques/rack2": ("passed", 50.0)}
+    )
     expected = metrics_run.KnownState(
-        {"rack1": 30.0, "rack2": 50.0}, {"rack1": ("passed", 30.0), "rack2": ("passed", 50.0)}
+        {"rack1": 30.0, "rack2": 50.0}, {"nvbandwidth/rack1": ("passed", 30.0), "cliques/rack2": ("passed", 50.0)}
     )
     assert older.merged(newer) == expected and newer.merged(older) == expected
 

@@ -333,3 +333,51 @@ def test_the_module_replaces_a_regular_textfile_keeping_its_mode(tmp_path):
     assert textfile.read_text() == result["metrics"] and stat.S_IMODE(os.stat(textfile).st_mode) == 0o640
     assert sorted(os.listdir(tmp_path)) == ["gpu_fabric.prom"]
 
+
+TONIGHT = "20261202T101500Z-c11q"
+TONIGHT_AT = "2026-12-02T10:15:02Z"
+
+
+def cliques_only_run(records_dir: Path) -> None:
+    """A run of the cliques check alone (``--tags cliques``) tonight: it passed on every rack."""
+    (records_dir / "cliques").mkdir(parents=True)
+    for rack in ("rack0", "rack1", "rack2"):
+        record = json.loads((RECORDS / "cliques" / f"{rack}.json").read_text())
+        record.update(run_id=TONIGHT, started=TONIGHT_AT, finished=TONIGHT_AT)
+        assert record["passed"] is True
+        (records_dir / "cliques" / f"{rack}.json").write_text(json.dumps(record))
+
+
+REQUIRED = ["cliques", "imex_channel", "nvbandwidth"]
+
+
+def test_a_run_of_some_checks_passes_no_rack_whose_required_check_failed_or_never_ran(tmp_path):
+    history, records = tmp_path / "runs", tmp_path / "records"
+    kept_fixture_run(history)  # last night: rack1 failed nvbandwidth, rack0 and rack2 passed every check
+    cliques_only_run(records)
+    args = {"records_dir": str(records), "run_id": TONIGHT, "racks": ["rack0", "rack1", "rack2"]}
+    result = in_process(dict(args, history_dir=str(history), required_checks=REQUIRED))
+    assert not result["failed"], result
+    found = parsed(result["metrics"])
+    tonight = datetime(2026, 12, 2, 10, 15, 2, tzinfo=timezone.utc).timestamp()
+    assert sample(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="failed") == 1
+    assert sample(found, "gpu_fabric_rack_last_verdict", rack="rack1", verdict="passed") == 0
+    assert sample(found, "gpu_fabric_rack_last_verdict_timestamp_seconds", rack="rack1") == pytest.approx(FINISHED)
+    assert sample(found, "gpu_fabric_rack_check_last_verdict", rack="rack1", check="nvbandwidth", verdict="failed") == 1
+    assert sample(found, "gpu_fabric_rack_check_last_verdict", rack="rack1", check="cliques", verdict="passed") == 1
+    assert sample(
+        found, "gpu_fabric_rack_check_last_verdict_timestamp_seconds", rack="rack1", check="cliques"
+    ) == pytest.approx(tonight)
+    # rack0 passed every required check, cliques tonight and the others last night
+    assert sample(found, "gpu_fabric_rack_last_verdict", rack="rack0", verdict="passed") == 1
+    assert sample(found, "gpu_fabric_rack_last_verdict_timestamp_seconds", rack="rack0") == pytest.approx(tonight)
+
+    # a new history: tonight's cliques are the only evidence, so no rack passes and each names what is missing
+    alone = parsed(in_process(dict(args, history_dir=str(tmp_path / "new"), required_checks=REQUIRED))["metrics"])
+    for rack in ("rack0", "rack1", "rack2"):
+        assert sample(alone, "gpu_fabric_rack_last_verdict", rack=rack, verdict="passed") == 0
+        assert sample(alone, "gpu_fabric_rack_last_verdict", rack=rack, verdict="unverified") == 1
+    missing = {
+        (dict(labels)["rack"], dict(labels)["check"]) for name, labels in alone if name.endswith("missing_check")
+    }
+    assert missing == {(rack, check) for rack in ("rack0", "rack1", "rack2") for check in REQUIRED[1:]}
