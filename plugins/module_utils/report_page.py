@@ -225,6 +225,28 @@ def tray_count_words(counts: dict[str, int]) -> str:
     return "".join(f", {counts[key]} {text}" for key, text in words if counts.get(key))
 
 
+def map_trays(report: dict[str, Any], rack: str) -> list[dict[str, str]]:
+    """The rack's cells of the fleet map, in natural order of their names: one per tray a record found, coloured by
+    its verdict, and one per tray gpu_fabric_racks declares that the cluster lacks (the rack's ``missing_trays``),
+    marked missing with its reason: the map shows the fleet as declared, not only what the cluster showed."""
+    found = {node: tray for node, tray in report["trays"].items() if tray["rack"] == rack}
+    missing = {
+        entry["node"]: entry["reason"]
+        for entry in report["racks"][rack].get("missing_trays") or []
+        if entry["node"] not in found
+    }
+    names = sorted([*found, *missing], key=natural_key)
+    prefix = _common_prefix(names)
+    return [
+        {
+            "label": _tray_label(node, prefix),
+            "css": f"tray tray-{found[node]['verdict']}" if node in found else "tray tray-missing",
+            "title": f"{node}: {found[node]['summary']}" if node in found else f"{node}: missing: {missing[node]}",
+        }
+        for node in names
+    ]
+
+
 def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]:
     """Everything the templates show, as plain strings and lists."""
     checks = report["checks"]
@@ -250,22 +272,7 @@ def report_view(report: dict[str, Any], heatmaps: bool = True) -> dict[str, Any]
         trays_text = f"{counts['verified']} of {total}" + tray_count_words(counts)
         fleet_rows.append({"rack": rack, "anchor": anchor(rack), "cells": cells, "trays": trays_text})
 
-        nodes = [node for node, tray in report["trays"].items() if tray["rack"] == rack]
-        prefix = _common_prefix(nodes)
-        fleet_map.append(
-            {
-                "rack": rack,
-                "anchor": anchor(rack),
-                "trays": [
-                    {
-                        "label": _tray_label(node, prefix),
-                        "css": f"tray tray-{report['trays'][node]['verdict']}",
-                        "title": f"{node}: {report['trays'][node]['summary']}",
-                    }
-                    for node in nodes
-                ],
-            }
-        )
+        fleet_map.append({"rack": rack, "anchor": anchor(rack), "trays": map_trays(report, rack)})
         headline = f"clique {info['clique']}" if info["clique"] else "no single clique"
         headline += f"; {counts['verified']} of {total} GPU trays verified" + tray_count_words(counts)
         racks.append(

@@ -198,6 +198,7 @@ table.facts code { white-space: pre; }
 .tray-passed { background: #aceebb; }
 .tray-failed { background: #ff8182; font-weight: bold; }
 .tray-skipped { background: #eaeef2; color: #57606a; }
+.tray-missing { background: #ffffff; color: #cf222e; border: 1px dashed #cf222e; }
 table.heatmap td { text-align: right; font-variant-numeric: tabular-nums; min-width: 4.5em; }
 table.heatmap td.na { background: #eaeef2; color: #57606a; text-align: center; }
 table.heatmap td.cell-fail { outline: 3px solid #cf222e; outline-offset: -3px; font-weight: bold; }
@@ -223,8 +224,9 @@ svg.spark { display: block; }
 {% endif %}
 <h2>Fleet map</h2>
 <p><span class="tray tray-passed">passed</span> <span class="tray tray-failed">failed</span>
-<span class="tray tray-skipped">skipped</span> one box per GPU tray, coloured by its worst verdict over the checks
-of this run; hover a tray for what it passed and what failed.</p>
+<span class="tray tray-skipped">skipped</span> <span class="tray tray-missing">missing</span> one box per GPU tray,
+coloured by its worst verdict over the checks of this run, and one per declared tray the cluster lacks; hover a tray
+for what it passed and what failed, or why it is missing.</p>
 <div class="fleet-map">
 {% for rack in fleet_map %}
 <div class="rack"><div class="rack-name"><a href="#{{ rack.anchor }}">{{ rack.rack }}</a></div><div class="trays">

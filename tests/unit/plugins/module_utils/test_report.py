@@ -971,6 +971,27 @@ def test_the_declared_racks_and_trays_the_cluster_lacks_are_counted_named_and_fa
     }
 
 
+def test_the_html_fleet_map_draws_each_declared_tray_the_cluster_lacks_as_missing_with_its_reason():
+    records = [
+        declared_record(
+            "rack1", "passed", ["gb200-r1-t0", "gb200-r1-t10"], ["gb200-r1-t0", "gb200-r1-t2", "gb200-r1-t10"]
+        ),
+        declared_record("rack9", "error", [], ["gb200-r9-t0", "gb200-r9-t1"]),
+    ]
+    collector = PageCollector()
+    collector.feed(render_html(build_report(records, "t", RUN)))
+    assert [(css, label) for css, _title, label in collector.trays] == [
+        ("tray tray-passed", "t0"),
+        ("tray tray-missing", "t2"),  # in its place among the trays found
+        ("tray tray-passed", "t10"),
+        ("tray tray-missing", "t0"),
+        ("tray tray-missing", "t1"),
+    ]
+    titles = [title for _css, title, _label in collector.trays]
+    assert titles[1] == f"gb200-r1-t2: missing: {NO_NODE}"
+    assert titles[4] == f"gb200-r9-t1: missing: {NO_NODE}"
+
+
 def test_a_rack_short_of_its_trays_is_counted_against_the_trays_it_declares():
     """17 of 18 trays found, the clique check failed naming no tray: not '17 of 17 verified' beside 17 trays the
     report marks not verified, but 0 of 18, one missing, 17 measured and not verified, as the trays' verdicts say."""
