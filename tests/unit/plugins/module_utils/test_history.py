@@ -445,6 +445,32 @@ def test_retention_by_age_keeps_a_last_pass_and_says_so():
     assert history.last_passing_runs(runs) == {"nvbandwidth/rack0": "old-pass"}
 
 
+def test_retention_keeps_the_baseline_run_of_each_testcase_as_baseline_for_chooses_it(tmp_path):
+    def run(run_id, day, testcase, product=True):
+        record = nvb_record(run_id, started=f"2026-12-0{day}T10:00:00Z")
+        record["details"]["testcase"] = testcase
+        if not product:
+            record["details"]["references"] = [{"kind": "median", "gbps": 820.0}]
+        return record_run(str(tmp_path), run_id, [record], keep_runs=1, keep_days=0, now=NOW)
+
+    run("r1", 1, TESTCASE)
+    run("r2", 2, "device_to_device_memcpy_write_ce")
+    result = run("r3", 3, TESTCASE, product=False)  # the newest pass, against its own median: no baseline
+    assert result["removed_runs"] == []
+    assert result["kept_baseline"] == {
+        "r1": [f"nvbandwidth/rack0/{TESTCASE}"],
+        "r2": ["nvbandwidth/rack0/device_to_device_memcpy_write_ce"],
+    }
+    assert baseline_for(str(tmp_path), "nvbandwidth", "rack0", TESTCASE)["run_id"] == "r1"
+    assert baseline_for(str(tmp_path), "nvbandwidth", "rack0", "device_to_device_memcpy_write_ce")["run_id"] == "r2"
+    # the pin is the baseline of the testcase it holds: r1 goes; r2 stays the baseline of the other testcase
+    pin_run(str(tmp_path), "r3")
+    result = run("r4", 4, TESTCASE, product=False)
+    assert result["removed_runs"] == ["r1"]
+    assert result["kept_baseline"] == {"r2": ["nvbandwidth/rack0/device_to_device_memcpy_write_ce"]}
+    assert run_ids(tmp_path) == ["r4", "r3", "r2"]
+
+
 # ----------------------------------------------------------------------------------------- a corrupt index
 
 
