@@ -16,8 +16,7 @@ import difflib
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_run import TEXTFILE_SUFFIX
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, metrics_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import PushTarget, target_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
@@ -87,22 +86,16 @@ def settings_problems(settings: Any, selected: Sequence[str]) -> List[str]:
     return problems
 
 
-def textfile_problems(path: str, is_dir: Callable[[str], bool] = os.path.isdir) -> List[str]:
-    """The metrics textfile: a ``.prom`` file (node-exporter reads no other) in a directory that exists."""
+def textfile_problems(path: str) -> List[str]:
+    """The metrics textfile as the metrics' writer holds it before it writes (``metrics_run``): a ``.prom`` file, in a
+    directory that exists, a regular file or none (never a link)."""
     if not path:
         return []
-    if not path.endswith(TEXTFILE_SUFFIX):
-        return [
-            f"{TEXTFILE_VARIABLE} is {path}, which does not end in {TEXTFILE_SUFFIX}: node-exporter's textfile "
-            f"collector reads only *{TEXTFILE_SUFFIX} files; name a {TEXTFILE_SUFFIX} file in its "
-            "--collector.textfile.directory"
-        ]
-    directory = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
-    if not is_dir(directory):
-        return [
-            f"{TEXTFILE_VARIABLE} is {path}, whose directory {directory} does not exist: create it or name a "
-            f"{TEXTFILE_SUFFIX} file in node-exporter's --collector.textfile.directory"
-        ]
+    try:
+        # the writer's own rule; it reads the file as it is (text "" stands for the metrics, which do not exist yet)
+        metrics_run._textfile_change(os.path.abspath(os.path.expanduser(path)), "")
+    except metrics_run.MetricsError as exc:
+        return [f"{TEXTFILE_VARIABLE}: {one_line(exc)}"]
     return []
 
 

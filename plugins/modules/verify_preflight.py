@@ -18,8 +18,9 @@ description:
   - O(settings) (C(gpu_fabric_verify_settings)) is held to every check's option groups, and each check that this
     run gives to the role C(verify_checks) (by O(run_tags), O(skip_tags) and O(checks)) is made from them as
     M(gpu_fabric.mnnvl.fabric_verify) makes it, so what the check refuses is refused here.
-  - O(metrics_textfile) must end in C(.prom) and be in a directory that exists; O(pushgateway_url) must be an
-    http(s) URL with a host.
+  - O(metrics_textfile) is held to the rule of M(gpu_fabric.mnnvl.verification_metrics), which writes it - it ends in
+    C(.prom), its directory exists, and the path holds a regular file or nothing (never a link); O(pushgateway_url)
+    must be an http(s) URL with a host.
   - The kubeconfig (O(kubeconfig), else the environment's C(K8S_AUTH_KUBECONFIG), else C(KUBECONFIG) or
     C(~/.kube/config); none is needed inside a pod or with C(K8S_AUTH_HOST)) must exist and load with the context
     O(kube_context), as the Kubernetes client loads it.

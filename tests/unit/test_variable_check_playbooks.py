@@ -175,9 +175,10 @@ def test_the_metrics_settings_fail_the_verify_stage_before_the_first_check(inven
         kubeconfig=kubeconfig,
     )
     assert (
-        f"[ERROR]: Task failed: Module failed: gpu_fabric_verify_metrics_textfile is {textfile}, whose directory "
-        f"{textfile.parent} does not exist: create it or name a .prom file in node-exporter's "
-        "--collector.textfile.directory\ngpu_fabric_verify_pushgateway_url: pushgateway_url 'pushgateway:9091' is not "
+        f"[ERROR]: Task failed: Module failed: gpu_fabric_verify_metrics_textfile: textfile {textfile} cannot be "
+        f"written: its directory {textfile.parent} does not exist; create it (node-exporter's "
+        "--collector.textfile.directory) or set textfile (report_metrics_textfile) to a file in that directory"
+        "\ngpu_fabric_verify_pushgateway_url: pushgateway_url 'pushgateway:9091' is not "
         "an http(s) URL; expected e.g. http://pushgateway.monitoring:9091\n"
     ) in output
     assert FIRST_CHECK not in output

@@ -65,22 +65,30 @@ def test_settings_that_are_no_mapping_are_refused():
     ]
 
 
-def test_a_textfile_not_ending_in_prom_is_refused():
-    assert vp.textfile_problems("/var/lib/node_exporter/gpu.txt", lambda path: True) == [
-        "gpu_fabric_verify_metrics_textfile is /var/lib/node_exporter/gpu.txt, which does not end in .prom: "
-        "node-exporter's textfile collector reads only *.prom files; name a .prom file in its "
-        "--collector.textfile.directory"
+def test_a_textfile_not_ending_in_prom_is_refused(tmp_path):
+    path = tmp_path / "gpu.txt"
+    assert vp.textfile_problems(str(path)) == [
+        f"gpu_fabric_verify_metrics_textfile: textfile {path} does not end in .prom; node-exporter's textfile "
+        "collector reads only *.prom files in its --collector.textfile.directory"
     ]
 
 
 def test_a_textfile_in_a_missing_directory_is_refused(tmp_path):
     path = tmp_path / "absent" / "gpu.prom"
     assert vp.textfile_problems(str(path)) == [
-        f"gpu_fabric_verify_metrics_textfile is {path}, whose directory {path.parent} does not exist: create it or "
-        "name a .prom file in node-exporter's --collector.textfile.directory"
+        f"gpu_fabric_verify_metrics_textfile: textfile {path} cannot be written: its directory {path.parent} does "
+        "not exist; create it (node-exporter's --collector.textfile.directory) or set textfile "
+        "(report_metrics_textfile) to a file in that directory"
     ]
     assert vp.textfile_problems(str(tmp_path / "gpu.prom")) == []
     assert vp.textfile_problems("") == []
+
+
+def test_a_textfile_that_is_a_link_is_refused_as_the_writer_refuses_it(tmp_path):
+    (tmp_path / "elsewhere").write_text("")
+    (tmp_path / "gpu.prom").symlink_to(tmp_path / "elsewhere")
+    [line] = vp.textfile_problems(str(tmp_path / "gpu.prom"))
+    assert line.startswith(f"gpu_fabric_verify_metrics_textfile: textfile {tmp_path / 'gpu.prom'} is a symbolic link")
 
 
 def test_a_pushgateway_url_without_a_scheme_is_refused():
@@ -137,7 +145,7 @@ def test_the_preflight_gives_every_problem_and_the_checks_the_run_selects(tmp_pa
         "run_tags": [],
         "skip_tags": [],
         "own_roles": ["cliques", "imex_channel", "nvbandwidth", "nccl"],
-        "metrics_textfile": "metrics.txt",
+        "metrics_textfile": str(tmp_path / "metrics.txt"),
         "pushgateway_url": "",
         "kubeconfig": str(tmp_path / "absent"),
         "kube_context": "",
@@ -148,7 +156,7 @@ def test_the_preflight_gives_every_problem_and_the_checks_the_run_selects(tmp_pa
     assert [line.split(" ", 1)[0] for line in result["problems"]] == [
         "gpu_fabric_verify_checks",
         "gpu_fabric_verify_settings:",
-        "gpu_fabric_verify_metrics_textfile",
+        "gpu_fabric_verify_metrics_textfile:",
         "the",
     ]
     assert "(did you mean dcgm_diag?)" in result["problems"][0]

@@ -32,5 +32,5 @@ def test_every_problem_is_one_line_of_the_message(tmp_path, closed_port_kubeconf
     assert [line.split(" ", 1)[0] for line in result["problems"]] == [
         "gpu_fabric_verify_checks",
         "gpu_fabric_verify_settings:",
-        "gpu_fabric_verify_metrics_textfile",
+        "gpu_fabric_verify_metrics_textfile:",
     ]
