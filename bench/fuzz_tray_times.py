@@ -124,7 +124,7 @@ class Crash(Exception):
 def sound_record(time: datetime = NOW - timedelta(days=1)) -> Dict[str, Any]:
     """A tray every required check passed a day before NOW, as node_verdict writes it."""
     entries = {name: tray_state.check_fields("passed", time, "r1", time + timedelta(hours=168)) for name in CHECKS}
-    record, _ = tray_state.tray_record(entries, None, CHECKS, NOW)
+    record = tray_state.tray_record(entries, None, CHECKS, NOW)[0]
     return record
 
 
@@ -325,7 +325,7 @@ ENTRY_POINTS: Dict[str, Callable[[Case], int]] = {
 def run_fuzz(cases: int = 3000, seed: int = 0, show: int = 3) -> Dict[str, Tally]:
     rnd = random.Random(seed)
     tallies = {name: Tally() for name in ENTRY_POINTS}
-    for _ in range(cases):
+    for _case in range(cases):
         case = make_case(rnd)
         for name, entry in ENTRY_POINTS.items():
             tally = tallies[name]

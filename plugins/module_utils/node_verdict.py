@@ -617,7 +617,7 @@ def plan_node(
     moment = read_time(time)[0] or _now(now)
     at = now if now is not None else moment  # by default the tray is judged when the run finished
     entries, kept = merged_entries(current, tray, moment, run, settings.valid_hours)
-    written = [name for name, _, _ in tray.outcomes if name not in kept]
+    written = [outcome[0] for outcome in tray.outcomes if outcome[0] not in kept]
     skip = merged_skip(current, held_skip(node, settings), tray, moment, run, written)
     if not written and not tray.own_skip_reason:
         # nothing measured or skipped for the tray's own state: the run learnt nothing of it

@@ -293,7 +293,7 @@ def standing(state: TrayState, required: Sequence[str], now: datetime) -> Standi
         return Standing(INCOMPLETE, "incomplete: no check verified the tray", None, None, newest)
     if missing or expired:
         words = missing + [f"{name} expired at {rfc3339(until)}" for name, until in expired]
-        first_expiry = min((until for _, until in expired), default=None)
+        first_expiry = min((entry[1] for entry in expired), default=None)
         return Standing(INCOMPLETE, "incomplete: " + "; ".join(words), None, None if missing else first_expiry, newest)
     until = min(entries[name].valid_until for name in wanted)  # type: ignore[type-var]
     passed = sorted(name for name, entry in entries.items() if entry.outcome == PASSED and not entry.problem)

@@ -41,7 +41,7 @@ def downloads() -> List[Tuple[str, str, str, str]]:
 
 def test_every_download_of_the_roles_reads_its_url_from_the_mirror_settings():
     found = downloads()
-    assert any(role == "containerd" for role, *_ in found)  # the walk finds the downloads it is about
+    assert any(entry[0] == "containerd" for entry in found)  # the walk finds the downloads it is about
     problems = [
         f"roles/{role}/tasks/{file}: {name!r} downloads {url}, not a mirror_settings result (.urls.<name>)"
         for role, file, name, url in found

@@ -68,7 +68,7 @@ def test_site_vars_reads_only_the_verify_variables_and_gives_plain_values():
         "gpu_fabric_racks": {"rack-a": ["t0"]},
         "verify_nvbandwidth_image": "registry.example.com/nvbandwidth:v0.7",
     }
-    assert type(values["verify_nvbandwidth_image"]) is str
+    assert values["verify_nvbandwidth_image"].__class__ is str  # not a tagged subclass
     assert sorted(host.read) == ["gpu_fabric_racks", "verify_nvbandwidth_image"]
 
 
@@ -86,7 +86,7 @@ def test_the_refresh_schedule_as_ansible_hands_it_over_reaches_the_refresh_cronj
         {"image": "ee:1", "node_verdict_rbac": True, "refresh_schedule": Tagged("*/30 * * * *")}, RBAC_TEXT
     )
     (refresh,) = objects["refresh"]
-    assert refresh["spec"]["schedule"] == "*/30 * * * *" and type(refresh["spec"]["schedule"]) is str
+    assert refresh["spec"]["schedule"] == "*/30 * * * *" and refresh["spec"]["schedule"].__class__ is str
     assert objects["removed"] == []
 
 

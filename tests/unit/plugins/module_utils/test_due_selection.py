@@ -308,7 +308,7 @@ def checked(node: dict, **checks) -> dict:
         name: check_fields(outcome, NOW - timedelta(days=age), "run-1", NOW - timedelta(days=age) + timedelta(days=7))
         for name, (outcome, age) in checks.items()
     }
-    record, _ = tray_record(entries, None, ("cliques", "imex_channel", "nvbandwidth"), NOW)
+    record = tray_record(entries, None, ("cliques", "imex_channel", "nvbandwidth"), NOW)[0]
     node["metadata"].setdefault("annotations", {})[ANNOTATION_KEY] = json.dumps(record)
     return node
 

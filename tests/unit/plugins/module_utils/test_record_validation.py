@@ -130,5 +130,7 @@ def test_the_validator_is_a_leaf_that_loads_nothing_of_the_collection():
         "print(sorted(m for m in sys.modules if m.startswith(('kubernetes', 'ansible_collections.gpu_fabric.mnnvl.'))"
         " and not m.endswith(('.plugins', '.module_utils', '.record_validation'))))"
     )
-    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(root)}, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={"PYTHONPATH": str(root)}, capture_output=True, text=True, check=False
+    )
     assert (out.returncode, out.stdout.strip()) == (0, "[]"), out.stderr

@@ -194,7 +194,7 @@ def entry(outcome="passed", time=NOW - timedelta(days=1), hours=168, run="r1", s
 
 def per_check(**checks) -> dict:
     """The annotation of a tray with these check entries, as node_verdict writes it at NOW."""
-    record, _ = tray_state.tray_record(checks, None, REQUIRED, NOW)
+    record = tray_state.tray_record(checks, None, REQUIRED, NOW)[0]
     return record
 
 

@@ -271,10 +271,10 @@ def test_the_inventory_runs_on_the_pod_itself_with_the_sites_variables_and_the_r
     }
     # the site's strings are data; the connection's interpreter is the one template of the file
     inventory = inventory_of(config)
-    assert type(inventory["all"]["vars"]["gpu_fabric_verify_cliques"][0]) is Data
-    assert type(inventory["all"]["vars"]["gpu_fabric_report_dir"]) is Data
+    assert (inventory["all"]["vars"]["gpu_fabric_verify_cliques"][0]).__class__ is Data
+    assert (inventory["all"]["vars"]["gpu_fabric_report_dir"]).__class__ is Data
     python = inventory["all"]["children"]["k8s_controller"]["hosts"]["localhost"]["ansible_python_interpreter"]
-    assert type(python) is str
+    assert (python).__class__ is str
 
 
 def test_ansible_reads_the_sites_values_in_the_jobs_inventory_as_they_are_never_as_templates(tmp_path):
