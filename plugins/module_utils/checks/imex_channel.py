@@ -173,6 +173,8 @@ class ImexChannelCheck(Check):
             try:
                 listing = "" if gone else run.read_log(names[node])
             except ApiUnavailable as exc:
+                if getattr(exc.__cause__, "status", None) in (401, 403):
+                    raise  # a right the identity lacks, the same on every tray: the run's error, not the tray's
                 gone = f"its pod's log could not be read ({one_line(str(exc))})"
                 listing = ""
             if gone:

@@ -125,3 +125,19 @@ def test_a_tray_without_channel0_fails_and_an_unreported_one_is_named_not_passed
         "ns/imex-channel-gb200-r0-t1 after 10 tries)"
     )
     assert list(result.details["unreported"]) == ["gb200-r0-t1"]
+
+
+class Forbidden(Exception):
+    """What the Kubernetes client raises for a refused request: its ``status``."""
+
+    status = 403
+
+
+def test_a_log_the_identity_may_not_read_is_the_runs_error_not_each_trays():
+    # a missing pods/log right is the same on every tray: the read's own one line goes up as the rack's error
+    refused = kube_api.ApiUnavailable("read the log of pod ns/imex-channel-gb200-r0-t0: 403 Forbidden")
+    refused.__cause__ = Forbidden()
+    logs: Dict[str, Union[str, BaseException]] = dict.fromkeys(TRAYS, refused)
+    with pytest.raises(kube_api.ApiUnavailable) as caught:
+        measure({t: pod(t) for t in TRAYS}, logs)
+    assert caught.value is refused
