@@ -9,14 +9,18 @@ The sibling of ``bench/fuzz_outputs.py`` for what the ``dcgm_diag`` and ``gpu_he
   them with ``dcgm_json``) for a tray of 4 GPUs;
 - ``kernel_log``: real kernel logs (tests/fixtures/nvidia-smi/h100-device-dmesg-*), read by
   ``kernel_log.parse_kernel_log``: a tray passes while no Xid and no fatal SXid is in it;
-- ``gpu_memory``: real ``nvidia-smi -q -x`` reports, read by ``gpu_memory.memory_problems``.
+- ``gpu_memory``: real ``nvidia-smi -q -x`` reports, read by ``gpu_memory.memory_problems``;
+- ``nvlink_status``: ``nvidia-smi nvlink -s`` (real public GB200 and V100 outputs, the H200 capture, the GB200 ones
+  synthesized in that layout), judged by ``gpu_health.nvlink_status_problems`` for a tray of the seed's GPUs with
+  18 links each.
 
 Each case applies one mutation to one seed. **Cosmetic** mutations leave the data as they were (JSON re-indented,
 keys reordered, ids as strings, a line before the JSON; CRLF, trailing blanks, unrelated kernel lines, wall-clock
 stamps; XML re-indented): verdict and numbers must be the seed's. **Damaging** ones take evidence away or add a
 fault (a GPU's result dropped, a Skip or Not Run, an exit status the JSON does not explain, a GPU the tray does not
 have, the JSON cut; an Xid in any form the driver prints, MIG's included, or a fatal SXid; a memory fault or an
-uncorrectable count): the verdict must fail. Only applied to seeds that pass. **Neutral** ones (random cuts,
+uncorrectable count; a link inactive, without a figure or not listed, a GPU unread or left out): the verdict must
+fail. Only applied to seeds that pass. **Neutral** ones (random cuts,
 flipped characters, nulls and wrong types in the JSON, huge and empty inputs) are only checked for tracebacks.
 
 A traceback is any exception but the entry point's documented one (``ValueError`` for ``memory_problems``; none for
@@ -49,7 +53,7 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 import_collection()
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import gpu_memory, kernel_log  # noqa: E402
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import dcgm_diag  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import dcgm_diag, gpu_health  # noqa: E402
 
 COSMETIC = "cosmetic"
 DAMAGING = "damaging"
@@ -520,6 +524,98 @@ def memory_target() -> Target:
 
 
 # --------------------------------------------------------------------------------------------
+# nvlink_status: nvidia-smi nvlink -s, judged for a tray of the seed's GPUs with 18 links each
+# --------------------------------------------------------------------------------------------
+
+# seed -> the GPUs its tray has: real public and captured outputs, and the GB200 ones synthesized in that layout
+NVLINK_STATUS_SEEDS = {
+    "h200x2-nvidia-smi-nvlink-s.txt": 2,
+    "gb200-k8s-test-infra-371-nvidia-smi-nvlink-s.txt": 2,
+    "v100-azhpc-diagnostics-73-nvidia-smi-nvlink-s.txt": 4,
+    "synth-gb200-nvidia-smi-nvlink-s.txt": GPUS,
+    "synth-gb200-degraded-nvidia-smi-nvlink-s.txt": GPUS,
+}
+NVLINK_LINE_FAULTS = (
+    "<inactive>",
+    "N/A",
+    "Not Supported",
+)
+
+
+def nvlink_status_observe(content: Dict[str, Any]) -> Observation:
+    problems, up = gpu_health.nvlink_status_problems(content["text"], content["gpus"], gpu_health.NVLINKS_PER_GPU)
+    if any("\n" in line for line in problems):
+        raise Unclean(f"a problem of more than one line: {problems}")
+    return Observation(not problems, (tuple(problems), up), "; ".join(problems))
+
+
+def nvlink_status_indent(rng: random.Random, seed: Seed) -> Dict[str, Any]:
+    """The tab and space before each link as a copy into an issue shows them: spaces only."""
+    indent = rng.choice(("         ", "    ", "\t"))
+    return _with_text(
+        seed,
+        "\n".join(
+            indent + line.lstrip() if line.lstrip().startswith("Link ") else line
+            for line in seed.content["text"].split("\n")
+        ),
+    )
+
+
+def _link_lines(seed: Seed) -> List[int]:
+    return [n for n, line in enumerate(seed.content["text"].split("\n")) if line.lstrip().startswith("Link ")]
+
+
+def nvlink_link_down(rng: random.Random, seed: Seed) -> Dict[str, Any]:
+    lines = seed.content["text"].split("\n")
+    at = rng.choice(_link_lines(seed))
+    lines[at] = lines[at][: lines[at].index(":") + 1] + " " + rng.choice(NVLINK_LINE_FAULTS)
+    return _with_text(seed, "\n".join(lines))
+
+
+def nvlink_link_dropped(rng: random.Random, seed: Seed) -> Dict[str, Any]:
+    lines = seed.content["text"].split("\n")
+    del lines[rng.choice(_link_lines(seed))]
+    return _with_text(seed, "\n".join(lines))
+
+
+def nvlink_gpu_unread(rng: random.Random, seed: Seed) -> Dict[str, Any]:
+    """One GPU's links replaced by what NVML prints when it cannot tell, or the GPU left out."""
+    blocks = seed.content["text"].split("GPU ")
+    at = rng.randrange(1, len(blocks))
+    head = blocks[at].split("\n", 1)[0]
+    unread = (
+        head + " NVML: Unable to retrieve Nvlink information as all links are inActive\n",
+        head + "\n\t NVML: Unable to retrieve NVLink information: Not Supported\n",
+        None,
+    )
+    blocks[at : at + 1] = [text for text in [rng.choice(unread)] if text is not None]
+    return _with_text(seed, "GPU ".join(blocks))
+
+
+def nvlink_status_target() -> Target:
+    seeds = [
+        Seed(name, {"text": (FIXTURES / "nvidia-smi" / name).read_text(), "gpus": gpus})
+        for name, gpus in NVLINK_STATUS_SEEDS.items()
+    ]
+    return Target(
+        "nvlink_status",
+        seeds,
+        nvlink_status_observe,
+        (),
+        {
+            COSMETIC: [("CRLF", crlf), ("trailing blanks", trailing_blanks), ("indent", nvlink_status_indent)],
+            DAMAGING: [
+                ("a link inactive or without a figure", nvlink_link_down),
+                ("a link not listed", nvlink_link_dropped),
+                ("a GPU unread or not listed", nvlink_gpu_unread),
+            ],
+            NEUTRAL: neutral_text_mutations(),
+        },
+        weight=0.5,
+    )
+
+
+# --------------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------------
 
@@ -538,7 +634,7 @@ class Tally:
 
 
 def targets() -> List[Target]:
-    found = [dcgm_target(), kernel_target(), memory_target()]
+    found = [dcgm_target(), kernel_target(), memory_target(), nvlink_status_target()]
     for target in found:
         for seed in target.seeds:
             seed.baseline = target.run(seed.content)

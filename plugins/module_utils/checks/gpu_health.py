@@ -4,7 +4,8 @@
 """The check ``gpu_health``: the passive signals that predict a failing tray, read on every usable tray.
 
 One pod per tray prints, between markers, ``nvidia-smi -q -x`` (fabric state and health, ECC errors, row
-remapping, retired pages), ``nvidia-smi nvlink -e`` (NVLink error and recovery counters), the kernel log
+remapping, retired pages), ``nvidia-smi nvlink -s`` (each NVLink's state and bandwidth), ``nvidia-smi nvlink -e``
+(NVLink error and recovery counters), the kernel log
 (``dmesg``: the ``NVRM: Xid`` lines of the GPUs and the ``SXid`` lines of NVSwitches) and the clock and
 uptime that date the kernel log's lines.
 
@@ -18,6 +19,9 @@ the GPU, on:
   ``xid_window_hours`` that is not in ``xid_ignore`` (by default the codes NVIDIA's Xid
   catalogue resolves by restarting the application or ignoring: 13, 31, 43, 45, 63, 94), and a fatal SXid;
   an Xid 154 that sets the recovery action to None is a note;
+* a GPU that ``nvidia-smi nvlink -s`` does not list with ``nvlinks_per_gpu`` (18) links, each with a bandwidth
+  figure (``nvlink_status``): an inactive link fails naming GPU and links; NVML's "all links are inActive" or "Not
+  Supported" instead of the links, a status without a figure, a link not listed: not proven up, never a pass;
 * a non-zero NVLink counter of ``nvlink_fail_counters``: on Blackwell the failed link recoveries, malformed
   packets, buffer overruns, local link integrity and effective (post-FEC) errors; on Hopper and before the
   recovery errors. A successful link recovery is a note, as in DCGM's NVLink health watch (warn, not fail);
@@ -52,6 +56,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_counters i
     count,
     parse_nvlink_errors,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_status import link_problems, parse_nvlink_status
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
@@ -61,6 +66,7 @@ MARK = "#### gpu-fabric"
 SECTIONS = (
     ("clock", "date +%s; cat /proc/uptime"),
     ("nvidia-smi -q -x", "nvidia-smi -q -x"),
+    ("nvidia-smi nvlink -s", "nvidia-smi nvlink -s"),
     ("nvidia-smi nvlink -e", "nvidia-smi nvlink -e"),
     ("dmesg", "dmesg"),
 )
@@ -106,6 +112,7 @@ NVLINK_FAIL_COUNTERS = [
     "Recovery Errors",
 ]
 NVLINK_NOTE_COUNTERS = ("Link recovery successful events",)
+NVLINKS_PER_GPU = 18  # a GB200's NVLink 5 links, each to the rack's NVSwitch trays
 
 _SECTION = re.compile(rf"^{MARK} (begin|end) ([^\n]+?)(?: rc=(\d+))?$", re.M)
 
@@ -148,6 +155,7 @@ class GpuHealthCheck(TrayPodCheck):
                 xid_window_hours=dict(type="int", default=24),
                 xid_ignore=dict(type="list", elements="int", default=list(APPLICATION_XIDS)),
                 nvlink_fail_counters=dict(type="list", elements="str", default=list(NVLINK_FAIL_COUNTERS)),
+                nvlinks_per_gpu=dict(type="int", default=NVLINKS_PER_GPU),
             ),
         ),
     }
@@ -159,18 +167,25 @@ class GpuHealthCheck(TrayPodCheck):
         xid_window_hours: int = 24,
         xid_ignore: Sequence[int] = tuple(APPLICATION_XIDS),
         nvlink_fail_counters: Sequence[str] = tuple(NVLINK_FAIL_COUNTERS),
+        nvlinks_per_gpu: int = NVLINKS_PER_GPU,
     ) -> None:
         self.image = image
         self.runtime_class = runtime_class
         self.xid_window_hours = xid_window_hours
         self.xid_ignore = set(xid_ignore)
         self.nvlink_fail_counters = list(nvlink_fail_counters)
+        self.nvlinks_per_gpu = nvlinks_per_gpu
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> GpuHealthCheck:
         given = params["gpu_health"]
         if given["xid_window_hours"] < 0:
             raise ValueError(f"gpu_health.xid_window_hours is {given['xid_window_hours']}: 0 (since boot) or more")
+        if given["nvlinks_per_gpu"] < 1:
+            raise ValueError(
+                f"gpu_health.nvlinks_per_gpu is {given['nvlinks_per_gpu']}: the NVLinks each GPU has, 1 or more "
+                f"({NVLINKS_PER_GPU} on a GB200)"
+            )
         return cls(**given)
 
     def container(self, run: RackRun, node: str) -> Dict[str, Any]:
@@ -221,6 +236,10 @@ class GpuHealthCheck(TrayPodCheck):
             finding.notes += verdict.warnings
             for index, problems in sorted(memory.items()):
                 finding.problems += [f"GPU {index}: {problem}" for problem in problems]
+        links_up = 0
+        if not parts["nvidia-smi nvlink -s"][1] and parts["nvidia-smi nvlink -s"][0].strip():
+            problems, links_up = nvlink_status_problems(parts["nvidia-smi nvlink -s"][0], gpus, self.nvlinks_per_gpu)
+            finding.problems += problems
         if not parts["nvidia-smi nvlink -e"][1]:
             counters = parse_nvlink_errors(parts["nvidia-smi nvlink -e"][0])
             if parts["nvidia-smi nvlink -e"][0].strip():
@@ -238,6 +257,8 @@ class GpuHealthCheck(TrayPodCheck):
             "expected_gpus": gpus,
             "driver_version": report.driver_version if report else None,
             "fabric": sorted({f"{g.fabric.state}/{g.fabric.status}" for g in report.gpus}) if report else [],
+            "nvlinks_up": links_up,
+            "expected_nvlinks": gpus * self.nvlinks_per_gpu,
             "exit_codes": {name: parts[name][1] for name, _command in SECTIONS},
         }
         return finding
@@ -284,6 +305,16 @@ class GpuHealthCheck(TrayPodCheck):
             return None  # no clock: every event counts
         uptime = float(numbers[1])
         return uptime - self.xid_window_hours * 3600.0
+
+
+def nvlink_status_problems(text: str, gpus: int, links_per_gpu: int) -> Tuple[List[str], int]:
+    """``nvidia-smi nvlink -s`` of a tray of ``gpus`` GPUs judged: (one line per problem, the links proven up)."""
+    links = parse_nvlink_status(text)
+    problems = _count_problems("nvidia-smi nvlink -s", sorted(links.gpus), gpus)
+    if problems and links.stray:
+        problems[0] += f"; it printed: {one_line(links.stray[0], 160, '...')}"
+    problems += link_problems(links, gpus, links_per_gpu)
+    return problems, sum(len(links.gpus[index].up) for index in range(gpus) if index in links.gpus)
 
 
 def _count_problems(tool: str, listed: Sequence[int], gpus: int) -> List[str]:

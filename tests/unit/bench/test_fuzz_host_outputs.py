@@ -21,7 +21,7 @@ _SPEC.loader.exec_module(fuzz)
 
 def test_a_short_run_has_no_false_verdict_and_no_traceback():
     tallies = fuzz.run_fuzz(cases=400, seed=1)
-    assert sorted(tallies) == ["dcgm_diag", "gpu_memory", "kernel_log"]
+    assert sorted(tallies) == ["dcgm_diag", "gpu_memory", "kernel_log", "nvlink_status"]
     assert sum(t.cases for t in tallies.values()) == 400
     for name, tally in tallies.items():
         assert tally.cases > 0 and tally.expected_fail > 0, name
@@ -39,6 +39,7 @@ def test_the_seeds_judge_as_their_fixtures_say():
     assert passing["dcgm_diag"] == ["dcgm-4.6.0-r1-gb200-pass.json", "dcgm-r1-imex-unhealthy-hypothetical.json"]
     assert passing["kernel_log"] == ["h100-device-dmesg-T-nvrm-boot.txt", "h100-device-dmesg-nvrm-boot.txt"]
     assert len(passing["gpu_memory"]) == 4
+    assert passing["nvlink_status"] == ["h200x2-nvidia-smi-nvlink-s.txt", "synth-gb200-nvidia-smi-nvlink-s.txt"]
     skipped = next(s for s in targets["dcgm_diag"].seeds if s.name == "dcgm-4.6.0-r3-gb200-pass-nccl-skip.json")
     assert skipped.baseline.reason.startswith("GPU 0, 1, 2, 3: nccl_tests skipped, so not proven")
 

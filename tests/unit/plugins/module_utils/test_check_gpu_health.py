@@ -5,6 +5,7 @@ the sim's stand-in prints (sim/simrack/programs/gpu_health.py), healthy and unde
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -28,13 +29,34 @@ TRAY = {
 }
 
 
+def nvlink_s(log: str, inactive: dict | None = None) -> str:
+    """``nvidia-smi nvlink -s`` of the log's GPUs in the layout a GB200 prints (NVIDIA/k8s-test-infra issue 371:
+    18 links at 53.125 GB/s), links ``inactive[gpu]`` shown ``<inactive>``."""
+    lines = []
+    for gpu, uuid in enumerate(re.findall(r"<uuid>([^<]+)</uuid>", log)):
+        lines.append(f"GPU {gpu}: NVIDIA GB200 (UUID: {uuid})")
+        down = (inactive or {}).get(gpu, ())
+        lines += [f"\t Link {n}: {'<inactive>' if n in down else '53.125 GB/s'}" for n in range(18)]
+    return "\n".join(lines)
+
+
+def tray_log(faults=None) -> str:
+    """The stand-in's log of this tray; its ``nvidia-smi nvlink -s`` section written here where it prints none."""
+    log = standin.log({}, TRAY, faults or {})
+    if f"{MARK} begin nvidia-smi nvlink -s\n" in log:
+        return log
+    at = log.index(f"{MARK} begin nvidia-smi nvlink -e\n")
+    section = f"{MARK} begin nvidia-smi nvlink -s\n{nvlink_s(log)}\n{MARK} end nvidia-smi nvlink -s rc=0\n"
+    return log[:at] + section + log[at:]
+
+
 def check(**given) -> GpuHealthCheck:
     params = checks.with_settings({"settings": {"gpu_health": given}})
     return GpuHealthCheck.from_params(params)
 
 
 def judged(faults=None, **given):
-    return check(**given).judge_tray("gb200-r0-t3", standin.log({}, TRAY, faults or {}), 4)
+    return check(**given).judge_tray("gb200-r0-t3", tray_log(faults), 4)
 
 
 def test_hopper_counters_are_read_too():
@@ -53,7 +75,15 @@ def test_a_healthy_gb200_tray_passes_with_its_four_gpus_in_one_clique():
         "expected_gpus": 4,
         "driver_version": "580.95.05",
         "fabric": ["Completed/Success"],
-        "exit_codes": {"clock": 0, "nvidia-smi -q -x": 0, "nvidia-smi nvlink -e": 0, "dmesg": 0},
+        "nvlinks_up": 72,
+        "expected_nvlinks": 72,
+        "exit_codes": {
+            "clock": 0,
+            "nvidia-smi -q -x": 0,
+            "nvidia-smi nvlink -s": 0,
+            "nvidia-smi nvlink -e": 0,
+            "dmesg": 0,
+        },
     }
     assert finding.notes == []
 
@@ -73,7 +103,7 @@ def test_an_application_xid_is_a_note_and_an_older_one_than_the_window_does_not_
     assert judged({"xid": {"node": "gb200-r0-t3", "code": "79"}}, xid_window_hours=1).problems
     older = check(xid_window_hours=1)
     older.xid_window_hours = 0.1
-    assert older.judge_tray("t", standin.log({}, TRAY, {"xid": {"node": "gb200-r0-t3", "code": "79"}}), 4).passed
+    assert older.judge_tray("t", tray_log({"xid": {"node": "gb200-r0-t3", "code": "79"}}), 4).passed
 
 
 def test_a_failed_link_recovery_fails_the_tray_naming_gpu_and_link():
@@ -94,10 +124,10 @@ def test_a_fault_on_another_tray_leaves_this_one_healthy():
 
 
 def test_an_unfinished_output_fails_the_tray_saying_what_is_missing():
-    log = standin.log({}, TRAY, {})
+    log = tray_log()
     cut = log[: log.index(f"{MARK} begin dmesg")]
     assert check().judge_tray("t", cut, 4).problems == ["the pod's output lacks dmesg: it did not run to its end"]
-    assert set(sections(log)) == {"clock", "nvidia-smi -q -x", "nvidia-smi nvlink -e", "dmesg"}
+    assert set(sections(log)) == {"clock", "nvidia-smi -q -x", "nvidia-smi nvlink -s", "nvidia-smi nvlink -e", "dmesg"}
 
 
 def test_the_pod_reads_every_gpu_without_claiming_one():
@@ -120,7 +150,7 @@ def test_a_negative_window_is_refused():
 
 
 def test_an_xid_in_the_mig_form_fails_the_tray_naming_the_gpu_and_its_instances():
-    log = standin.log({}, TRAY, {"xid": {"node": "gb200-r0-t3", "gpu": "2", "code": "79"}})
+    log = tray_log({"xid": {"node": "gb200-r0-t3", "gpu": "2", "code": "79"}})
     mig = log.replace("NVRM: Xid (PCI:0018:01:00): 79", "NVRM: Xid (PCI:0018:01:00 GPU-I:01 GPU-CI:00): 79")
     assert mig != log
     assert check().judge_tray("gb200-r0-t3", mig, 4).problems == [
@@ -138,7 +168,7 @@ def test_an_xid_in_the_mig_form_fails_the_tray_naming_the_gpu_and_its_instances(
     ],
 )
 def test_each_memory_fault_the_report_shows_fails_the_tray_naming_the_gpu(element, problem):
-    log = standin.log({}, TRAY, {})
+    log = tray_log()
     parts = log.split("<gpu id=")
     parts[2] = parts[2].replace(f"<{element}>No</{element}>", f"<{element}>Yes</{element}>", 1)
     assert check().judge_tray("gb200-r0-t3", "<gpu id=".join(parts), 4).problems == [problem]
@@ -146,9 +176,10 @@ def test_each_memory_fault_the_report_shows_fails_the_tray_naming_the_gpu(elemen
 
 def with_section(name: str, text: str, status: int, log: str = "") -> str:
     """The stand-in's healthy log with section ``name`` replaced (a bad case written here from the tools' outputs)."""
-    log = log or standin.log({}, TRAY, {})
+    log = log or tray_log()
     begin, end = f"{MARK} begin {name}\n", f"{MARK} end {name} rc=0\n"
     start, stop = log.index(begin) + len(begin), log.index(end)
+    text = text if not text or text.endswith("\n") else text + "\n"
     return log[:start] + text + log[stop:].replace(end, f"{MARK} end {name} rc={status}\n", 1)
 
 
@@ -171,7 +202,7 @@ def test_nvlink_counters_not_supported_or_not_printed_are_errors():
 
 
 def test_a_gpu_the_tools_do_not_list_fails_the_tray_naming_its_index():
-    log = standin.log({}, TRAY, {})
+    log = tray_log()
     xml_start = log.index("<?xml")
     xml = log[xml_start : log.index(f"{MARK} end nvidia-smi -q -x")]
     three = xml[: xml.rindex("\t<gpu id=")] + "</nvidia_smi_log>\n"
@@ -194,13 +225,88 @@ def test_a_gpu_the_tools_do_not_list_fails_the_tray_naming_its_index():
     assert check().judge_tray("gb200-r0-t3", log, 2).problems == [
         "nvidia-smi -q -x lists GPU 2, 3, which the tray does not have (it has 2 GPUs, gpu_fabric_gpus_per_tray or "
         "the Node's nvidia.com/gpu)",
+        "nvidia-smi nvlink -s lists GPU 2, 3, which the tray does not have (it has 2 GPUs, gpu_fabric_gpus_per_tray "
+        "or the Node's nvidia.com/gpu)",
         "nvidia-smi nvlink -e lists GPU 2, 3, which the tray does not have (it has 2 GPUs, gpu_fabric_gpus_per_tray "
         "or the Node's nvidia.com/gpu)",
     ]
 
 
 def test_a_section_that_ends_without_its_exit_status_did_not_end():
-    log = standin.log({}, TRAY, {}).replace(f"{MARK} end dmesg rc=0", f"{MARK} end dmesg")
+    log = tray_log().replace(f"{MARK} end dmesg rc=0", f"{MARK} end dmesg")
     assert check().judge_tray("gb200-r0-t3", log, 4).problems == [
         "the pod's output lacks dmesg: it did not run to its end"
     ]
+
+
+def test_the_pod_prints_the_link_state_between_the_report_and_the_counters():
+    names = [name for name, _command in gpu_health.SECTIONS]
+    assert names[names.index("nvidia-smi -q -x") + 1 : names.index("nvidia-smi nvlink -e")] == ["nvidia-smi nvlink -s"]
+    assert f"echo '{MARK} begin nvidia-smi nvlink -s'; nvidia-smi nvlink -s; " in gpu_health.script()
+
+
+def test_an_inactive_nvlink_fails_the_tray_naming_the_gpu_and_the_links():
+    log = tray_log()
+    links = with_section("nvidia-smi nvlink -s", nvlink_s(log, {2: (4, 11)}), 0, log)
+    finding = check().judge_tray("gb200-r0-t3", links, 4)
+    assert finding.problems == ["GPU 2: NVLink 4, 11 inactive (16 of 18 links up)"]
+    assert (finding.details["nvlinks_up"], finding.details["expected_nvlinks"]) == (70, 72)
+
+
+@pytest.mark.parametrize(
+    "text, status, problem",
+    [
+        ("", 0, "nvidia-smi nvlink -s exited 0 but printed nothing, so its signals are unread"),
+        (
+            "NVML: Unable to retrieve NVLink information: Not Supported",
+            3,
+            "nvidia-smi nvlink -s exited 3, so its signals are unread: NVML: Unable to retrieve NVLink information: "
+            "Not Supported",
+        ),
+    ],
+)
+def test_link_state_not_printed_or_not_supported_is_an_error_naming_the_tool(text, status, problem):
+    log = tray_log()
+    assert check().judge_tray("gb200-r0-t3", with_section("nvidia-smi nvlink -s", text, status, log), 4).problems == [
+        problem
+    ]
+
+
+def test_a_gpu_whose_links_nvml_cannot_read_or_that_is_not_listed_fails_naming_it():
+    log = tray_log()
+    blocks = nvlink_s(log).split("GPU ")
+    blocks[2] = blocks[2].split("\n", 1)[0] + " NVML: Unable to retrieve Nvlink information as all links are inActive\n"
+    blocks[4] = blocks[4].split("\n", 1)[0] + "\n\t NVML: Unable to retrieve NVLink information: Not Supported\n"
+    del blocks[3]  # GPU 2
+    text = "GPU ".join(blocks)
+    finding = check().judge_tray("gb200-r0-t3", with_section("nvidia-smi nvlink -s", text, 0, log), 4)
+    assert finding.problems == [
+        "nvidia-smi nvlink -s lists 3 of the tray's 4 GPUs: GPU 2 missing (fallen off the bus, or not bound to the "
+        "driver: check the tray's kernel log)",
+        "GPU 1: every NVLink inactive (nvidia-smi nvlink -s: NVML: Unable to retrieve Nvlink information as all links "
+        "are inActive)",
+        "GPU 3: nvidia-smi nvlink -s lists no NVLink, so none is proven up: NVML: Unable to retrieve NVLink "
+        "information: Not Supported",
+    ]
+
+
+def test_a_link_state_without_a_figure_or_a_link_not_listed_is_not_a_link_up():
+    log = tray_log()
+    text = (
+        nvlink_s(log).replace("\t Link 5: 53.125 GB/s", "\t Link 5: N/A", 1).replace("\t Link 17: 53.125 GB/s\n", "", 1)
+    )
+    finding = check().judge_tray("gb200-r0-t3", with_section("nvidia-smi nvlink -s", text, 0, log), 4)
+    assert finding.problems == [
+        "GPU 0: NVLink 5 'N/A' without a bandwidth figure: not proven up",
+        "GPU 0: nvidia-smi nvlink -s lists 17 of its 18 NVLinks: link 17 missing",
+    ]
+
+
+def test_the_links_expected_per_gpu_are_an_option_and_a_count_below_one_is_refused():
+    log = tray_log()
+    assert check(nvlinks_per_gpu=18).judge_tray("gb200-r0-t3", log, 4).passed
+    assert check(nvlinks_per_gpu=20).judge_tray("gb200-r0-t3", log, 4).problems[0] == (
+        "GPU 0: nvidia-smi nvlink -s lists 18 of its 20 NVLinks: link 18, 19 missing"
+    )
+    with pytest.raises(ValueError, match=r"^gpu_health.nvlinks_per_gpu is 0: the NVLinks each GPU has, 1 or more"):
+        check(nvlinks_per_gpu=0)
