@@ -81,7 +81,7 @@ class Settings:
     driver_namespace: str = "nvidia-dra-driver-gpu"
     run_id: str = ""
     allow_incomplete: bool = False
-    pod_security_level: str = "baseline"
+    pod_security_level: str = "restricted"
     cluster: Dict[str, str] = field(default_factory=dict)
     openshift: bool = False
     # seconds OpenShift's namespace controller is given to write the namespace's SCC annotations

@@ -142,10 +142,12 @@ options:
     default: {}
   pod_security_level:
     description:
-      - Pod Security Admission level enforced on the MPIJob namespaces.
-      - The IMEX pods' namespaces are always C(restricted).
+      - Pod Security Admission level enforced on the MPIJob namespaces. The MPI operator creates their pods under
+        its own identity, so this label is what refuses a privileged launcher or worker there; the shipped
+        admission policy (C(docs/rbac/verify-stage.yaml)) refuses any other level from the verify account.
+      - The IMEX pods' namespaces are always C(restricted); the host checks (gpu_health, dcgm_diag) set their own.
     type: str
-    default: baseline
+    default: restricted
   timeout:
     description:
       - Seconds a rack's check may take from namespace to verdict.
@@ -505,7 +507,7 @@ ARGUMENT_SPEC = dict(
     namespace_prefix=dict(type="str", default="gpu-fabric-verify"),
     namespace=dict(type="str", default=""),
     namespaces=dict(type="dict", default={}),
-    pod_security_level=dict(type="str", default="baseline"),
+    pod_security_level=dict(type="str", default="restricted"),
     timeout=dict(type="int", default=900),
     openshift=dict(type="bool"),
     poll_delay=dict(type="float", default=3),

@@ -405,3 +405,90 @@ def test_a_vvv_run_never_prints_the_token_nor_the_client_key(sim_rack, verify_sa
                     assert form not in output, f"{config.name}: a secret of the kubeconfig is in the -vvv output"
     finally:
         sim_rack.kubectl("delete", "clusterrolebinding", user, "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def verify_account(cluster_stage, sim_rack, tmp_path_factory) -> Path:
+    """The verify-stage ServiceAccount with the shipped file applied on the installed cluster stage (not
+    reinstalled under the cluster account), and a token kubeconfig of it."""
+    kubeconfig, _token = sim_rack.service_account_kubeconfig(
+        "gpu-fabric-verify", tmp_path_factory.mktemp("rbac") / "verify-account-kc", RBAC / "verify-stage.yaml"
+    )
+    return kubeconfig
+
+
+def dry_run_as(sim_rack, kubeconfig: Path, *args: str, manifest: dict[str, Any] | None = None):
+    return subprocess.run(
+        [str(sim_rack.bin_dir / "kubectl"), "--kubeconfig", str(kubeconfig), *args, "--dry-run=server"],
+        input=json.dumps(manifest) if manifest else None,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def own_namespace(sim_rack, name: str, enforce: str, check: str = "") -> str:
+    """As admin: a namespace that carries the checks' label and Pod Security ``enforce``, so that what the policy
+    refuses in it is the policy's doing, not Pod Security admission's (which answers first)."""
+    labels = {"app.kubernetes.io/part-of": "gpu-fabric-verify", "pod-security.kubernetes.io/enforce": enforce}
+    if check:
+        labels["gpu-fabric.nvidia.com/check"] = check
+    sim_rack.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+    return name
+
+
+def test_the_admission_policy_refuses_what_would_reach_a_node_from_the_verify_account(sim_rack, verify_account):
+    """RBAC allows each call; the policy refuses a namespace that does not enforce restricted and a pod that reaches
+    the host (privileged with any image, hostPath), unless the opt-in host-check grant is there (it is not here)."""
+    namespace = own_namespace(sim_rack, "rbac-vap-host", "privileged")
+    pod_of = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "not-a-check", "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/busybox:1"}]},
+    }
+    privileged = json.loads(json.dumps(pod_of))
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    host_path = json.loads(json.dumps(pod_of))
+    host_path["spec"]["volumes"] = [{"name": "root", "hostPath": {"path": "/"}}]
+    added = json.loads(json.dumps(pod_of))
+    added["spec"]["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
+    own = {"app.kubernetes.io/part-of": "gpu-fabric-verify"}
+
+    def namespace_labelled(name: str, enforce: str) -> dict[str, Any]:
+        labels = dict(own, **({"pod-security.kubernetes.io/enforce": enforce} if enforce else {}))
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+    sim_rack.wait_until(
+        "the admission policy to hold pods too",
+        lambda: dry_run_as(sim_rack, verify_account, "create", "-f", "-", manifest=privileged).returncode != 0,
+        timeout=60,
+    )
+    pod_message = (
+        "gpu-fabric-verify may not create a privileged pod, nor one with hostPath, hostPID, hostNetwork, hostIPC or "
+        f"an added capability: pod {namespace}/not-a-check (check (none)); only the host checks"
+    )
+    refused = {
+        "a privileged pod with another image": (privileged, pod_message),
+        "a hostPath pod": (host_path, pod_message),
+        "a pod adding a capability": (added, pod_message),
+        "a namespace labelled privileged without the host grant": (
+            namespace_labelled("rbac-vap-privileged", "privileged"),
+            "gpu-fabric-verify may create a namespace only with Pod Security "
+            "pod-security.kubernetes.io/enforce=restricted, not rbac-vap-privileged with enforce=privileged",
+        ),
+        "a namespace without a Pod Security level": (
+            namespace_labelled("rbac-vap-nolevel", ""),
+            "pod-security.kubernetes.io/enforce=restricted, not rbac-vap-nolevel with enforce=(none)",
+        ),
+    }
+    for what, (manifest, message) in refused.items():
+        result = dry_run_as(sim_rack, verify_account, "create", "-f", "-", manifest=manifest)
+        assert result.returncode != 0, what
+        assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-own-namespaces'" in result.stderr, (what, result.stderr)
+        assert message in result.stderr, (what, result.stderr)
+    for manifest in (pod_of, namespace_labelled("rbac-vap-restricted", "restricted")):
+        allowed = dry_run_as(sim_rack, verify_account, "create", "-f", "-", manifest=manifest)
+        assert allowed.returncode == 0, allowed.stderr
+    sim_rack.kubectl("delete", "namespace", namespace, "--wait=false")

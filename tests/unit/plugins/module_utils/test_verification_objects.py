@@ -160,3 +160,56 @@ def test_every_pod_of_the_checks_tolerates_the_gpu_nodes_taints_and_the_unverifi
         unverified,
         *gpu,
     ]
+
+
+# The checks that need the host, each with its reason; every other registered check runs restricted pods only,
+# in a namespace that enforces "restricted" (docs/rbac/verify-stage.yaml refuses any other from the verify account).
+HOST_CHECKS = {
+    "gpu_health": "reads the kernel log (CAP_SYSLOG) and every GPU's counters without claiming one: privileged",
+    "dcgm_diag": "its own DCGM host engine runs the diagnostic's plugins in the pod: privileged, as the GPU "
+    "Operator's nvidia-dcgm container is (baseline through the operator's host engine)",
+}
+
+
+def registered_check(name: str):
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+
+    defaults = {key: option.get("default") for key, option in ARGUMENT_SPEC.items() if "options" not in option}
+    # nccl has no default image (there is no official one)
+    settings = {"nccl": {"image": "registry.example/nccl-tests:2.13"}}
+    return checks.get(name).from_params(checks.with_settings(dict(defaults, settings=settings)))
+
+
+def host_check_pods() -> Iterator[Tuple[str, Dict[str, Any]]]:
+    """(check, pod spec) of the checks that run one pod per tray, with their defaults."""
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import rack_run, verification
+
+    plan = verification.RackPlan("rack0", ["c.1"], NODES[:2], NODES[:2], [], 4, "NVIDIA GB200")
+    for name in HOST_CHECKS:
+        check = registered_check(name)
+        yield name, check.manifest(rack_run.RackRun(check, object(), plan, rack_run.Settings()), NODES[1])["spec"]
+
+
+def test_every_registered_check_creates_a_restricted_namespace_but_the_host_checks():
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run
+
+    levels = {
+        name: registered_check(name).pod_security_level or rack_run.Settings().pod_security_level
+        for name in checks.names()
+    }
+    assert levels == {name: "privileged" if name in HOST_CHECKS else "restricted" for name in checks.names()}
+
+
+def test_the_host_checks_are_the_only_pods_outside_restricted_and_each_is_privileged_for_its_reason():
+    """The exceptions, named: every pod of every registered check is either in pods() above (restricted, tested
+    field by field) or a host check's, whose one violation is the privilege its reason names."""
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+
+    covered = {name.rsplit("-", 1)[0] if name.startswith(("nvbandwidth", "nccl")) else name for name, _ in pods()}
+    assert covered | set(HOST_CHECKS) == {"imex-channel", "nvbandwidth", "nccl", *HOST_CHECKS}
+    assert set(checks.names()) - {"cliques"} == {"imex_channel", "nvbandwidth", "nccl", *HOST_CHECKS}
+    for name, spec in host_check_pods():
+        assert "ctr: privileged" in restricted_violations(spec), (name, HOST_CHECKS[name])
+        assert spec["automountServiceAccountToken"] is False
+        assert not [v for v in spec.get("volumes") or [] if "hostPath" in v], name
+        assert not any(spec.get(key) for key in ("hostNetwork", "hostPID", "hostIPC")), name
