@@ -7,7 +7,9 @@ A mistake found only when the step that reads it runs costs the whole run before
 nvbandwidth: 16 minutes and more on a full NVL72) and ends with no report. So ``playbooks/verify.yml`` calls the
 module ``verify_preflight`` first, and it holds every setting of the run to the rule of the code that reads it
 later: the check names to the registry, the check settings to each check's own ``from_params``, the metrics file
-and Pushgateway to the metrics' rules, the kubeconfig to the Kubernetes client that loads it.
+and Pushgateway to the metrics' rules, the kubeconfig to the Kubernetes client that loads it. It also says, in one
+line, when the cluster cannot enforce the admission policies of the shipped verify RBAC (no
+ValidatingAdmissionPolicy served: Kubernetes before 1.30).
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ DEFAULT_KUBECONFIG = "~/.kube/config"
 # What the parameters of fabric_verify give a check beyond its option groups; a check's from_params reads them,
 # and none of them changes whether its settings are valid.
 RUN_PARAMS: Dict[str, Any] = {"history_dir": "", "run_id": "", "gpus_per_tray": 0, "trays_per_clique": 0}
+# What the shipped verify RBAC's admission policies (docs/rbac/verify-stage.yaml) need the API server to serve.
+ADMISSION_GROUP_VERSION = "admissionregistration.k8s.io/v1"
+ADMISSION_POLICY_RESOURCE = "validatingadmissionpolicies"
+RBAC_FILE = "docs/rbac/verify-stage.yaml"
 
 
 def check_names(value: Any) -> List[str]:
@@ -144,6 +150,77 @@ def kubeconfig_problems(
     return []
 
 
+def admission_policy_note(served: Optional[Sequence[str]]) -> str:
+    """One line when the API server cannot enforce the shipped admission policies, else ''. ``served``: the resources
+    the API server serves in admissionregistration.k8s.io/v1 (its discovery answer), None when it serves no such
+    group version."""
+    if served is not None and ADMISSION_POLICY_RESOURCE in served:
+        return ""
+    return (
+        f"the API server does not serve ValidatingAdmissionPolicy ({ADMISSION_GROUP_VERSION}, Kubernetes 1.30 or "
+        f"later): the admission policies of {RBAC_FILE} do not apply on this cluster, so nothing keeps the verify "
+        "account to its own namespaces and to restricted pods; upgrade the cluster, or bind the account with "
+        "docs/rbac/verify-stage-namespaced.yaml in namespaces the site made"
+    )
+
+
+def admission_policy_notes(discover: Callable[[str], Optional[Sequence[str]]]) -> List[str]:
+    """The note of :func:`admission_policy_note` from ``discover(group_version)`` (the served resources, None when
+    not served); a discovery that fails is said as such, never taken as an answer."""
+    try:
+        served = discover(ADMISSION_GROUP_VERSION)
+    except Exception as exc:  # unreachable, refused, a TLS error: the checks meet it again and fail on it
+        return [
+            f"could not ask the API server whether it serves ValidatingAdmissionPolicy ({ADMISSION_GROUP_VERSION}), "
+            f"which the admission policies of {RBAC_FILE} need: {one_line(exc, 200)}"
+        ]
+    note = admission_policy_note(served)
+    return [note] if note else []
+
+
+def kubeconfig_path(kubeconfig: str, environ: Mapping[str, str]) -> str:
+    """The kubeconfig the checks connect with (as :func:`kubeconfig_problems` finds it); '' without one."""
+    if kubeconfig:
+        return kubeconfig
+    if environ.get(KUBECONFIG_ENVIRONMENT):
+        return environ[KUBECONFIG_ENVIRONMENT]
+    if any(environ.get(name) for name in NO_KUBECONFIG_NEEDED):
+        return ""
+    return (environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or DEFAULT_KUBECONFIG
+
+
+def discovery(path: str, context: Optional[str], in_cluster: bool) -> Callable[[str], Optional[List[str]]]:
+    """``discover(group_version)`` through the Kubernetes client: the resource names the API server serves in
+    ``/apis/<group_version>``, None when it answers 404 (not served)."""
+
+    def discover(group_version: str) -> Optional[List[str]]:
+        from kubernetes.client import ApiClient, Configuration
+        from kubernetes.client.rest import ApiException
+        from kubernetes.config import load_incluster_config, load_kube_config
+
+        configuration = Configuration()
+        if path:
+            load_kube_config(config_file=os.path.expanduser(path), context=context, client_configuration=configuration)
+        elif in_cluster:
+            load_incluster_config(client_configuration=configuration)
+        try:
+            answer = ApiClient(configuration).call_api(
+                f"/apis/{group_version}",
+                "GET",
+                response_type="object",
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _request_timeout=15,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return [str(item.get("name")) for item in (answer or {}).get("resources") or []]
+
+    return discover
+
+
 def load_kubeconfig(path: str, context: Optional[str]) -> None:
     """Load ``path`` (and ``context``) as the Kubernetes client does, into a configuration of its own."""
     from kubernetes.client import Configuration
@@ -152,8 +229,14 @@ def load_kubeconfig(path: str, context: Optional[str]) -> None:
     load_kube_config(config_file=path, context=context, client_configuration=Configuration())
 
 
-def preflight(params: Mapping[str, Any], environ: Mapping[str, str], load: Callable[..., Any]) -> Dict[str, Any]:
-    """Every problem of the verify run's settings, one line each, and the checks it names and selects."""
+def preflight(
+    params: Mapping[str, Any],
+    environ: Mapping[str, str],
+    load: Callable[..., Any],
+    discover: Optional[Callable[[str], Optional[Sequence[str]]]] = None,
+) -> Dict[str, Any]:
+    """Every problem of the verify run's settings, one line each, and the checks it names and selects; ``notes``:
+    what the cluster cannot enforce (asked through ``discover`` once the kubeconfig loads; None: not asked)."""
     names = check_names(params.get("checks"))
     problems = unknown_check_problems(names)
     known = [name for name in names if name in checks.REGISTRY]
@@ -166,5 +249,9 @@ def preflight(params: Mapping[str, Any], environ: Mapping[str, str], load: Calla
     problems += settings_problems(params.get("settings"), selected)
     problems += textfile_problems(params.get("metrics_textfile") or "")
     problems += pushgateway_problems(params.get("pushgateway_url") or "")
-    problems += kubeconfig_problems(params.get("kubeconfig") or "", params.get("kube_context") or "", environ, load)
-    return {"checks": names, "selected": selected, "problems": problems}
+    kube_problems = kubeconfig_problems(params.get("kubeconfig") or "", params.get("kube_context") or "", environ, load)
+    problems += kube_problems
+    notes: List[str] = []
+    if discover is not None and not kube_problems:
+        notes = admission_policy_notes(discover)
+    return {"checks": names, "selected": selected, "problems": problems, "notes": notes}

@@ -24,6 +24,10 @@ description:
   - The kubeconfig (O(kubeconfig), else the environment's C(K8S_AUTH_KUBECONFIG), else C(KUBECONFIG) or
     C(~/.kube/config); none is needed inside a pod or with C(K8S_AUTH_HOST)) must exist and load with the context
     O(kube_context), as the Kubernetes client loads it.
+  - With O(admission_policy), once the kubeconfig loads, the API server is asked whether it serves
+    ValidatingAdmissionPolicy (C(admissionregistration.k8s.io/v1), Kubernetes 1.30 or later); when it does not, the
+    admission policies of C(docs/rbac/verify-stage.yaml) do not apply, and one line says so in RV(notes) and as a
+    warning. The run goes on.
 extends_documentation_fragment:
   - gpu_fabric.mnnvl.attributes
   - gpu_fabric.mnnvl.attributes.INFO_MODULE
@@ -67,6 +71,11 @@ options:
     description: The kubeconfig's context (C(gpu_fabric_kube_context)); empty - its current context.
     type: str
     default: ""
+  admission_policy:
+    description: Ask the API server whether it serves ValidatingAdmissionPolicy, which the shipped verify RBAC's
+      admission policies need, and note when it does not.
+    type: bool
+    default: true
 author:
   - gpu_fabric.mnnvl contributors (@gpu-fabric)
 """
@@ -102,13 +111,26 @@ problems:
   elements: str
   sample: ["gpu_fabric_verify_checks names 'gpu_helth', which is no check (did you mean gpu_health?); the checks are
     cliques, imex_channel, nvbandwidth, nccl, gpu_health, dcgm_diag"]
+notes:
+  description: What the cluster cannot enforce, one line each (also given as warnings); empty when it can or when
+    O(admission_policy) is false or the kubeconfig has a problem.
+  returned: always
+  type: list
+  elements: str
+  sample: ["the API server does not serve ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, Kubernetes 1.30
+    or later): the admission policies of docs/rbac/verify-stage.yaml do not apply on this cluster, ..."]
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import given_secrets
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import load_kubeconfig, preflight
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import (
+    discovery,
+    kubeconfig_path,
+    load_kubeconfig,
+    preflight,
+)
 
 ARGUMENT_SPEC = dict(
     checks=dict(type="raw"),
@@ -120,6 +142,7 @@ ARGUMENT_SPEC = dict(
     pushgateway_url=dict(type="str", default=""),
     kubeconfig=dict(type="str", default=""),
     kube_context=dict(type="str", default=""),
+    admission_policy=dict(type="bool", default=True),
 )
 
 
@@ -131,7 +154,16 @@ def build_module() -> AnsibleModule:
 
 def main() -> None:
     module = build_module()
-    result = preflight(module.params, os.environ, load_kubeconfig)
+    params = module.params
+    discover = None
+    if params["admission_policy"]:
+        path = kubeconfig_path(params["kubeconfig"], os.environ)
+        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        if path or in_cluster:  # with K8S_AUTH_HOST alone the connection's options are kubernetes.core's own
+            discover = discovery(path, params["kube_context"] or None, in_cluster)
+    result = preflight(params, os.environ, load_kubeconfig, discover)
+    for note in result["notes"]:
+        module.warn(note)
     if result["problems"]:
         module.fail_json(msg="\n".join(result["problems"]), **result)
     module.exit_json(changed=False, **result)

@@ -161,3 +161,56 @@ def test_the_preflight_gives_every_problem_and_the_checks_the_run_selects(tmp_pa
     ]
     assert "(did you mean dcgm_diag?)" in result["problems"][0]
     assert "gpu_health.xid_window_hours is -2" in result["problems"][1]
+
+
+# The discovery answers of /apis/admissionregistration.k8s.io/v1: 1.30+ serves the policies, 1.29 not in v1.
+SERVED_130 = ["mutatingwebhookconfigurations", "validatingadmissionpolicies", "validatingadmissionpolicies/status"]
+SERVED_129 = ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+
+
+def loaded(path: str, context: Optional[str]) -> None:
+    return None
+
+
+def test_a_cluster_that_serves_validating_admission_policy_gets_no_note(tmp_path):
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("apiVersion: v1\n")
+    asked: List[str] = []
+
+    def discover(group_version: str):
+        asked.append(group_version)
+        return SERVED_130
+
+    result = vp.preflight({"kubeconfig": str(kubeconfig)}, {}, loaded, discover)
+    assert asked == ["admissionregistration.k8s.io/v1"]
+    assert (result["problems"], result["notes"]) == ([], [])
+
+
+@pytest.mark.parametrize("served", [SERVED_129, None], ids=["v1-without-the-policies", "group-version-not-served"])
+def test_a_cluster_without_validating_admission_policy_is_said_in_one_line(tmp_path, served):
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("apiVersion: v1\n")
+    result = vp.preflight({"kubeconfig": str(kubeconfig)}, {}, loaded, lambda group_version: served)
+    assert result["problems"] == []
+    (note,) = result["notes"]
+    assert "\n" not in note
+    assert note.startswith(
+        "the API server does not serve ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, Kubernetes 1.30 "
+        "or later): the admission policies of docs/rbac/verify-stage.yaml do not apply on this cluster"
+    )
+
+
+def test_a_discovery_that_fails_is_said_as_such_and_a_kubeconfig_problem_asks_nothing(tmp_path):
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("apiVersion: v1\n")
+
+    def refused(group_version: str):
+        raise ConnectionRefusedError("[Errno 111] Connection refused")
+
+    result = vp.preflight({"kubeconfig": str(kubeconfig)}, {}, loaded, refused)
+    assert result["notes"] == [
+        "could not ask the API server whether it serves ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1), "
+        "which the admission policies of docs/rbac/verify-stage.yaml need: [Errno 111] Connection refused"
+    ]
+    missing = vp.preflight({"kubeconfig": str(tmp_path / "absent")}, {}, loaded, refused)
+    assert len(missing["problems"]) == 1 and missing["notes"] == []

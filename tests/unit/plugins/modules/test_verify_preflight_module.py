@@ -34,3 +34,13 @@ def test_every_problem_is_one_line_of_the_message(tmp_path, closed_port_kubeconf
         "gpu_fabric_verify_settings:",
         "gpu_fabric_verify_metrics_textfile:",
     ]
+
+
+def test_an_unreachable_api_server_is_a_note_not_a_problem_and_can_be_left_unasked(closed_port_kubeconfig):
+    args = {"checks": "gpu_health", "kubeconfig": str(closed_port_kubeconfig)}
+    asked = run_module(verify_preflight.main, args, check_mode=True)
+    assert asked["failed"] is False and asked["problems"] == []
+    (note,) = asked["notes"]
+    assert note.startswith("could not ask the API server whether it serves ValidatingAdmissionPolicy")
+    unasked = run_module(verify_preflight.main, dict(args, admission_policy=False), check_mode=True)
+    assert unasked["notes"] == []
