@@ -144,6 +144,34 @@ def query_xml_root(text: str) -> ET.Element:
     return root
 
 
+# nvidia-smi's fabric health rows (``<fabric><health>``, NVML's GPU fabric health mask) other than the summary:
+# element -> what a fault there means. The bandwidth row reads ``Full`` on a healthy GPU; the flags read ``True`` on a
+# fault; ``N/A`` is a GPU or driver without the row. DCGM's NVLink health watch raises the same two as incidents
+# (NVIDIA/DCGM testing/python3/tests/test_health.py: "Route Unhealthy", "Bandwidth Degraded").
+FABRIC_HEALTH_ROWS = (
+    ("bandwidth", "fabric bandwidth {value} (expected Full): NVLink bandwidth is lost"),
+    ("route_unhealthy", "fabric route unhealthy: traffic to some GPUs of the domain has no healthy route"),
+    ("route_recovery_in_progress", "fabric route recovery in progress: the fabric is not settled"),
+    ("access_timeout_recovery", "fabric access timeout recovery: the GPU recovered from an NVLink access timeout"),
+    ("incorrect_configuration", "fabric configuration incorrect ({value}): the GPU's fabric is misconfigured"),
+)
+_FABRIC_HEALTH_FINE = {"bandwidth": ("Full",), "incorrect_configuration": ("None", "False")}
+
+
+def fabric_health_faults(text: str) -> Dict[int, List[str]]:
+    """Per GPU index (its place in ``nvidia-smi -q -x``), one line per fabric health row that shows a fault; the
+    summary is ``fabric_verdict``'s. ``ValueError`` (one line) when the text is not that XML."""
+    faults: Dict[int, List[str]] = {}
+    for index, gpu in enumerate(query_xml_root(text).findall("gpu")):
+        health = gpu.find("fabric/health")
+        for row, meaning in FABRIC_HEALTH_ROWS:
+            value = _text(health, row)
+            if value is None or value in _FABRIC_HEALTH_FINE.get(row, ("False",)):
+                continue
+            faults.setdefault(index, []).append(meaning.format(value=value))
+    return faults
+
+
 def parse_query_xml(text: str) -> SmiReport:
     """Parse ``nvidia-smi -q -x``. Raises ``ValueError`` when the text is not that XML.
 

@@ -28,8 +28,10 @@ the GPU, on:
 * every memory fault ``nvidia-smi -q -x`` reports (``gpu_memory``): a volatile uncorrectable ECC error, a row
   remapping pending or failed, a page retirement, memory channel or TPC repair pending, unrepairable memory, SRAM
   errors past the driver's threshold;
-* a GPU whose fabric is not Completed/Success, has no clique or whose fabric health is Unhealthy
-  (``nvidia_smi.fabric_verdict``; Limited capacity is a note).
+* a GPU whose fabric is not Completed/Success, has no clique, has no ``<fabric>`` section at all, or whose fabric
+  health is Unhealthy (``nvidia_smi.fabric_verdict``; Limited capacity is a note); a fabric health row that shows a
+  fault: bandwidth not Full, a route unhealthy or in recovery, an access timeout recovery, an incorrect
+  configuration (``nvidia_smi.fabric_health_faults``).
 
 DCGM's NVLink health watch marks IMEX unhealthy (DCGM_FR_IMEX_UNHEALTHY, code 122) on a tray where no
 IMEX daemon runs, which is every idle tray of a cluster whose IMEX daemons come with ComputeDomains (the
@@ -50,7 +52,11 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.tray_pods import TrayFinding, TrayPodCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_memory import memory_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kernel_log import PciKey, parse_kernel_log, pci_key
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import fabric_verdict, parse_query_xml
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import (
+    fabric_health_faults,
+    fabric_verdict,
+    parse_query_xml,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_counters import (
     NvlinkCounters,
     count,
@@ -222,9 +228,10 @@ class GpuHealthCheck(TrayPodCheck):
         try:
             report = parse_query_xml(smi_text) if not parts["nvidia-smi -q -x"][1] and smi_text.strip() else None
             memory = memory_problems(smi_text) if report is not None else {}
+            fabric_health = fabric_health_faults(smi_text) if report is not None else {}
         except ValueError as exc:
             finding.problems.append(f"nvidia-smi -q -x gave no report (rc {parts['nvidia-smi -q -x'][1]}): {exc}")
-            report, memory = None, {}
+            report, memory, fabric_health = None, {}, {}
         gpu_of: Dict[PciKey, int] = {}
         if report is not None:
             finding.problems += _count_problems("nvidia-smi -q -x", [g.index for g in report.gpus], gpus)
@@ -234,6 +241,8 @@ class GpuHealthCheck(TrayPodCheck):
             verdict = fabric_verdict(report.gpus)
             finding.problems += verdict.problems + verdict.pending
             finding.notes += verdict.warnings
+            for index, faults in sorted(fabric_health.items()):
+                finding.problems += [f"GPU {index}: {fault}" for fault in faults]
             for index, problems in sorted(memory.items()):
                 finding.problems += [f"GPU {index}: {problem}" for problem in problems]
         links_up = 0

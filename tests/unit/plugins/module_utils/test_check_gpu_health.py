@@ -310,3 +310,56 @@ def test_the_links_expected_per_gpu_are_an_option_and_a_count_below_one_is_refus
     )
     with pytest.raises(ValueError, match=r"^gpu_health.nvlinks_per_gpu is 0: the NVLinks each GPU has, 1 or more"):
         check(nvlinks_per_gpu=0)
+
+
+def with_gpu_xml(log: str, gpu: int, change) -> str:
+    """The log with ``change`` applied to GPU ``gpu``'s part of the ``nvidia-smi -q -x`` report."""
+    parts = log.split("<gpu id=")
+    changed = change(parts[gpu + 1])
+    assert changed != parts[gpu + 1]
+    parts[gpu + 1] = changed
+    return "<gpu id=".join(parts)
+
+
+@pytest.mark.parametrize(
+    "old, new, problem",
+    [
+        (
+            "<state>Completed</state>",
+            "<state>In Progress</state>",
+            "GPU 1 (00000009:01:00.0): fabric state In Progress, status Success (expected Completed/Success)",
+        ),
+        (
+            "<status>Success</status>",
+            "<status>NVML_ERROR_UNKNOWN</status>",
+            "GPU 1 (00000009:01:00.0): fabric state Completed, status NVML_ERROR_UNKNOWN (expected Completed/Success)",
+        ),
+        (
+            "<summary>Healthy</summary>",
+            "<summary>Unhealthy</summary>",
+            "GPU 1 (00000009:01:00.0): fabric Completed/Success but health summary Unhealthy (see the Fabric Health "
+            "rows of 'nvidia-smi -q')",
+        ),
+        (
+            "<bandwidth>Full</bandwidth>",
+            "<bandwidth>Degraded</bandwidth>",
+            "GPU 1: fabric bandwidth Degraded (expected Full): NVLink bandwidth is lost",
+        ),
+        (
+            "<route_unhealthy>False</route_unhealthy>",
+            "<route_unhealthy>True</route_unhealthy>",
+            "GPU 1: fabric route unhealthy: traffic to some GPUs of the domain has no healthy route",
+        ),
+    ],
+)
+def test_a_fabric_not_completed_successful_and_healthy_fails_the_tray_naming_the_gpu(old, new, problem):
+    log = with_gpu_xml(tray_log(), 1, lambda part: part.replace(old, new, 1))
+    assert check().judge_tray("gb200-r0-t3", log, 4).problems == [problem]
+
+
+def test_a_gb200_report_without_a_fabric_section_fails_naming_the_gpu():
+    log = with_gpu_xml(tray_log(), 2, lambda part: re.sub(r"\s*<fabric>.*?</fabric>", "", part, count=1, flags=re.S))
+    assert check().judge_tray("gb200-r0-t3", log, 4).problems == [
+        "GPU 2 (00000018:01:00.0): no fabric state (N/A): the GPU is not registered with an NVLink fabric (expected "
+        "Completed/Success)"
+    ]

@@ -10,6 +10,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvidia_smi import
     Fabric,
     Gpu,
     clique_label,
+    fabric_health_faults,
     fabric_problems,
     fabric_verdict,
     parse_driver_params,
@@ -346,3 +347,33 @@ def test_unreadable_link_speed_counts_as_inactive():
     text = smi("h200x2-nvidia-smi-nvlink-s.txt").replace("Link 3: 26.562 GB/s", "Link 3: 26..62 GB/s", 1)
     status = parse_nvlink_status(text)[H200X2_UUIDS[0]]
     assert (status.active_links, status.inactive_links, status.gbps_per_link) == (17, 1, 26.562)
+
+
+def test_fabric_health_rows_are_read_per_gpu_and_only_a_fault_is_kept():
+    assert fabric_health_faults(smi("synth-gb200-nvidia-smi-q.xml")) == {}
+    assert fabric_health_faults(smi("h200x2-nvidia-smi-q.xml")) == {}  # real rows, N/A on a single-node machine
+    assert fabric_health_faults(smi("h100-device-nvidia-smi-q.xml")) == {}
+    assert fabric_health_faults(smi("synth-gb200-unhealthy-nvidia-smi-q.xml")) == {
+        3: ["fabric route unhealthy: traffic to some GPUs of the domain has no healthy route"]
+    }
+
+
+def test_each_fabric_health_row_that_shows_a_fault_is_named():
+    xml = smi("synth-gb200-nvidia-smi-q.xml")
+    parts = xml.split("<gpu id=")
+    for old, new in (
+        ("<bandwidth>Full</bandwidth>", "<bandwidth>Degraded</bandwidth>"),
+        ("<route_recovery_in_progress>False<", "<route_recovery_in_progress>True<"),
+        ("<access_timeout_recovery>False<", "<access_timeout_recovery>True<"),
+        ("<incorrect_configuration>N/A<", "<incorrect_configuration>Insufficient NVLinks<"),
+    ):
+        assert old in parts[2]
+        parts[2] = parts[2].replace(old, new, 1)
+    assert fabric_health_faults("<gpu id=".join(parts)) == {
+        1: [
+            "fabric bandwidth Degraded (expected Full): NVLink bandwidth is lost",
+            "fabric route recovery in progress: the fabric is not settled",
+            "fabric access timeout recovery: the GPU recovered from an NVLink access timeout",
+            "fabric configuration incorrect (Insufficient NVLinks): the GPU's fabric is misconfigured",
+        ]
+    }
