@@ -33,6 +33,12 @@ the GPU, on:
   fault: bandwidth not Full, a route unhealthy or in recovery, an access timeout recovery, an incorrect
   configuration (``nvidia_smi.fabric_health_faults``).
 
+SXid lines come from the ``nvidia-nvswitch`` kernel driver, so a kernel log shows them only on a host whose
+NVSwitches that driver runs (an HGX/DGX baseboard). A GB200 NVL72 compute tray has no NVSwitch: the rack's switches
+sit in its NVLink switch trays, under their own OS and NVIDIA's NMX, and their faults reach the compute tray as the
+GPUs' NVLink Xids (144 to 150), inactive links and the fabric's health rows, all read here. A switch tray's own
+log is outside what a pod on a compute tray can read.
+
 DCGM's NVLink health watch marks IMEX unhealthy (DCGM_FR_IMEX_UNHEALTHY, code 122) on a tray where no
 IMEX daemon runs, which is every idle tray of a cluster whose IMEX daemons come with ComputeDomains (the
 DRA driver): this check does not read DCGM's health, so it raises no such alarm; the IMEX channel itself

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, gpu_memory, rack_run, verification
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import gpu_health
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.gpu_health import (
     MARK,
@@ -159,19 +160,78 @@ def test_an_xid_in_the_mig_form_fails_the_tray_naming_the_gpu_and_its_instances(
     ]
 
 
+@pytest.mark.parametrize("path, meaning", gpu_memory.YES_FAULTS)
+def test_each_memory_fault_the_report_shows_fails_the_tray_naming_the_gpu(path, meaning):
+    element = path.rsplit("/", 1)[1]
+
+    def fault(part: str) -> str:
+        for old in (f"<{element}>No</{element}>", f"<{element}>N/A</{element}>"):
+            part = part.replace(old, f"<{element}>Yes</{element}>", 1)
+        return part
+
+    assert check().judge_tray("gb200-r0-t3", with_gpu_xml(tray_log(), 1, fault), 4).problems == [f"GPU 1: {meaning}"]
+
+
+@pytest.mark.parametrize("counter", ["dram_uncorrectable", "sram_uncorrectable_parity", "sram_uncorrectable_secded"])
+def test_a_volatile_uncorrectable_error_fails_the_tray_naming_the_gpu_and_the_counter(counter):
+    def count(part: str) -> str:
+        volatile = part.index("<volatile>")
+        return part[:volatile] + part[volatile:].replace(f"<{counter}>0</{counter}>", f"<{counter}>2</{counter}>", 1)
+
+    assert check().judge_tray("gb200-r0-t3", with_gpu_xml(tray_log(), 3, count), 4).problems == [
+        f"GPU 3: 2 volatile uncorrectable ECC error(s) ({counter})"
+    ]
+
+
 @pytest.mark.parametrize(
-    "element, problem",
+    "line, problem",
     [
-        ("unrepairable_memory", "GPU 1: its memory has a fault it cannot repair: replace the GPU"),
-        ("channel_repair_pending", "GPU 1: a memory channel repair is pending: reset the GPU to apply it"),
-        ("tpc_repair_pending", "GPU 1: a TPC repair is pending: reset the GPU to apply it"),
+        ("NVRM: Xid (0018:01:00): 48, An uncorrectable double bit error", "GPU 2: Xid 48 (double-bit ECC error)"),
+        ("NVRM: Xid (PCI:0018:01:00 GPU-I:05): 95, pid=9, Uncontained", "GPU 2 GPU-I 5: Xid 95 (uncontained memory"),
+        ("NVRM: Xid (PCI:0018:01:00 GPU-I:3 GPU-C:1): 79, pid=12", "GPU 2 GPU-I 3 GPU-CI 1: Xid 79 (GPU has fallen"),
     ],
 )
-def test_each_memory_fault_the_report_shows_fails_the_tray_naming_the_gpu(element, problem):
+def test_every_xid_form_the_driver_prints_fails_the_tray_naming_the_gpu(line, problem):
+    log = with_section("dmesg", f"{standin.BOOT}\n[86000.000000] {line}\n", 0, tray_log())
+    (found,) = check().judge_tray("gb200-r0-t3", log, 4).problems
+    assert found.startswith(problem)
+
+
+def test_a_fatal_sxid_fails_the_tray_and_a_non_fatal_one_is_a_note():
+    sxids = (
+        "[86000.0] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n"
+        "[86000.1] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Data {0x0, 0x0}\n"
+        "[86001.0] nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 12028, Non-fatal, Link 12 egress non-posted PRIV error\n"
+    )
+    finding = check().judge_tray("gb200-r0-t3", with_section("dmesg", sxids, 0, tray_log()), 4)
+    assert finding.problems == ["nvidia-nvswitch0: SXid 20034 (fatal): Link 30 LTSSM Fault Up"]
+    assert finding.notes == ["nvidia-nvswitch1: SXid 12028 (non-fatal): Link 12 egress non-posted PRIV error"]
+
+
+def legacy_counters(log: str, recovery: dict | None = None) -> str:
+    """``nvidia-smi nvlink -e`` of the log's GPUs in the layout Hopper prints (tests/fixtures/nvidia-smi/
+    h100-ml-engineering-nvidia-smi-nvlink-e.txt: Replay, Recovery and CRC Errors per link, a blank line between
+    links), ``recovery[(gpu, link)]`` recovery errors."""
+    lines = []
+    for gpu, uuid in enumerate(re.findall(r"<uuid>([^<]+)</uuid>", log)):
+        lines.append(f"GPU {gpu}: NVIDIA GB200 (UUID: {uuid})")
+        for link in range(18):
+            errors = (recovery or {}).get((gpu, link), 0)
+            lines += [f"\t Link {link}: Replay Errors: 0", f"\t Link {link}: Recovery Errors: {errors}"]
+            lines += [f"\t Link {link}: CRC Errors: 0", ""]
+    return "\n".join(lines)
+
+
+def test_the_legacy_counter_layout_is_judged_as_the_blackwell_one():
+    real = parse_nvlink_errors((SMI / "h100-ml-engineering-nvidia-smi-nvlink-e.txt").read_text())
+    assert sorted(real[0]) == [0, 1, 17]
+    assert real[0][17] == {"Replay Errors": "0", "Recovery Errors": "0", "CRC Errors": "0"}
     log = tray_log()
-    parts = log.split("<gpu id=")
-    parts[2] = parts[2].replace(f"<{element}>No</{element}>", f"<{element}>Yes</{element}>", 1)
-    assert check().judge_tray("gb200-r0-t3", "<gpu id=".join(parts), 4).problems == [problem]
+    assert (
+        check().judge_tray("gb200-r0-t3", with_section("nvidia-smi nvlink -e", legacy_counters(log), 0, log), 4).passed
+    )
+    failing = with_section("nvidia-smi nvlink -e", legacy_counters(log, {(3, 9): 2}), 0, log)
+    assert check().judge_tray("gb200-r0-t3", failing, 4).problems == ["GPU 3 NVLink 9: Recovery Errors 2"]
 
 
 def with_section(name: str, text: str, status: int, log: str = "") -> str:
@@ -363,3 +423,26 @@ def test_a_gb200_report_without_a_fabric_section_fails_naming_the_gpu():
         "GPU 2 (00000018:01:00.0): no fabric state (N/A): the GPU is not registered with an NVLink fabric (expected "
         "Completed/Success)"
     ]
+
+
+def test_the_rack_run_fails_the_tray_whose_link_is_down_and_passes_the_other(monkeypatch):
+    health = check()
+    plan = verification.RackPlan("rack1", ["c.1"], ["t4", "t5"], ["t4", "t5"], [], 4, "NVIDIA GB200")
+    run = rack_run.RackRun(health, object(), plan, rack_run.Settings())
+    pods = {
+        health.pod_name(node): {"metadata": {"name": health.pod_name(node)}, "status": {"phase": "Succeeded"}}
+        for node in plan.nodes
+    }
+    healthy = tray_log()
+    logs = {
+        health.pod_name("t4"): with_section("nvidia-smi nvlink -s", nvlink_s(healthy, {2: (4, 11)}), 0, healthy),
+        health.pod_name("t5"): healthy,
+    }
+    run.api = SimpleNamespace(list=lambda *args, **kwargs: list(pods.values()))
+    monkeypatch.setattr(run, "create_namespace", lambda: None)
+    monkeypatch.setattr(run, "create_pod", lambda body: body)
+    monkeypatch.setattr(run, "watch_for", lambda *args, **kwargs: True)
+    monkeypatch.setattr(run, "read_log", logs.__getitem__)
+    result = health.measure(run)
+    assert result.passed is False and result.failed_nodes == ["t4"]
+    assert result.node_problems["t4"] == "GPU 2: NVLink 4, 11 inactive (16 of 18 links up)"
