@@ -44,9 +44,12 @@ IMEX daemon runs, which is every idle tray of a cluster whose IMEX daemons come 
 DRA driver): this check does not read DCGM's health, so it raises no such alarm; the IMEX channel itself
 is what the ``imex_channel`` check proves, inside a ComputeDomain.
 
-Formats: the Xid and SXid lines and ``nvidia-smi -q -x`` as captured on real GPUs
-(``tests/fixtures/nvidia-smi``); the Blackwell ``nvlink -e`` counter names as NVIDIA's driver prints them on a
-B300 and DCGM's fields name them (no GB200 capture is public: the GB200 fixture is synthesized from them).
+Formats: the Xid lines and ``nvidia-smi -q -x`` as captured on an H100 and H200 (``tests/fixtures/nvidia-smi``);
+the SXid line as NVIDIA's documentation prints it (no SXid was captured); ``nvidia-smi nvlink -s`` as a GB200
+prints it in a public output (NVIDIA/k8s-test-infra issue 371); ``nvlink -e`` in the legacy layout (Replay,
+Recovery, CRC Errors) as an H100 prints it in a public output, and in the Blackwell layout with the counter names of
+DCGM's NVLink fields. No Blackwell ``nvlink -e`` output is stored, and a public NVIDIA script shows a GB300 printing
+the legacy layout, so both are read and judged alike; the GB200 fixtures are synthesized.
 """
 
 from __future__ import annotations
