@@ -33,13 +33,31 @@ FAULTS = {
     "unlabelled-node": "remove the nvidia.com/gpu.clique label from one tray (node=<name>)",
     "split-clique": "relabel half of one rack's trays with a second clique (rack=<R>)",
     "apiserver-restart": "kill and restart kube-apiserver now, or --after SECONDS in the background",
-    "degraded-link": "set cell (src,dst) of the nvbandwidth matrix of MPIJobs on rack R, and the SUM; src and dst "
+    "degraded-link": "a measurement fault, not hardware (no tool but nvbandwidth shows it): "
+    "set cell (src,dst) of the nvbandwidth matrix of MPIJobs on rack R, and the SUM; src and dst "
     "may each name several GPUs (1,4, 0-3, all: src=5 dst=all is row 5) "
     "(rack=<R, default 0> src=<gpu> dst=<gpu> gbps=<value, default 400>)",
-    "degraded-gpu": "scale row and column of GPU G (or of each GPU of a list 1,4,6, a range 0-17, or all) of the "
-    "nvbandwidth matrix of MPIJobs on rack R, and the SUM; a cell between two such GPUs takes the lower factor "
+    "degraded-gpu": "hardware: GPU G of rack R (its index in the rack's matrix; or each GPU of a list 1,4,6, a range "
+    "0-17, or all) lost round(18 x (1 - factor)) NVLinks, at least 1: nvidia-smi nvlink -s shows them inactive; row "
+    "and column of the nvbandwidth matrix of MPIJobs on rack R and the SUM scaled by factor (a cell between two such "
+    "GPUs takes the lower), the rack's nccl figures too "
     "(rack=<R, default 0> gpu=<G> factor=<(0,1], default 0.944 = 17 of 18 NVLinks>)",
-    "missing-gpu": "one tray reports 3 nvidia.com/gpu: capacity, allocatable, label nvidia.com/gpu.count (node=<tray>)",
+    "missing-gpu": "hardware: GPU gpu= (default 3) of one tray is not enumerated: the tray reports 3 nvidia.com/gpu "
+    "(capacity, allocatable, label nvidia.com/gpu.count), nvidia-smi and DCGM list 3 GPUs (node=<tray> gpu=<3>)",
+    "gpu-off-bus": "hardware: GPU gpu= (default 0) of one tray fell off the bus: Xid 79 in the kernel log, nvidia-smi "
+    "cannot get its handle (exit 255), DCGM leaves it out, allocatable drops by one, capacity stays "
+    "(node=<tray> gpu=<0>)",
+    "nvlink-down": "hardware: links= (default 1) of the 18 NVLinks of GPUs gpu= (default 0) of one tray are inactive: "
+    "nvidia-smi nvlink -s, the nvbandwidth matrix's row and column of that GPU and the rack's nccl figures scaled "
+    "by (18 - links) / 18 (node=<tray> gpu=<0> links=<1>)",
+    "row-remap-pending": "hardware: GPUs gpu= (default all) of one tray have an uncorrectable ECC error and a row "
+    "remapping pending: nvidia-smi -q -x, and DCGM's software test fails them (85) (node=<tray> gpu=<all>)",
+    "xid": "hardware: the kernel log of one tray shows NVRM Xid code= (default 79) on GPUs gpu= (default all) "
+    "(node=<tray> gpu=<all> code=<79>)",
+    "nvlink-errors": "hardware: GPUs gpu= (default all) of one tray count count= (3) failed recoveries on NVLink "
+    "link= (7): nvidia-smi nvlink -e (node=<tray> gpu=<all> link=<7> count=<3>)",
+    "fabric-unhealthy": "hardware: the fabric registration of GPUs gpu= (default 0) of one tray failed: nvidia-smi "
+    "-q -x fabric Completed/Failure/Unhealthy, DCGM's software test fails (112) (node=<tray> gpu=<0>)",
     "busy-node": "another tenant's Running pod holds all 4 nvidia.com/gpu of one tray "
     "(pod busy-<node> in namespace gpu-fabric-sim-busy) (node=<tray>)",
     "launcher-fails": "the MPIJob launcher pod fails with exit code 1 and an MPI/CUDA error in its log (code=<N>)",

@@ -17,6 +17,7 @@ import re
 from typing import Any, Optional
 
 from simrack import FAULTS
+from simrack.hardware import HARDWARE_PARAMS, LINKS_PER_GPU
 from simrack.nodes import GPUS_PER_TRAY, tray_name
 
 # One NVLink of the 18 a GB200 GPU has to the NVLink switch trays lost: 17/18 of the bandwidth.
@@ -32,8 +33,7 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "split-clique": ("rack",),
     "apiserver-restart": (),
     "degraded-link": ("rack", "src", "dst", "gbps"),
-    "degraded-gpu": ("rack", "gpu", "factor"),
-    "missing-gpu": ("node",),
+    **HARDWARE_PARAMS,
     "busy-node": ("node",),
     "launcher-fails": ("code",),
     "compute-domain-not-ready": (),
@@ -41,8 +41,17 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "channel-missing": (),
     "rack-run-time": ("scale",),
 }
-# Faults whose one parameter names a tray and has no default.
-NODE_FAULTS = ("missing-gpu", "busy-node")
+# Faults that name a tray (node=, no default); the hardware faults among them also name GPUs of it (gpu=).
+NODE_FAULTS = ("busy-node", *(name for name, params in HARDWARE_PARAMS.items() if "node" in params))
+# The defaults recorded for the hardware faults of a tray (faults.json says what is in effect); missing-gpu records
+# none, as before (its GPU is 3 unless gpu= says: hardware.DEFAULT_GPU).
+TRAY_FAULT_DEFAULTS = {
+    "gpu-off-bus": {"gpu": "0"},
+    "nvlink-down": {"gpu": "0", "links": "1"},
+    "fabric-unhealthy": {"gpu": "0"},
+    "xid": {"code": "79"},
+    "nvlink-errors": {"link": "7", "count": "3"},
+}
 # Faults that change one rack's nvbandwidth matrix (param rack, default 0).
 MATRIX_FAULTS = ("degraded-link", "degraded-gpu")
 
@@ -147,6 +156,8 @@ def validate(name: str, params: dict[str, str], racks: int, trays_per_rack: int)
     gpus = trays_per_rack * GPUS_PER_TRAY
     if name in NODE_FAULTS:
         _node(name, params, racks, trays_per_rack)
+        if name != "busy-node":
+            out = _tray_fault(name, params)
     elif name == "degraded-link":
         rack = _rack(name, params, racks)
         ends = []
@@ -186,6 +197,24 @@ def validate(name: str, params: dict[str, str], racks: int, trays_per_rack: int)
         if not 0 <= scale <= 10:
             raise ValueError(f"{name}: scale={params['scale']} must be in [0, 10] (1 = a real rack's time)")
         out.setdefault("scale", str(DEFAULT_RUN_TIME_SCALE))
+    return out
+
+
+def _tray_fault(name: str, params: dict[str, str]) -> dict[str, str]:
+    """A hardware fault of a tray: ``gpu`` GPUs of it, the whole numbers whole, a link of the 18; defaults recorded."""
+    out = {**TRAY_FAULT_DEFAULTS.get(name, {}), **params}
+    if "gpu" in out:
+        try:
+            gpu_list(out["gpu"], GPUS_PER_TRAY)
+        except ValueError as exc:
+            raise ValueError(f"{name}: gpu={out['gpu']} {exc} (a tray has GPUs 0..{GPUS_PER_TRAY - 1})") from None
+    for key in ("code", "count", "link", "links"):
+        if key in out and not str(out[key]).isdigit():
+            raise ValueError(f"{name}: {key}={out[key]} is not a whole number")
+    if int(out.get("link", 0)) >= LINKS_PER_GPU:
+        raise ValueError(f"{name}: link={out['link']}: a GB200 GPU has links 0..{LINKS_PER_GPU - 1}")
+    if "links" in out and not 1 <= int(out["links"]) <= LINKS_PER_GPU:
+        raise ValueError(f"{name}: links={out['links']}: a GB200 GPU has 1..{LINKS_PER_GPU} links to lose")
     return out
 
 

@@ -15,6 +15,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
+from simrack import hardware
+
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 # The rack of a tray: label value rack<N> (what the collection names racks by, through its
 # gpu_fabric_rack_label), annotation value <N> (older readers).
@@ -29,7 +31,7 @@ CONTROL_PLANE_NODE = "sim-control-plane"
 CLIQUE_ID = 32766
 # The second clique of the split-clique fault: same NVLink domain, a different partition.
 SPLIT_CLIQUE_ID = 32765
-GPUS_PER_TRAY = 4
+GPUS_PER_TRAY = hardware.GPUS_PER_TRAY
 TRAY_PREFIX = "gb200-r"
 _UUID_NAMESPACE = uuid.UUID("6f1c1a57-4e0b-4f0e-9d0a-67b200f0a872")
 
@@ -82,8 +84,11 @@ def _node_info(architecture: str, kubelet_version: str) -> dict[str, str]:
     }
 
 
-def tray_node(rack: int, tray: int, kubelet_version: str, gpus: int = GPUS_PER_TRAY) -> dict[str, Any]:
-    """A Node as a GB200 compute tray's kubelet, GFD and NFD leave it (status set on create)."""
+def tray_node(
+    rack: int, tray: int, kubelet_version: str, gpus: int = GPUS_PER_TRAY, allocatable: Optional[int] = None
+) -> dict[str, Any]:
+    """A Node as a GB200 compute tray's kubelet, GFD and NFD leave it (status set on create): ``gpus`` the GPUs
+    enumerated (capacity, ``nvidia.com/gpu.count``), ``allocatable`` the healthy ones (default all)."""
     name = tray_name(rack, tray)
     resources = {
         "cpu": "144",
@@ -121,7 +126,7 @@ def tray_node(rack: int, tray: int, kubelet_version: str, gpus: int = GPUS_PER_T
         "spec": {},
         "status": {
             "capacity": dict(resources),
-            "allocatable": dict(resources),
+            "allocatable": {**resources, GPU_RESOURCE: str(gpus if allocatable is None else allocatable)},
             "nodeInfo": _node_info("arm64", kubelet_version),
             "phase": "Pending",
         },
@@ -182,15 +187,27 @@ def default_unlabelled_node(racks: int, trays_per_rack: int) -> str:
     return tray_name(racks - 1, trays_per_rack - 1)
 
 
+def _check_fault_trays(racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]) -> None:
+    names = set(tray_names(racks, trays_per_rack))
+    for fault in hardware.HARDWARE_FAULTS:
+        if fault in faults and "node" in hardware.HARDWARE_PARAMS[fault]:
+            node = str(faults[fault].get("node") or "")
+            if node not in names:
+                raise ValueError(f"{fault}: node={node} is not a tray of this sim (e.g. {tray_name(0, 0)})")
+
+
 def desired_gpus(racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """The nvidia.com/gpu count every tray should report given the active faults."""
-    gpus = {name: GPUS_PER_TRAY for name in tray_names(racks, trays_per_rack)}
-    if "missing-gpu" in faults:
-        node = str(faults["missing-gpu"].get("node") or "")
-        if node not in gpus:
-            raise ValueError(f"missing-gpu: node={node} is not a tray of this sim (e.g. {tray_name(0, 0)})")
-        gpus[node] = GPUS_PER_TRAY - 1
-    return gpus
+    """The nvidia.com/gpu capacity (and nvidia.com/gpu.count) every tray should report given the active faults:
+    the GPUs its hardware model enumerates (``hardware.Tray.capacity``)."""
+    _check_fault_trays(racks, trays_per_rack, faults)
+    return {name: hardware.tray(faults, name).capacity for name in tray_names(racks, trays_per_rack)}
+
+
+def desired_allocatable(racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """The nvidia.com/gpu allocatable of every tray: the enumerated GPUs the driver still reaches (the device
+    plugin marks a GPU that fell off the bus unhealthy; ``hardware.Tray.allocatable``)."""
+    _check_fault_trays(racks, trays_per_rack, faults)
+    return {name: hardware.tray(faults, name).allocatable for name in tray_names(racks, trays_per_rack)}
 
 
 def desired_tray_labels(
@@ -290,11 +307,12 @@ def reconcile_nodes(
     existing = {n["metadata"]["name"] for n in list_nodes(core)}
     faults = faults or {}
     gpus = desired_gpus(racks, trays_per_rack, faults)
+    allocatable = desired_allocatable(racks, trays_per_rack, faults)
     labels = desired_tray_labels(racks, trays_per_rack, faults)
     trays = []
     for r in range(racks):
         for t in range(trays_per_rack):
-            body = tray_node(r, t, kubelet_version, gpus[tray_name(r, t)])
+            body = tray_node(r, t, kubelet_version, gpus[tray_name(r, t)], allocatable[tray_name(r, t)])
             for key, value in labels[tray_name(r, t)].items():
                 if value is None:
                     body["metadata"]["labels"].pop(key, None)
@@ -370,9 +388,11 @@ def collect_orphaned_pods(core: Any, progress: Progress) -> int:
 def tray_changes(
     nodes: list[dict[str, Any]], racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
-    """Per tray that differs from what the faults want: ``{"labels": {...}, "gpus": N}`` (either key)."""
+    """Per tray that differs from what the faults want: ``{"labels": {...}, "gpus": N}`` (either key; ``gpus`` the
+    capacity, with ``"allocatable": M`` when the allocatable GPUs are fewer)."""
     labels = desired_tray_labels(racks, trays_per_rack, faults)
     gpus = desired_gpus(racks, trays_per_rack, faults)
+    allocatable = desired_allocatable(racks, trays_per_rack, faults)
     changes: dict[str, dict[str, Any]] = {}
     for node in nodes:
         name = node["metadata"]["name"]
@@ -381,13 +401,15 @@ def tray_changes(
         current = node["metadata"].get("labels") or {}
         label_patch = {k: v for k, v in labels[name].items() if current.get(k) != v}
         status = node.get("status") or {}
-        want = str(gpus[name])
-        gpus_differ = any((status.get(part) or {}).get(GPU_RESOURCE) != want for part in ("capacity", "allocatable"))
+        want = {"capacity": str(gpus[name]), "allocatable": str(allocatable[name])}
+        gpus_differ = any((status.get(part) or {}).get(GPU_RESOURCE) != want[part] for part in want)
         change: dict[str, Any] = {}
         if label_patch:
             change["labels"] = label_patch
         if gpus_differ:
             change["gpus"] = gpus[name]
+            if allocatable[name] != gpus[name]:
+                change["allocatable"] = allocatable[name]
         if change:
             changes[name] = change
     return changes
@@ -395,7 +417,7 @@ def tray_changes(
 
 def apply_tray_state(core: Any, racks: int, trays_per_rack: int, faults: dict[str, dict[str, Any]]) -> list[str]:
     """Bring every tray's labels (clique, rack, GPU count) and its nvidia.com/gpu capacity and
-    allocatable to what the faults say; returns the nodes changed.
+    allocatable to what its hardware model says (``simrack.hardware``); returns the nodes changed.
 
     The GPU count is written to the status subresource, as a device plugin's kubelet would; KWOK
     keeps it (its stages copy capacity and allocatable from the Node and renew only conditions).
@@ -407,9 +429,9 @@ def apply_tray_state(core: Any, racks: int, trays_per_rack: int, faults: dict[st
         if "labels" in change:
             core.patch_node(name, {"metadata": {"labels": change["labels"]}})
         if "gpus" in change:
-            count = str(change["gpus"])
+            count, usable = str(change["gpus"]), str(change.get("allocatable", change["gpus"]))
             core.patch_node_status(
-                name, {"status": {"capacity": {GPU_RESOURCE: count}, "allocatable": {GPU_RESOURCE: count}}}
+                name, {"status": {"capacity": {GPU_RESOURCE: count}, "allocatable": {GPU_RESOURCE: usable}}}
             )
 
     _parallel(patch, sorted(changes))

@@ -286,3 +286,247 @@ def test_a_check_or_a_knob_is_one_programs_only(add_program):
 
 def test_a_module_whose_name_starts_with_an_underscore_is_not_a_program(add_program):
     assert "fake_hidden" not in add_program("_helpers", FAKE_HEALTH.replace("fake_health", "fake_hidden"))
+
+
+# --- every stand-in renders from the tray's hardware model (simrack/hardware.py) ----------------------------------
+
+from simrack import hardware, nodes  # noqa: E402
+from simrack.programs import dcgm_diag, gpu_health  # noqa: E402
+
+FAULTED = "gb200-r0-t2"
+MARK = "#### gpu-fabric"
+
+
+def node_of(name: str = FAULTED) -> dict:
+    rack, _tray = nodes.parse_tray_name(name)
+    return {"metadata": {"name": name, "labels": {nodes.CLIQUE_LABEL: nodes.clique_value(rack)}}}
+
+
+def sections(log: str) -> dict:
+    """name -> (text, rc) of a pod log's marked sections, in order."""
+    found = {}
+    for block in log.split(f"{MARK} begin ")[1:]:
+        name, _, rest = block.partition("\n")
+        text, _, end = rest.partition(f"{MARK} end {name} rc=")
+        found[name] = (text.rstrip("\n"), int(end.split("\n", 1)[0]))
+    return found
+
+
+def health(faults: dict) -> dict:
+    return sections(gpu_health.log({}, node_of(), faults))
+
+
+def dcgm(faults: dict, level: int = 1) -> tuple[dict, int]:
+    pod = {"spec": {"containers": [{"command": ["sh", "-c", f"nv-hostengine; dcgmi diag -r {level} -j"]}]}}
+    text, code = dcgm_diag.log(pod, node_of(), faults)
+    return json.loads(sections(text)["dcgmi diag"][0]), code
+
+
+def entity_ids(document: dict) -> list:
+    return [e["entity_id"] for e in document["entity_groups"][0]["entities"]]
+
+
+def test_a_healthy_trays_gpu_health_log_has_nvlink_s_between_q_x_and_nvlink_e_with_every_link_at_50_gbs():
+    log = health({})
+    assert list(log) == ["clock", "nvidia-smi -q -x", "nvidia-smi nvlink -s", "nvidia-smi nvlink -e", "dmesg"]
+    status = log["nvidia-smi nvlink -s"][0].splitlines()
+    assert status[0] == "GPU 0: NVIDIA GB200 (UUID: GPU-0b1e7a52-5c1d-4e0a-8f3b-2a9d6c4e1f00)"
+    assert status[1:3] == ["\t Link 0: 50 GB/s", "\t Link 1: 50 GB/s"]
+    assert len(status) == 4 * 19 and "<inactive>" not in log["nvidia-smi nvlink -s"][0]
+    assert all(rc == 0 for _text, rc in log.values())
+    # the tray's own clique in every GPU's fabric section
+    cluster = nodes.cluster_uuid(0)
+    assert log["nvidia-smi -q -x"][0].count(f"<clusterUuid>{cluster}</clusterUuid>") == 4
+
+
+def test_missing_gpu_leaves_the_gpu_out_of_every_nvidia_smi_output_and_of_dcgm():
+    log = health({"missing-gpu": {"node": FAULTED, "gpu": "3"}})
+    xml = log["nvidia-smi -q -x"][0]
+    assert "<attached_gpus>3</attached_gpus>" in xml
+    assert xml.count("<gpu id=") == 3 and "GPU-0b1e7a52-5c1d-4e0a-8f3b-2a9d6c4e1f03" not in xml
+    assert xml.rstrip().endswith("</nvidia_smi_log>")
+    for section in ("nvidia-smi nvlink -s", "nvidia-smi nvlink -e"):
+        assert [line for line in log[section][0].splitlines() if line.startswith("GPU ")] == [
+            f"GPU {g}: NVIDIA GB200 (UUID: GPU-0b1e7a52-5c1d-4e0a-8f3b-2a9d6c4e1f0{g})" for g in range(3)
+        ]
+    document, code = dcgm({"missing-gpu": {"node": FAULTED, "gpu": "3"}}, level=2)
+    assert entity_ids(document) == [0, 1, 2] and code == 0
+    for category in document["DCGM Diagnostic"]["test_categories"]:
+        for test in category["tests"]:
+            assert [r["entity_id"] for r in test["results"]] == [0, 1, 2]
+    # another tray is whole
+    assert (
+        sections(gpu_health.log({}, node_of("gb200-r0-t1"), {"missing-gpu": {"node": FAULTED}}))["nvidia-smi -q -x"][
+            0
+        ].count("<gpu id=")
+        == 4
+    )
+
+
+def test_a_gpu_off_the_bus_fails_every_nvidia_smi_command_shows_xid_79_and_is_not_diagnosed():
+    faults = {"gpu-off-bus": {"node": FAULTED, "gpu": "2"}}
+    log = health(faults)
+    line = "Unable to determine the device handle for GPU 0018:01:00.0: Unknown Error"
+    for section in ("nvidia-smi -q -x", "nvidia-smi nvlink -s", "nvidia-smi nvlink -e"):
+        assert log[section] == (line, 255)
+    assert log["dmesg"][0].splitlines()[-1] == (
+        "[85802.000000] NVRM: Xid (PCI:0018:01:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+    )
+    document, code = dcgm(faults)
+    assert entity_ids(document) == [0, 1, 3] and code == 0
+    (test,) = document["DCGM Diagnostic"]["test_categories"][0]["tests"]
+    assert [r["entity_id"] for r in test["results"]] == [0, 1, 3]
+
+
+def test_nvlink_down_shows_the_links_inactive_in_nvlink_s_and_nothing_in_dcgm():
+    faults = {"nvlink-down": {"node": FAULTED, "gpu": "1", "links": "2"}}
+    status = health(faults)["nvidia-smi nvlink -s"][0].splitlines()
+    block = status[19:38]
+    assert block[0].startswith("GPU 1: NVIDIA GB200")
+    assert block[16:] == ["\t Link 15: 50 GB/s", "\t Link 16: <inactive>", "\t Link 17: <inactive>"]
+    assert sum("<inactive>" in line for line in status) == 2
+    assert dcgm(faults, level=3) == dcgm({}, level=3)
+
+
+def test_degraded_gpu_by_rack_index_sets_the_trays_links_inactive_too():
+    faults = {"degraded-gpu": {"rack": "0", "gpu": "10", "factor": "0.944"}}  # tray 2, GPU 2
+    status = health(faults)["nvidia-smi nvlink -s"][0].splitlines()
+    assert [i for i, line in enumerate(status) if "<inactive>" in line] == [2 * 19 + 18]
+
+
+def test_row_remap_pending_shows_in_q_x_and_fails_dcgms_software_test_on_that_gpu():
+    faults = {"row-remap-pending": {"node": FAULTED, "gpu": "2"}}
+    xml = health(faults)["nvidia-smi -q -x"][0]
+    third = xml.split("<gpu id=")[3]
+    assert "<remapped_row_pending>Yes</remapped_row_pending>" in third
+    assert "<remapped_row_unc>1</remapped_row_unc>" in third and "<dram_uncorrectable>1</dram_uncorrectable>" in third
+    assert xml.count("<remapped_row_pending>Yes</remapped_row_pending>") == 1
+    document, code = dcgm(faults)
+    (software,) = document["DCGM Diagnostic"]["test_categories"][0]["tests"]
+    assert [r["status"] for r in software["results"]] == ["Pass", "Pass", "Fail", "Pass"]
+    assert software["results"][2]["warnings"][0]["error_id"] == 85
+    assert software["results"][2]["warnings"][0]["warning"].startswith("GPU 2 had memory errors and row remappings")
+    assert code == 226
+
+
+def test_fabric_unhealthy_shows_in_q_x_and_fails_every_gpu_of_dcgms_software_test():
+    faults = {"fabric-unhealthy": {"node": FAULTED, "gpu": "1"}}
+    xml = health(faults)["nvidia-smi -q -x"][0]
+    fabric = xml.split("<gpu id=")[2].split("<fabric>")[1].split("</fabric>")[0]
+    assert "<state>Completed</state>" in fabric and "<status>Failure</status>" in fabric
+    assert "<summary>Unhealthy</summary>" in fabric
+    assert xml.count("<status>Success</status>") == 3
+    document, code = dcgm(faults)
+    (software,) = document["DCGM Diagnostic"]["test_categories"][0]["tests"]
+    assert [r["status"] for r in software["results"]] == ["Fail"] * 4
+    assert [w["error_id"] for w in software["results"][1]["warnings"]] == [112]
+    assert code == 256 - 30  # DCGM_ST_NVVS_ERROR: severity 5, no isolate
+
+
+def test_xid_and_nvlink_errors_are_hardware_faults_rendered_as_before():
+    assert "xid" in faultspec.PARAMS and "xid" not in gpu_health.FAULTS
+    log = health({"xid": {"node": FAULTED, "gpu": "1", "code": "48"}, "nvlink-errors": {"node": FAULTED, "gpu": "3"}})
+    assert (
+        log["dmesg"][0]
+        .splitlines()[-1]
+        .endswith("NVRM: Xid (PCI:0009:01:00): 48, pid='<unknown>', name=<unknown>, see NVIDIA's Xid catalogue")
+    )
+    errors = log["nvidia-smi nvlink -e"][0].splitlines()
+    gpu3 = errors[errors.index(next(line for line in errors if line.startswith("GPU 3"))) :]
+    assert "\t Link 7: Link recovery failed events: 3" in gpu3
+    assert sum(line.endswith("recovery failed events: 3") for line in errors) == 1
+
+
+def test_the_node_keeps_capacity_and_loses_allocatable_for_a_gpu_off_the_bus():
+    faults = {"gpu-off-bus": {"node": "gb200-r0-t1", "gpu": "0"}}
+    assert nodes.desired_gpus(1, 2, faults) == {"gb200-r0-t0": 4, "gb200-r0-t1": 4}
+    assert nodes.desired_allocatable(1, 2, faults) == {"gb200-r0-t0": 4, "gb200-r0-t1": 3}
+    current = [nodes.tray_node(0, t, "v1.34.4") for t in range(2)]
+    assert nodes.tray_changes(current, 1, 2, faults) == {"gb200-r0-t1": {"gpus": 4, "allocatable": 3}}
+    created = nodes.tray_node(0, 1, "v1.34.4", 4, 3)["status"]
+    assert (created["capacity"]["nvidia.com/gpu"], created["allocatable"]["nvidia.com/gpu"]) == ("4", "3")
+    assert nodes.desired_gpus(1, 4, {"missing-gpu": {"node": "gb200-r0-t3", "gpu": "1"}})["gb200-r0-t3"] == 3
+
+
+def _job(workers: int = 2) -> tuple[dict, list]:
+    mpijob = {
+        "metadata": {"name": "nvb", "namespace": "gpu-fabric-verify"},
+        "spec": {"slotsPerWorker": 4, "mpiReplicaSpecs": {"Worker": {"replicas": workers}}},
+    }
+    bound = [
+        {"metadata": {"name": f"nvb-worker-{w}"}, "spec": {"nodeName": f"gb200-r0-t{w + 1}"}} for w in range(workers)
+    ]
+    return mpijob, bound
+
+
+def _cells(text: str) -> list:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("memcpy CE"))
+    return [line.split()[1:] for line in lines[start + 2 : start + 10]]
+
+
+def test_nvlink_down_scales_its_gpus_matrix_row_and_column_by_the_links_left():
+    mpijob, bound = _job()
+    launcher = {"metadata": {"name": "nvb-launcher", "annotations": {}}, "spec": {"containers": [{"command": []}]}}
+    healthy = _cells(podlogs.launcher_log(launcher, mpijob, {}, bound))
+    faults = {"nvlink-down": {"node": FAULTED, "gpu": "1", "links": "3"}}  # worker 1 (tray 2): rank 5
+    degraded = _cells(podlogs.launcher_log(launcher, mpijob, faults, bound))
+    for r in range(8):
+        for c in range(8):
+            if r == c:
+                continue
+            want = float(healthy[r][c]) * (15 / 18 if 5 in (r, c) else 1)
+            assert float(degraded[r][c]) == pytest.approx(want, abs=0.006), (r, c)
+
+
+def test_a_lost_nvlink_lowers_the_racks_nccl_figures_the_same_way():
+    mpijob, bound = _job()
+    launcher = {
+        "metadata": {"name": "nvb-launcher", "annotations": {}},
+        "spec": {"containers": [{"command": ["mpirun", "all_reduce_perf", "-b", "1G", "-e", "1G"]}]},
+    }
+
+    def busbw(faults: dict) -> float:
+        text = podlogs.launcher_log(launcher, mpijob, faults, bound)
+        return float(next(line for line in text.splitlines() if "Avg bus bandwidth" in line).split(":")[1])
+
+    assert busbw({"nvlink-down": {"node": FAULTED, "gpu": "0", "links": "9"}}) < busbw({}) * 0.6
+    assert busbw({"nvlink-down": {"node": "gb200-r0-t3", "gpu": "0", "links": "9"}}) == busbw({})  # not in the job
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "recorded"),
+    [
+        ("nvlink-down", {"node": FAULTED}, {"node": FAULTED, "gpu": "0", "links": "1"}),
+        ("missing-gpu", {"node": FAULTED}, {"node": FAULTED}),  # GPU 3 by default, recorded as before: none
+        ("gpu-off-bus", {"node": FAULTED, "gpu": "2"}, {"node": FAULTED, "gpu": "2"}),
+        ("fabric-unhealthy", {"node": FAULTED}, {"node": FAULTED, "gpu": "0"}),
+        ("xid", {"node": FAULTED}, {"node": FAULTED, "code": "79"}),
+        ("nvlink-errors", {"node": FAULTED, "gpu": "1"}, {"node": FAULTED, "gpu": "1", "link": "7", "count": "3"}),
+        ("row-remap-pending", {"node": FAULTED, "gpu": "3"}, {"node": FAULTED, "gpu": "3"}),
+    ],
+)
+def test_hardware_faults_record_their_defaults(name, params, recorded):
+    assert faultspec.validate(name, params, 1, 4) == recorded
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("nvlink-down", {"node": FAULTED, "links": "19"}, "nvlink-down: links=19: a GB200 GPU has 1..18 links to lose"),
+        ("nvlink-down", {"node": FAULTED, "gpu": "4"}, "nvlink-down: gpu=4 is out of range (a tray has GPUs 0..3)"),
+        ("gpu-off-bus", {}, "gpu-off-bus needs node=<tray>"),
+        ("nvlink-errors", {"node": FAULTED, "link": "18"}, "nvlink-errors: link=18: a GB200 GPU has links 0..17"),
+        ("xid", {"node": FAULTED, "code": "x"}, "xid: code=x is not a whole number"),
+    ],
+)
+def test_wrong_hardware_faults_are_refused_in_one_line(name, params, message):
+    with pytest.raises(ValueError) as err:
+        faultspec.validate(name, params, 1, 4)
+    assert str(err.value).startswith(message)
+
+
+def test_the_fault_list_says_which_faults_are_hardware_and_that_degraded_link_is_a_measurement():
+    descriptions = faultspec.all_descriptions()
+    assert all(descriptions[name].startswith("hardware: ") for name in hardware.HARDWARE_FAULTS)
+    assert descriptions["degraded-link"].startswith("a measurement fault, not hardware")

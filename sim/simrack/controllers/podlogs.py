@@ -50,7 +50,7 @@ import time
 from types import ModuleType
 from typing import Any, Optional
 
-from simrack import REPO_ROOT, faultspec, logs, programs
+from simrack import REPO_ROOT, faultspec, hardware, logs, programs
 from simrack.controllers.base import Controller, labels_of
 from simrack.controllers.kube import COMPUTEDOMAINS, KWOK_LOGS, MPIJOBS, NODES, PODS, owner_reference
 from simrack.controllers.mpioperator import (
@@ -156,6 +156,23 @@ def mpijob_rack(mpijob: dict[str, Any], workers: list[dict[str, Any]]) -> Option
     return named.pop() if len(named) == 1 else None
 
 
+def rank_gpus(
+    mpijob: dict[str, Any], workers: list[dict[str, Any]], rack: Optional[int], slots: int, n_workers: int
+) -> list[tuple[str, int]]:
+    """(tray, GPU on the tray) of each rank (``ppr:<slots>:node``: worker w's ranks are its tray's GPUs 0..slots-1):
+    the tray worker ``<job>-worker-<w>`` is bound to, else, before the workers are bound, the rack's trays in order."""
+    name = mpijob["metadata"]["name"]
+    bound = {
+        str((w.get("metadata") or {}).get("name") or ""): str((w.get("spec") or {}).get("nodeName") or "")
+        for w in workers
+    }
+    ranks = []
+    for w in range(n_workers):
+        tray = bound.get(f"{name}-worker-{w}") or (f"gb200-r{rack}-t{w}" if rack is not None else "")
+        ranks.extend((tray, s) for s in range(slots))
+    return ranks
+
+
 def launcher_log(
     pod: dict[str, Any],
     mpijob: dict[str, Any],
@@ -170,10 +187,14 @@ def launcher_log(
     exit_code = ((pod["metadata"].get("annotations") or {}).get(EXIT_CODE_ANNOTATION) or "0").strip()
     failing = exit_code not in ("", "0")
     lost = (pod["metadata"].get("annotations") or {}).get(WORKER_LOST_ANNOTATION)
-    if any(a.endswith("all_reduce_perf") for a in argv) and not failing:
-        return logs.all_reduce_perf_text(argv, len(hostnames), hostnames, logs.mean_measured_cell())
     rack = mpijob_rack(mpijob, workers or [])
     cells, factors, notes = faultspec.matrix_faults(faults, rack, len(hostnames))
+    for rank, factor in hardware.rank_factors(faults, rank_gpus(mpijob, workers or [], rack, slots, n_workers)).items():
+        factors[rank] = min(factor, factors.get(rank, 1.0))
+    if any(a.endswith("all_reduce_perf") for a in argv) and not failing:
+        # a ring all-reduce moves at the pace of its slowest GPU: one that lost links slows the rack's job
+        slowest = min(factors.values(), default=1.0)
+        return logs.all_reduce_perf_text(argv, len(hostnames), hostnames, logs.mean_measured_cell() * slowest)
     ref = f"{mpijob['metadata'].get('namespace')}/{mpijob['metadata']['name']}"
     for note in notes:
         log.warning("MPIJob %s (rack %s): fault %s", ref, rack, note)

@@ -16,7 +16,17 @@ The pod exits with dcgmi's status, as its script does: 0; 226 or 205 (DCGM_ST_NV
 test found an error; 217 (DCGM_ST_DIAG_ALREADY_RUNNING) for the runtime error; the kwok stages ``gb200-check-pod-*``
 then end it ``Failed`` with that code, which the check, judging the output, does not hold against the tray.
 
-Faults (``sim/rack fault <knob> node=<tray>``):
+The tray's hardware (``simrack/hardware.py``) decides which GPUs are diagnosed and what DCGM finds on its own: a GPU
+the driver does not enumerate (``missing-gpu``) is not in DCGM and the GPUs after it take its id; one off the bus
+(``gpu-off-bus``) keeps its id and the diagnostic leaves it out (``DcgmDiagManager.cpp``, "Skip GPUs that are lost to
+the CM"): it is in neither ``results`` nor ``entity_groups``. The software test (level 1 and up) fails a GPU with a
+pending row remap (``row-remap-pending``: ``Software::checkRowRemapping``, DCGM_FR_PENDING_ROW_REMAP 85, that GPU)
+and a fabric registration that completed with an error (``fabric-unhealthy``: ``Software::checkFabricManager``,
+DCGM_FR_FABRIC_MANAGER_TRAINING_ERROR 112, every GPU of the test). A lost NVLink (``nvlink-down``, ``degraded-gpu``)
+is not a diagnostic's: DCGM_FR_NVLINK_DOWN comes from the health watch only, and the pcie plugin's
+DCGM_FR_GPU_EXPECTED_NVLINKS_UP needs ``pcie.gpu_nvlinks_expected_up``, 0 (off) by default.
+
+Knobs of this program (``sim/rack fault <knob> node=<tray>``), for what DCGM says beyond the hardware:
 
 * ``dcgm-fail`` (``gpu``, ``test`` software, ``code`` 85): the GPUs named fail the test with DCGM's text for the
   code. As DCGM's software plugin does, some codes fail only their GPU (85, 80: ``SetResultForGpu``) and some mark
@@ -34,8 +44,8 @@ import re
 import shlex
 from typing import Any
 
-from simrack import programs
-from simrack.nodes import GPUS_PER_TRAY, parse_tray_name
+from simrack import hardware, programs
+from simrack.nodes import parse_tray_name
 
 CHECK = "dcgm_diag"
 FAULTS = {
@@ -187,19 +197,50 @@ def _warning(code: int, gpu: int, node: dict[str, Any]) -> dict[str, Any]:
     return {"error_category": category, "error_id": code, "error_severity": severity, "warning": f"{text} {steps}"}
 
 
+def diagnosed(node: dict[str, Any], faults: dict[str, dict[str, Any]]) -> list[int]:
+    """DCGM's ids of the GPUs its diagnostic runs on: the GPUs the driver enumerates are DCGM's 0.. in order; one
+    lost to the driver (off the bus) keeps its id, and the diagnostic leaves it out (``DcgmDiagManager.cpp``:
+    "Skip GPUs that are lost to the CM")."""
+    tray = hardware.tray(faults, programs.node_name(node))
+    return [dcgm_id for dcgm_id, gpu in enumerate(tray.present) if gpu.on_bus]
+
+
+def hardware_failures(name: str, node: dict[str, Any], faults: dict[str, dict[str, Any]]) -> list[tuple[int, int]]:
+    """(DCGM_FR code, DCGM GPU id) that test ``name`` raises from the tray's hardware state: the software plugin's
+    ``checkRowRemapping`` (a pending remap: 85, per GPU) and ``checkFabricManager`` (a fabric registration that
+    completed with an error: 112, which fails every GPU of the test). Nothing else of the model is a diagnostic's:
+    DCGM_FR_NVLINK_DOWN comes from the health watch, not from a plugin."""
+    if name != "software":
+        return []
+    tray = hardware.tray(faults, programs.node_name(node))
+    found = []
+    for dcgm_id, gpu in enumerate(tray.present):
+        if not gpu.on_bus:
+            continue
+        if gpu.remap_pending:
+            found.append((85, dcgm_id))
+        if gpu.fabric_status == "Failure":
+            found.append((112, dcgm_id))
+    return found
+
+
 def _test(name: str, node: dict[str, Any], faults: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    status = {gpu: "Skip" if name in SKIPPED else "Pass" for gpu in range(GPUS_PER_TRAY)}
-    warnings: dict[int, list[dict[str, Any]]] = {gpu: [] for gpu in range(GPUS_PER_TRAY)}
+    gpus = diagnosed(node, faults)
+    status = {gpu: "Skip" if name in SKIPPED else "Pass" for gpu in gpus}
+    warnings: dict[int, list[dict[str, Any]]] = {gpu: [] for gpu in gpus}
     fail = programs.fault_on(faults, "dcgm-fail", node)
+    raised: list[tuple[int, int]] = []
     if fail is not None and fail.get("test", "software") == name:
         code = int(fail.get("code", 85))
-        for gpu in programs.tray_gpus(fail):
-            warnings[gpu].append(_warning(code, gpu, node))
-        for gpu in range(GPUS_PER_TRAY) if CODES[code][5] else programs.tray_gpus(fail):
-            status[gpu] = "Fail"
+        raised += [(code, gpu) for gpu in programs.tray_gpus(fail) if gpu in status]
+    raised += hardware_failures(name, node, faults)
+    for code, gpu in raised:
+        warnings[gpu].append(_warning(code, gpu, node))
+        for failed in gpus if CODES[code][5] else [gpu]:
+            status[failed] = "Fail"
     if name == "software" and programs.fault_on(faults, "dcgm-imex-unhealthy", node) is not None:
         message, steps, severity, category = IMEX
-        for gpu in range(GPUS_PER_TRAY):
+        for gpu in gpus:
             warnings[gpu].append(
                 {
                     "error_category": category,
@@ -210,13 +251,15 @@ def _test(name: str, node: dict[str, Any], faults: dict[str, dict[str, Any]]) ->
             )
             status[gpu] = "Fail"
     results = []
-    for gpu in range(GPUS_PER_TRAY):
+    for gpu in gpus:
         result: dict[str, Any] = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": gpu, "status": status[gpu]}
         if warnings[gpu]:
             result["warnings"] = warnings[gpu]
         results.append(result)
-    summary: dict[str, Any] = {"status": "Fail" if "Fail" in status.values() else results[0]["status"]}
-    every = [w for gpu in range(GPUS_PER_TRAY) for w in warnings[gpu]]
+    summary: dict[str, Any] = {
+        "status": "Fail" if "Fail" in status.values() else (results or [{"status": "Skip"}])[0]["status"]
+    }
+    every = [w for gpu in gpus for w in warnings[gpu]]
     if every:
         summary["warnings"] = every
     return {"name": name, "results": results, "test_summary": summary}
@@ -242,7 +285,7 @@ def diag_json(level: int, node: dict[str, Any], faults: dict[str, dict[str, Any]
                 {
                     "entities": [
                         {"device_id": DEVICE_ID, "entity_id": gpu, "serial_num": serial(node, gpu)}
-                        for gpu in range(GPUS_PER_TRAY)
+                        for gpu in diagnosed(node, faults)
                     ],
                     "entity_group": "GPU",
                     "entity_group_id": 1,

@@ -1,47 +1,42 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a ``gpu_health`` pod prints on a simulated GB200 tray, and its faults.
+"""What a ``gpu_health`` pod prints on a simulated GB200 tray, rendered from the tray's hardware model.
 
-The pod's script (``checks/gpu_health.py``) prints four sections between markers: the clock and uptime,
-``nvidia-smi -q -x``, ``nvidia-smi nvlink -e`` and ``dmesg``. Here:
+The pod's script (``checks/gpu_health.py``) prints its sections between markers, each with its exit status: the
+clock and uptime, ``nvidia-smi -q -x``, ``nvidia-smi nvlink -s``, ``nvidia-smi nvlink -e`` and ``dmesg``. Here,
+from ``simrack.hardware.tray`` (the faults are the sim's hardware faults: ``sim/rack fault --list``):
 
 * ``nvidia-smi -q -x`` is the GB200 report of ``tests/fixtures/nvidia-smi/synth-gb200-nvidia-smi-q.xml`` (rebuilt
   from a real capture of the same driver branch), with the tray's own clique (its ``nvidia.com/gpu.clique``
-  label: cluster UUID and clique id) in every GPU's fabric section;
-* ``nvidia-smi nvlink -e`` lists, for each of the 4 GPUs, the Blackwell counters of its 18 links as the driver
+  label: cluster UUID and clique id) in every GPU's fabric section, only the GPUs the driver enumerates
+  (``attached_gpus`` counts them; nvidia-smi numbers them 0.. in bus order, so the ones after a missing GPU move
+  up), each GPU's uncorrectable DRAM error and pending row remap, and its fabric state, status and health;
+* ``nvidia-smi nvlink -s``: per enumerated GPU its 18 links, ``50 GB/s`` each or ``<inactive>``;
+* ``nvidia-smi nvlink -e`` lists, for each enumerated GPU, the Blackwell counters of its 18 links as the driver
   prints them (``GPU 0: NVIDIA GB200 (UUID: ...)``, then ``\\t Link 0: Malformed packet Errors: 0``); FEC bin 0
-  counts clean code words and is large on a healthy link;
-* ``dmesg`` is the driver's boot lines as a real kernel prints them, then the faults' Xid lines.
+  counts clean code words and is large on a healthy link; failed recoveries where the model has them;
+* ``dmesg`` is the driver's boot lines as a real kernel prints them, then each GPU's Xid lines.
 
-Faults (``sim/rack fault <knob> node=<tray> [gpu=...]``): ``xid`` (an Xid, ``code`` 79 by default, on the GPUs
-named, 10 minutes before the read), ``nvlink-errors`` (``count`` failed link recoveries on link ``link``, default
-3 on link 7), ``row-remap-pending`` (an uncorrectable error whose row remapping waits for a GPU reset).
+A GPU off the bus (Xid 79) leaves nvidia-smi without a handle for it: every nvidia-smi command prints only
+``Unable to determine the device handle for GPU 0000:<bus>: Unknown Error`` and exits 255 (NVML_ERROR_UNKNOWN, as
+reported on real GPUs that fell off the bus), and the kernel log shows the Xid 79.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-from simrack import REPO_ROOT, programs
-from simrack.nodes import CLIQUE_LABEL, GPUS_PER_TRAY
+from simrack import REPO_ROOT, hardware, programs
+from simrack.nodes import CLIQUE_LABEL
 
 CHECK = "gpu_health"
-FAULTS = {
-    "xid": ("node", "gpu", "code"),
-    "nvlink-errors": ("node", "gpu", "link", "count"),
-    "row-remap-pending": ("node", "gpu"),
-}
-FAULT_HELP = {
-    "xid": "the kernel log of tray node= shows NVRM Xid code= (default 79) on GPUs gpu= (default all)",
-    "nvlink-errors": "GPUs gpu= of tray node= count count= (3) failed recoveries on NVLink link= (7)",
-    "row-remap-pending": "GPUs gpu= of tray node= have an uncorrectable ECC error and a row remapping pending",
-}
+FAULTS: dict[str, tuple[str, ...]] = {}  # its faults are hardware faults of the sim's (simrack/hardware.py)
 XML = REPO_ROOT / "tests" / "fixtures" / "nvidia-smi" / "synth-gb200-nvidia-smi-q.xml"
 MARK = "#### gpu-fabric"
 UPTIME = 86400.0  # the tray booted a day ago
-LINKS = 18
+LINKS = hardware.LINKS_PER_GPU
 COUNTERS = (
     "Malformed packet Errors",
     "Buffer overrun Errors",
@@ -81,92 +76,142 @@ BOOT = "\n".join(
 )
 
 
-def validate_fault(name: str, params: dict[str, str]) -> dict[str, str]:
-    defaults = {"xid": {"code": "79"}, "nvlink-errors": {"link": "7", "count": "3"}}.get(name, {})
-    for key, value in defaults.items():
-        params.setdefault(key, value)
-    for key in ("code", "count", "link"):
-        if key in params and not str(params[key]).isdigit():
-            raise ValueError(f"{name}: {key}={params[key]} is not a whole number")
-    if int(params.get("link", 0)) >= LINKS:
-        raise ValueError(f"{name}: link={params['link']}: a GB200 GPU has links 0..{LINKS - 1}")
-    return params
+LINK_GBPS = hardware.LINK_GBPS
+NO_HANDLE_RC = 255  # nvidia-smi's exit status for an NVML error it has no code for (Unknown Error)
 
 
-def _bus_ids(xml: str) -> list[str]:
-    return re.findall(r'<gpu id="([^"]+)">', xml)
+def _blocks(xml: str) -> tuple[str, list[str], str]:
+    """The report cut in three: what comes before the first GPU, each GPU's element, what comes after the last."""
+    parts = re.split(r"(?=\t<gpu id=)", xml)
+    head, gpus = parts[0], parts[1:]
+    tail = ""
+    if gpus:
+        last, sep, tail = gpus[-1].rpartition("\t</gpu>\n")
+        gpus[-1] = last + sep
+    return head, gpus, tail
+
+
+def _set(block: str, tag: str, value: str) -> str:
+    return re.sub(f"<{tag}>[^<]*</{tag}>", f"<{tag}>{value}</{tag}>", block, count=1)
+
+
+def _gpu_block(block: str, gpu: hardware.Gpu) -> str:
+    if gpu.dram_uncorrectable:
+        block = block.replace(
+            "<dram_uncorrectable>0</dram_uncorrectable>", "<dram_uncorrectable>1</dram_uncorrectable>", 1
+        )
+    if gpu.remapped_rows_uncorrectable:
+        block = _set(block, "remapped_row_unc", str(gpu.remapped_rows_uncorrectable))
+    if gpu.remap_pending:
+        block = _set(block, "remapped_row_pending", "Yes")
+    fabric_start = block.find("<fabric>")
+    if fabric_start >= 0 and not gpu.fabric_ok:
+        fabric = block[fabric_start:]
+        fabric = _set(
+            _set(_set(fabric, "state", gpu.fabric_state), "status", gpu.fabric_status), "summary", gpu.fabric_health
+        )
+        block = block[:fabric_start] + fabric
+    return block
+
+
+def _fixture() -> tuple[str, list[str], str]:
+    return _blocks(Path(XML).read_text())
+
+
+def _identity(blocks: list[str]) -> list[tuple[str, str]]:
+    """(PCI bus id, UUID) of each of the tray's 4 GPUs, as the fixture has them."""
+    return [
+        (re.search(r'<gpu id="([^"]+)">', b).group(1), re.search(r"<uuid>([^<]+)</uuid>", b).group(1))  # type: ignore[union-attr]
+        for b in blocks
+    ]
+
+
+def no_handle(tray: hardware.Tray) -> Optional[str]:
+    """What every nvidia-smi command prints when the driver lost a GPU of the tray, else None."""
+    _head, blocks, _tail = _fixture()
+    for gpu in tray.present:
+        if not gpu.on_bus:
+            domain, rest = _identity(blocks)[gpu.index][0].split(":", 1)
+            return f"Unable to determine the device handle for GPU {int(domain, 16):04X}:{rest.upper()}: Unknown Error"
+    return None
 
 
 def smi_xml(node: dict[str, Any], faults: dict[str, dict[str, Any]]) -> str:
-    xml = Path(XML).read_text()
+    """``nvidia-smi -q -x`` of the tray (its output when a GPU is off the bus: ``no_handle``)."""
+    tray = hardware.tray(faults, programs.node_name(node))
+    head, blocks, tail = _fixture()
+    head = _set(head, "attached_gpus", str(tray.capacity))
+    xml = head + "".join(_gpu_block(blocks[gpu.index], gpu) for gpu in tray.present) + tail
     clique = ((node.get("metadata") or {}).get("labels") or {}).get(CLIQUE_LABEL, "")
     if "." in clique:
         cluster, clique_id = clique.rsplit(".", 1)
-        xml = re.sub(r"<cluster_uuid>[^<]*</cluster_uuid>", f"<cluster_uuid>{cluster}</cluster_uuid>", xml)
-        xml = re.sub(r"<clique_id>[^<]*</clique_id>", f"<clique_id>{clique_id}</clique_id>", xml)
-    remap = programs.fault_on(faults, "row-remap-pending", node)
-    if remap is not None:
-        parts = xml.split("<gpu id=")
-        for gpu in programs.tray_gpus(remap):
-            part = parts[gpu + 1]
-            for tag, old, new in (
-                ("dram_uncorrectable", "0", "1"),
-                ("remapped_row_unc", "0", "1"),
-                ("remapped_row_pending", "No", "Yes"),
-            ):
-                part = part.replace(f"<{tag}>{old}</{tag}>", f"<{tag}>{new}</{tag}>", 1)
-            parts[gpu + 1] = part
-        xml = "<gpu id=".join(parts)
+        xml = re.sub(r"<clusterUuid>[^<]*</clusterUuid>", f"<clusterUuid>{cluster}</clusterUuid>", xml)
+        xml = re.sub(r"<cliqueId>[^<]*</cliqueId>", f"<cliqueId>{clique_id}</cliqueId>", xml)
     return xml
 
 
-def nvlink_errors(xml: str, node: dict[str, Any], faults: dict[str, dict[str, Any]]) -> str:
-    uuids = re.findall(r"<uuid>([^<]+)</uuid>", xml)
-    bad = programs.fault_on(faults, "nvlink-errors", node)
-    failed_gpus = programs.tray_gpus(bad) if bad is not None else []
+def nvlink_status(tray: hardware.Tray) -> str:
+    """``nvidia-smi nvlink -s``: per enumerated GPU, its links at 50 GB/s or ``<inactive>``."""
+    _head, blocks, _tail = _fixture()
+    identity = _identity(blocks)
     lines = []
-    for gpu in range(GPUS_PER_TRAY):
-        lines.append(f"GPU {gpu}: NVIDIA GB200 (UUID: {uuids[gpu] if gpu < len(uuids) else 'N/A'})")
+    for shown, gpu in enumerate(tray.present):
+        lines.append(f"GPU {shown}: NVIDIA GB200 (UUID: {identity[gpu.index][1]})")
+        for link in range(LINKS):
+            state = "<inactive>" if link in gpu.links_down else f"{LINK_GBPS} GB/s"
+            lines.append(f"\t Link {link}: {state}")
+    return "\n".join(lines)
+
+
+def nvlink_errors(tray: hardware.Tray) -> str:
+    """``nvidia-smi nvlink -e``: per enumerated GPU, the counters of its 18 links."""
+    _head, blocks, _tail = _fixture()
+    identity = _identity(blocks)
+    lines = []
+    for shown, gpu in enumerate(tray.present):
+        lines.append(f"GPU {shown}: NVIDIA GB200 (UUID: {identity[gpu.index][1]})")
         for link in range(LINKS):
             for counter in COUNTERS:
                 value = "0"
                 if counter == "FEC Errors - 0":
-                    value = str(1_834_521_339_877 + 7919 * (gpu * LINKS + link))
+                    value = str(1_834_521_339_877 + 7919 * (gpu.index * LINKS + link))
                 elif counter.endswith("BER"):
                     value = "15e-255"
-                elif (
-                    bad is not None
-                    and gpu in failed_gpus
-                    and link == int(bad["link"])
-                    and counter in ("Link recovery failed events", "Total link recovery events")
+                elif link in gpu.recovery_failures and counter in (
+                    "Link recovery failed events",
+                    "Total link recovery events",
                 ):
-                    value = str(bad["count"])
+                    value = str(gpu.recovery_failures[link])
                 lines.append(f"\t Link {link}: {counter}: {value}")
     return "\n".join(lines)
 
 
-def dmesg(xml: str, node: dict[str, Any], faults: dict[str, dict[str, Any]]) -> str:
+def dmesg(tray: hardware.Tray) -> str:
+    """The kernel log: the driver's boot lines, then each GPU's Xid lines (10 minutes before the read)."""
+    _head, blocks, _tail = _fixture()
+    identity = _identity(blocks)
     lines = [BOOT]
-    xid = programs.fault_on(faults, "xid", node)
-    if xid is not None:
-        bus = _bus_ids(xml)
-        uuids = re.findall(r"<uuid>([^<]+)</uuid>", xml)
-        text = XID_TEXT.get(int(xid["code"]), "pid='<unknown>', name=<unknown>, see NVIDIA's Xid catalogue")
-        for gpu in programs.tray_gpus(xid):
-            domain, rest = bus[gpu].split(":", 1)
-            pci = f"{int(domain, 16):04x}:{rest.split('.')[0]}"
-            stamp = f"[{UPTIME - 600 + gpu:12.6f}]"
-            lines.append(f"{stamp} NVRM: GPU at PCI:{pci}: {uuids[gpu]}")
-            lines.append(f"{stamp} NVRM: Xid (PCI:{pci}): {xid['code']}, {text}")
+    for gpu in tray.present:
+        bus, uuid = identity[gpu.index]
+        domain, rest = bus.split(":", 1)
+        pci = f"{int(domain, 16):04x}:{rest.split('.')[0]}"
+        stamp = f"[{UPTIME - 600 + gpu.index:12.6f}]"
+        for code in gpu.xids:
+            text = XID_TEXT.get(code, "pid='<unknown>', name=<unknown>, see NVIDIA's Xid catalogue")
+            lines.append(f"{stamp} NVRM: GPU at PCI:{pci}: {uuid}")
+            lines.append(f"{stamp} NVRM: Xid (PCI:{pci}): {code}, {text}")
     return "\n".join(lines)
 
 
 def log(pod: dict[str, Any], node: dict[str, Any], faults: dict[str, dict[str, Any]]) -> str:
-    xml = smi_xml(node, faults)
-    outputs = [
-        ("clock", f"1796479200\n{UPTIME:.2f} {UPTIME * 70:.2f}"),
-        ("nvidia-smi -q -x", xml.rstrip("\n")),
-        ("nvidia-smi nvlink -e", nvlink_errors(xml, node, faults)),
-        ("dmesg", dmesg(xml, node, faults)),
+    tray = hardware.tray(faults, programs.node_name(node))
+    lost = no_handle(tray)
+    smi = [
+        ("nvidia-smi -q -x", smi_xml(node, faults).rstrip("\n")),
+        ("nvidia-smi nvlink -s", nvlink_status(tray)),
+        ("nvidia-smi nvlink -e", nvlink_errors(tray)),
     ]
-    return "".join(f"{MARK} begin {name}\n{text}\n{MARK} end {name} rc=0\n" for name, text in outputs)
+    outputs = [("clock", f"1796479200\n{UPTIME:.2f} {UPTIME * 70:.2f}", 0)]
+    outputs += [(name, lost, NO_HANDLE_RC) if lost else (name, text, 0) for name, text in smi]
+    outputs.append(("dmesg", dmesg(tray), 0))
+    return "".join(f"{MARK} begin {name}\n{text}\n{MARK} end {name} rc={rc}\n" for name, text, rc in outputs)
