@@ -331,7 +331,7 @@ def test_a_healthy_trays_gpu_health_log_has_nvlink_s_between_q_x_and_nvlink_e_wi
     assert list(log) == ["clock", "nvidia-smi -q -x", "nvidia-smi nvlink -s", "nvidia-smi nvlink -e", "dmesg"]
     status = log["nvidia-smi nvlink -s"][0].splitlines()
     assert status[0] == "GPU 0: NVIDIA GB200 (UUID: GPU-0b1e7a52-5c1d-4e0a-8f3b-2a9d6c4e1f00)"
-    assert status[1:3] == ["\t Link 0: 50 GB/s", "\t Link 1: 50 GB/s"]
+    assert status[1:3] == ["\t Link 0: 53.125 GB/s", "\t Link 1: 53.125 GB/s"]
     assert len(status) == 4 * 19 and "<inactive>" not in log["nvidia-smi nvlink -s"][0]
     assert all(rc == 0 for _text, rc in log.values())
     # the tray's own clique in every GPU's fabric section
@@ -383,7 +383,7 @@ def test_nvlink_down_shows_the_links_inactive_in_nvlink_s_and_nothing_in_dcgm():
     status = health(faults)["nvidia-smi nvlink -s"][0].splitlines()
     block = status[19:38]
     assert block[0].startswith("GPU 1: NVIDIA GB200")
-    assert block[16:] == ["\t Link 15: 50 GB/s", "\t Link 16: <inactive>", "\t Link 17: <inactive>"]
+    assert block[16:] == ["\t Link 15: 53.125 GB/s", "\t Link 16: <inactive>", "\t Link 17: <inactive>"]
     assert sum("<inactive>" in line for line in status) == 2
     assert dcgm(faults, level=3) == dcgm({}, level=3)
 

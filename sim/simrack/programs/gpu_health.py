@@ -11,7 +11,8 @@ from ``simrack.hardware.tray`` (the faults are the sim's hardware faults: ``sim/
   label: cluster UUID and clique id) in every GPU's fabric section, only the GPUs the driver enumerates
   (``attached_gpus`` counts them; nvidia-smi numbers them 0.. in bus order, so the ones after a missing GPU move
   up), each GPU's uncorrectable DRAM error and pending row remap, and its fabric state, status and health;
-* ``nvidia-smi nvlink -s``: per enumerated GPU its 18 links, ``50 GB/s`` each or ``<inactive>``;
+* ``nvidia-smi nvlink -s``: per enumerated GPU its 18 links, ``53.125 GB/s`` each (what a real GB200 prints,
+  NVIDIA/k8s-test-infra issue 371) or ``<inactive>``;
 * ``nvidia-smi nvlink -e`` lists, for each enumerated GPU, the Blackwell counters of its 18 links as the driver
   prints them (``GPU 0: NVIDIA GB200 (UUID: ...)``, then ``\\t Link 0: Malformed packet Errors: 0``); FEC bin 0
   counts clean code words and is large on a healthy link; failed recoveries where the model has them;
@@ -151,7 +152,7 @@ def smi_xml(node: dict[str, Any], faults: dict[str, dict[str, Any]]) -> str:
 
 
 def nvlink_status(tray: hardware.Tray) -> str:
-    """``nvidia-smi nvlink -s``: per enumerated GPU, its links at 50 GB/s or ``<inactive>``."""
+    """``nvidia-smi nvlink -s``: per enumerated GPU, its links at 53.125 GB/s or ``<inactive>``."""
     _head, blocks, _tail = _fixture()
     identity = _identity(blocks)
     lines = []
