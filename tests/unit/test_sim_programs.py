@@ -530,3 +530,43 @@ def test_the_fault_list_says_which_faults_are_hardware_and_that_degraded_link_is
     descriptions = faultspec.all_descriptions()
     assert all(descriptions[name].startswith("hardware: ") for name in hardware.HARDWARE_FAULTS)
     assert descriptions["degraded-link"].startswith("a measurement fault, not hardware")
+
+
+def test_the_log_writer_serves_gpu_health_from_the_hardware_model_of_the_pods_tray(tmp_path):
+    programs.rediscover()
+    pods = [pod("health-t2", check="gpu_health", node=FAULTED), pod("health-t1", check="gpu_health", uid="u2")]
+    kube = FakeKube(pods, {FAULTED: node_of(), "gb200-r0-t1": node_of("gb200-r0-t1")})
+    controller = podlogs.PodLogsController(kube, tmp_path)
+    controller.faults = {"nvlink-down": {"node": FAULTED, "gpu": "3", "links": "1"}}
+
+    controller.reconcile()
+
+    faulted = sections(served(tmp_path, "health-t2"))["nvidia-smi nvlink -s"][0].splitlines()
+    assert [line for line in faulted if "<inactive>" in line] == ["\t Link 17: <inactive>"]
+    assert faulted.index("\t Link 17: <inactive>") == 3 * 19 + 18
+    assert "<inactive>" not in served(tmp_path, "health-t1")
+
+
+def test_sim_rack_fault_records_a_hardware_fault_with_its_defaults(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("kubernetes")
+    pytest.importorskip("yaml")
+    from simrack import RackConfig, cli
+
+    cli.known_faults.cache_clear()
+    monkeypatch.setenv("GPU_FABRIC_SIM_STATE", str(tmp_path))
+    (tmp_path / "config.json").write_text(RackConfig(racks=1, trays_per_rack=4).to_json())
+    monkeypatch.setattr(cli, "kube_client", lambda paths: None)
+    applied = []
+    monkeypatch.setattr(cli.nodes, "apply_tray_state", lambda core, racks, trays, faults: applied.append(faults) or [])
+    monkeypatch.setattr(cli.nodes, "apply_busy_pods", lambda *args: [])
+    try:
+        assert cli.main(["fault", "nvlink-down", f"node={FAULTED}", "gpu=1"]) == 0
+        recorded = {"nvlink-down": {"node": FAULTED, "gpu": "1", "links": "1"}}
+        assert json.loads((tmp_path / "faults.json").read_text()) == recorded
+        assert applied == [recorded]  # the Node state follows at once
+        with pytest.raises(SystemExit) as wrong:
+            cli.main(["fault", "gpu-off-bus", "node=gb200-r0-t9"])
+        assert wrong.value.code == 2
+        assert "gpu-off-bus: node=gb200-r0-t9 is not a tray of this sim" in capsys.readouterr().err
+    finally:
+        cli.known_faults.cache_clear()
