@@ -23,6 +23,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_status import parse_nvlink_status as parse_links
+
 FABRIC_STATE_COMPLETED = "Completed"
 FABRIC_STATUS_SUCCESS = "Success"
 # NVML's GPU_FABRIC_STATE_NOT_STARTED and _IN_PROGRESS: after a boot or a driver load the GPU waits
@@ -203,39 +205,22 @@ def parse_query_xml(text: str) -> SmiReport:
     )
 
 
-_NVLINK_GPU_RE = re.compile(r"^GPU (\d+): .*?(?:\(UUID: ([^)]+)\))?\s*$")
-_NVLINK_LINK_RE = re.compile(r"^\s*Link (\d+): (.+?)\s*$")
-_SPEED_RE = re.compile(r"^(\d+(?:\.\d+)?) GB/s$")
-
-
 def parse_nvlink_status(text: str) -> Dict[str, NvLinkStatus]:
     """Parse ``nvidia-smi nvlink -s``: GPU UUID (or ``"index:N"`` without one) -> link summary.
 
-    Active links print a speed (``Link 0: 26.562 GB/s``), inactive ones ``<inactive>``.
-    ``gbps_per_link`` is the slowest active link, so one degraded link shows.
+    Read by ``nvlink_status.parse_nvlink_status`` (one reader of the layout): a link is active only with a speed
+    (``Link 0: 26.562 GB/s``); ``<inactive>`` and any other state count as inactive. ``gbps_per_link`` is the slowest
+    active link, so one degraded link shows.
     """
     result: Dict[str, NvLinkStatus] = {}
-    speeds: Dict[str, List[float]] = {}
-    current: Optional[str] = None
-    for line in text.splitlines():
-        gpu_match = _NVLINK_GPU_RE.match(line)
-        if gpu_match:
-            current = gpu_match.group(2) or f"index:{gpu_match.group(1)}"
-            result[current] = NvLinkStatus()
-            speeds[current] = []
-            continue
-        link_match = _NVLINK_LINK_RE.match(line)
-        if link_match and current is not None:
-            speed = _SPEED_RE.match(link_match.group(2))
-            if speed:
-                speeds[current].append(float(speed.group(1)))
-            else:
-                result[current].inactive_links += 1
-    for key, values in speeds.items():
-        status = result[key]
-        status.active_links = len(values)
-        status.gbps_per_link = min(values) if values else None
-        status.total_gbps = round(sum(values), 3)
+    for index, gpu in parse_links(text).gpus.items():
+        speeds = [speed for speed in (gpu.bandwidth(link) for link in gpu.links) if speed is not None]
+        result[gpu.uuid or f"index:{index}"] = NvLinkStatus(
+            active_links=len(speeds),
+            inactive_links=len(gpu.links) - len(speeds),
+            gbps_per_link=min(speeds) if speeds else None,
+            total_gbps=round(sum(speeds), 3),
+        )
     return result
 
 

@@ -377,3 +377,13 @@ def test_each_fabric_health_row_that_shows_a_fault_is_named():
             "fabric configuration incorrect (Insufficient NVLinks): the GPU's fabric is misconfigured",
         ]
     }
+
+
+def test_nvlink_summary_reads_the_layout_as_gpu_health_does_nvml_messages_included():
+    text = (
+        "GPU 0: NVIDIA GB200 (UUID: GPU-a)\n\t Link 0: 53.125 GB/s\n\t Link 1: N/A\n\t Link 2: <inactive>\n"
+        "GPU 1: NVIDIA GB200 (UUID: GPU-b) NVML: Unable to retrieve Nvlink information as all links are inActive\n"
+    )
+    links = parse_nvlink_status(text)
+    assert (links["GPU-a"].active_links, links["GPU-a"].inactive_links, links["GPU-a"].gbps_per_link) == (1, 2, 53.125)
+    assert (links["GPU-b"].active_links, links["GPU-b"].total_gbps) == (0, 0.0)
