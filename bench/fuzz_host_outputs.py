@@ -10,6 +10,7 @@ The sibling of ``bench/fuzz_outputs.py`` for what the ``dcgm_diag`` and ``gpu_he
 - ``kernel_log``: real kernel logs (tests/fixtures/nvidia-smi/h100-device-dmesg-*), read by
   ``kernel_log.parse_kernel_log``: a tray passes while no Xid and no fatal SXid is in it;
 - ``gpu_memory``: real ``nvidia-smi -q -x`` reports, read by ``gpu_memory.memory_problems``;
+- ``fabric_health``: the same reports' fabric health rows, read by ``nvidia_smi.fabric_health_faults``;
 - ``nvlink_status``: ``nvidia-smi nvlink -s`` (real public GB200 and V100 outputs, the H200 capture, the GB200 ones
   synthesized in that layout), judged by ``gpu_health.nvlink_status_problems`` for a tray of the seed's GPUs with
   18 links each.
@@ -19,9 +20,9 @@ keys reordered, ids as strings, a line before the JSON; CRLF, trailing blanks, u
 stamps; XML re-indented): verdict and numbers must be the seed's. **Damaging** ones take evidence away or add a
 fault (a GPU's result dropped, a Skip or Not Run, an exit status the JSON does not explain, a GPU the tray does not
 have, the JSON cut; an Xid in any form the driver prints, MIG's included, or a fatal SXid; a memory fault or an
-uncorrectable count; a link inactive, without a figure or not listed, a GPU unread or left out): the verdict must
-fail. Only applied to seeds that pass. **Neutral** ones (random cuts,
-flipped characters, nulls and wrong types in the JSON, huge and empty inputs) are only checked for tracebacks.
+uncorrectable count; a fabric health row showing a fault; a link inactive, without a figure or not listed, a GPU
+unread or left out): the verdict must fail. Only applied to seeds that pass. **Neutral** ones (random cuts, flipped
+characters, nulls and wrong types in the JSON, huge and empty inputs) are only checked for tracebacks.
 
 A traceback is any exception but the entry point's documented one (``ValueError`` for ``memory_problems``; none for
 the others), or a failing verdict without a one-line reason. The table counts per parser: cases, expected-fail
@@ -52,7 +53,7 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 
 import_collection()
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import gpu_memory, kernel_log  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import gpu_memory, kernel_log, nvidia_smi  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import dcgm_diag, gpu_health  # noqa: E402
 
 COSMETIC = "cosmetic"
@@ -524,6 +525,53 @@ def memory_target() -> Target:
 
 
 # --------------------------------------------------------------------------------------------
+# fabric_health: the fabric health rows of nvidia-smi -q -x
+# --------------------------------------------------------------------------------------------
+
+# a healthy row's value -> the value of a fault there (nvidia_smi.FABRIC_HEALTH_ROWS)
+FABRIC_ROW_FAULTS = {
+    "bandwidth": ("Full", "Degraded"),
+    "route_unhealthy": ("False", "True"),
+    "route_recovery_in_progress": ("False", "True"),
+    "access_timeout_recovery": ("False", "True"),
+}
+
+
+def fabric_health_observe(text: str) -> Observation:
+    faults = nvidia_smi.fabric_health_faults(text)
+    reason = "; ".join(f"GPU {index}: {', '.join(found)}" for index, found in sorted(faults.items()))
+    return Observation(not faults, tuple(sorted((k, tuple(v)) for k, v in faults.items())), reason)
+
+
+def fabric_health_fault(rng: random.Random, seed: Seed) -> Optional[str]:
+    parts = _gpu_parts(seed.content)
+    at = rng.randrange(1, len(parts))
+    row = rng.choice(sorted(FABRIC_ROW_FAULTS))
+    healthy, fault = FABRIC_ROW_FAULTS[row]
+    old = f"<{row}>{healthy}</{row}>"
+    if old not in parts[at]:
+        return None
+    parts[at] = parts[at].replace(old, f"<{row}>{fault}</{row}>", 1)
+    return "<gpu id=".join(parts)
+
+
+def fabric_health_target() -> Target:
+    seeds = [Seed(name, (FIXTURES / "nvidia-smi" / name).read_text()) for name in MEMORY_SEEDS]
+    return Target(
+        "fabric_health",
+        seeds,
+        fabric_health_observe,
+        (ValueError,),
+        {
+            COSMETIC: [("CRLF", crlf), ("XML re-indented", memory_reindent)],
+            DAMAGING: [("a fabric health row showing a fault", fabric_health_fault)],
+            NEUTRAL: neutral_text_mutations(),
+        },
+        weight=0.3,
+    )
+
+
+# --------------------------------------------------------------------------------------------
 # nvlink_status: nvidia-smi nvlink -s, judged for a tray of the seed's GPUs with 18 links each
 # --------------------------------------------------------------------------------------------
 
@@ -634,7 +682,7 @@ class Tally:
 
 
 def targets() -> List[Target]:
-    found = [dcgm_target(), kernel_target(), memory_target(), nvlink_status_target()]
+    found = [dcgm_target(), kernel_target(), memory_target(), fabric_health_target(), nvlink_status_target()]
     for target in found:
         for seed in target.seeds:
             seed.baseline = target.run(seed.content)

@@ -21,7 +21,7 @@ _SPEC.loader.exec_module(fuzz)
 
 def test_a_short_run_has_no_false_verdict_and_no_traceback():
     tallies = fuzz.run_fuzz(cases=400, seed=1)
-    assert sorted(tallies) == ["dcgm_diag", "gpu_memory", "kernel_log", "nvlink_status"]
+    assert sorted(tallies) == ["dcgm_diag", "fabric_health", "gpu_memory", "kernel_log", "nvlink_status"]
     assert sum(t.cases for t in tallies.values()) == 400
     for name, tally in tallies.items():
         assert tally.cases > 0 and tally.expected_fail > 0, name
@@ -38,7 +38,7 @@ def test_the_seeds_judge_as_their_fixtures_say():
     passing = {name: sorted(s.name for s in t.seeds if s.baseline.passed) for name, t in targets.items()}
     assert passing["dcgm_diag"] == ["dcgm-4.6.0-r1-gb200-pass.json", "dcgm-r1-imex-unhealthy-hypothetical.json"]
     assert passing["kernel_log"] == ["h100-device-dmesg-T-nvrm-boot.txt", "h100-device-dmesg-nvrm-boot.txt"]
-    assert len(passing["gpu_memory"]) == 4
+    assert len(passing["gpu_memory"]) == 4 and len(passing["fabric_health"]) == 4
     assert passing["nvlink_status"] == ["h200x2-nvidia-smi-nvlink-s.txt", "synth-gb200-nvidia-smi-nvlink-s.txt"]
     skipped = next(s for s in targets["dcgm_diag"].seeds if s.name == "dcgm-4.6.0-r3-gb200-pass-nccl-skip.json")
     assert skipped.baseline.reason.startswith("GPU 0, 1, 2, 3: nccl_tests skipped, so not proven")
