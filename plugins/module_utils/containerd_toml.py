@@ -56,7 +56,15 @@ RUNTIME_FIELDS = {"runtime_type": "runtime_type", "binary_name": "BinaryName", "
 
 
 class ContainerdConfigError(Exception):
-    """The file or the request cannot be handled; the message says what to do."""
+    """The file or the request cannot be handled; the message says what to do.
+
+    ``finding`` is what was found, without the advice for an edit (a reader that only looks at the
+    file, such as :mod:`containerd_readback`, gives its own advice).
+    """
+
+    def __init__(self, message: str, finding: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.finding = finding or message
 
 
 @dataclass
@@ -115,9 +123,11 @@ def parse_runtimes(runtimes: Optional[dict[str, Any]]) -> list[RuntimeSpec]:
 
 
 def _invalid(path: str, where: str, reason: str) -> ContainerdConfigError:
+    finding = f"{path} is not valid TOML{f' {where}' if where else ''}: {reason.rstrip('.')}"
     return ContainerdConfigError(
         f"{path} is not valid TOML {where}: {reason.rstrip('.')}. The file was left unchanged; "
-        "containerd cannot load it either. Fix that line, or move the file away and run with create=true."
+        "containerd cannot load it either. Fix that line, or move the file away and run with create=true.",
+        finding=finding,
     )
 
 

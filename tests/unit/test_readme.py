@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import List
 
 import yaml
+from ansible_collections.gpu_fabric.mnnvl.plugins.filter.containerd import FilterModule as ContainerdFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import FilterModule as MnnvlFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.nccl_tests_parse import FilterModule as NcclFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.shared_values import FilterModule as SharedValueFilters
@@ -58,6 +59,7 @@ def test_the_filter_table_lists_every_filter_once():
     listed = table_names(README, "filter")
     plugins = sorted(
         {
+            *ContainerdFilters().filters(),
             *MnnvlFilters().filters(),
             *NcclFilters().filters(),
             *SharedValueFilters().filters(),
