@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
 
 try:  # on the controller (the filter); the uninstall's module reads only the label below
     import yaml
@@ -31,7 +32,15 @@ SHIPPED_ACCOUNT = ("gpu-fabric", "gpu-fabric-verify")
 SHIPPED_DRIVER_NAMESPACE = "nvidia-dra-driver-gpu"
 SHIPPED_PULL_SECRETS_NAMESPACE = "gpu-operator"
 # the optional objects of the file, by name suffix: included only when asked for
-OPTIONAL = {"pull_secrets": "gpu-fabric-verify-pull-secrets", "node_verdict": "gpu-fabric-verify-node-verdict"}
+OPTIONAL = {
+    "pull_secrets": "gpu-fabric-verify-pull-secrets",
+    "node_verdict": "gpu-fabric-verify-node-verdict",
+    "host_checks": "gpu-fabric-verify-host-checks",
+}
+# The checks that need privileged pods; the host-check grant's ConfigMap (its admission policy's parameters) holds
+# the image and the command script of each, as the check makes them from the site's gpu_fabric_verify_settings.
+HOST_CHECKS = ("gpu_health", "dcgm_diag")
+SETTINGS_VARIABLE = "gpu_fabric_verify_settings"
 
 # The site's verify variables, carried from the inventory that applies the schedule into the job's, so that the
 # scheduled run checks what a run by hand from that inventory checks (the same racks under the same names, trays,
@@ -145,6 +154,7 @@ class Schedule:
     # which optional RBAC objects of the shipped file come along, and where its Roles live
     pull_secrets_rbac: bool = False
     node_verdict_rbac: bool = False
+    host_checks_rbac: bool = False
     driver_namespace: str = SHIPPED_DRIVER_NAMESPACE
     pull_secrets_namespace: str = SHIPPED_PULL_SECRETS_NAMESPACE
 
@@ -281,15 +291,52 @@ def inventory_text(schedule: Schedule) -> str:
     )
 
 
+# What a host check's container reads of its rack's run: the GPUs of a tray (dcgm_diag's limit; no parameter of the
+# policy, which holds the image and the command only).
+_TRAY_RUN = SimpleNamespace(plan=SimpleNamespace(gpus_per_tray=0))
+
+
+def host_checks_params(
+    verify_settings: Any, registry: str = "", image_overrides: Optional[Mapping[str, str]] = None
+) -> Dict[str, str]:
+    """The data of the host-check grant's ConfigMap: ``<check>.image`` and ``<check>.script`` (the ``sh -c`` script
+    of its container) of each host check, made by the check itself from ``gpu_fabric_verify_settings`` and its image
+    moved to the site's mirror (``gpu_fabric_registry``, ``gpu_fabric_image_overrides``) as a run moves it, so that
+    the policy admits exactly the pods the checks will create with the site's settings."""
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, fleet
+
+    if verify_settings is None:
+        verify_settings = {}
+    if not isinstance(verify_settings, Mapping):
+        raise ScheduleError(f"{SETTINGS_VARIABLE} is not a mapping of the checks' option groups: {verify_settings!r}")
+    try:
+        params = checks.with_settings({"settings": dict(verify_settings)})
+        params = fleet.mirrored(dict(params, registry=registry or "", image_overrides=dict(image_overrides or {})))
+        made = {name: checks.get(name).from_params(params) for name in HOST_CHECKS}
+    except ValueError as exc:
+        raise ScheduleError(f"{SETTINGS_VARIABLE}: {exc}") from None
+    data: Dict[str, str] = {}
+    for name, check in made.items():
+        container = check.container(_TRAY_RUN, "")
+        command = list(container.get("command") or [])
+        if command[:2] != ["sh", "-c"] or len(command) != 3 or container.get("args"):
+            raise ScheduleError(f"the {name} check's container runs {command!r}, not sh -c <script>")
+        data[f"{name}.image"] = str(container["image"])
+        data[f"{name}.script"] = command[2]
+    return data
+
+
 def rbac_objects(schedule: Schedule, shipped: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     """The shipped verify RBAC (``docs/rbac/verify-stage.yaml``, parsed) bound to the schedule's ServiceAccount.
 
-    The rules are the file's; only the subjects, the admission policy's user name and the Roles' namespaces
-    change. The optional objects (pull Secrets, node verdict) come only when asked for.
+    The rules are the file's; only the subjects, the admission policies' user name, the Roles' namespaces and the
+    host-check grant's parameters (its ConfigMap, in the schedule's namespace, from the site's check settings)
+    change. The optional objects (pull Secrets, node verdict, host checks) come only when asked for.
     """
     wanted_optional = {
         OPTIONAL["pull_secrets"]: schedule.pull_secrets_rbac,
         OPTIONAL["node_verdict"]: schedule.node_verdict_rbac,
+        OPTIONAL["host_checks"]: schedule.host_checks_rbac,
     }
     old_user = user_name(*SHIPPED_ACCOUNT)
     new_user = user_name(schedule.namespace, schedule.service_account)
@@ -315,6 +362,16 @@ def rbac_objects(schedule: Schedule, shipped: Sequence[Mapping[str, Any]]) -> Li
                 subject["namespace"], subject["name"] = schedule.namespace, schedule.service_account
         for condition in (obj.get("spec") or {}).get("matchConditions") or []:
             condition["expression"] = condition.get("expression", "").replace(f'"{old_user}"', f'"{new_user}"')
+        if meta.get("name") == OPTIONAL["host_checks"]:
+            if obj.get("kind") == "ConfigMap":
+                meta["namespace"] = schedule.namespace
+                site = dict(schedule.site_vars, **schedule.verify_vars)
+                obj["data"] = host_checks_params(
+                    site.get(SETTINGS_VARIABLE), site.get("gpu_fabric_registry"), site.get("gpu_fabric_image_overrides")
+                )
+            param_ref = (obj.get("spec") or {}).get("paramRef")
+            if param_ref:
+                param_ref["namespace"] = schedule.namespace
         meta["labels"] = dict(meta.get("labels") or {}, **{"app.kubernetes.io/managed-by": MANAGED_BY})
         out.append(obj)
     return out

@@ -492,3 +492,214 @@ def test_the_admission_policy_refuses_what_would_reach_a_node_from_the_verify_ac
         allowed = dry_run_as(sim_rack, verify_account, "create", "-f", "-", manifest=manifest)
         assert allowed.returncode == 0, allowed.stderr
     sim_rack.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def host_check_pod(sim_rack, namespace: str, check: str = "gpu_health", **spec: Any) -> dict[str, Any]:
+    """A pod as the host check makes it on the first tray (its image and command from the grant's ConfigMap, the
+    check's label, nodeSelector nvidia.com/gpu.present=true), with ``spec`` laid over its spec."""
+    data = sim_rack.get_json("configmap", "-n", SA_NAMESPACE, "gpu-fabric-verify-host-checks")["data"]
+    tray = gpu_trays(sim_rack)["rack0"][0]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{check.replace('_', '-')}-{tray}",
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": "gpu-fabric-verify", "gpu-fabric.nvidia.com/check": check},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "automountServiceAccountToken": False,
+            "nodeSelector": {"nvidia.com/gpu.present": "true"},
+            "containers": [
+                {
+                    "name": "ctr",
+                    "image": data[f"{check}.image"],
+                    "command": ["sh", "-c", data[f"{check}.script"]],
+                    "securityContext": {"privileged": True},
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def test_the_host_checks_pass_with_their_grant_and_anything_else_privileged_is_refused(
+    sim_rack, verify_account, tmp_path
+):
+    """With the opt-in grant gpu-fabric-verify-host-checks (the shipped file holds it): the host checks' own pods are
+    admitted and both checks pass (the restricted IMEX channel and nvbandwidth checks beside them); a privileged pod
+    with another image, a hostPath, or off the GPU trays is refused by the grant's policy; without the grant's
+    binding the same pods and their privileged namespace are refused."""
+    namespace = own_namespace(sim_rack, "rbac-vap-gpu-health", "privileged", check="gpu_health")
+    container = host_check_pod(sim_rack, namespace)["spec"]["containers"][0]
+    sim_rack.wait_until(
+        "the host-check policy to be in force",
+        lambda: (
+            dry_run_as(
+                sim_rack,
+                verify_account,
+                "create",
+                "-f",
+                "-",
+                manifest=host_check_pod(
+                    sim_rack, namespace, containers=[dict(container, image="registry.invalid/x:1")]
+                ),
+            ).returncode
+            != 0
+        ),
+        timeout=60,
+    )
+    admitted = dry_run_as(sim_rack, verify_account, "create", "-f", "-", manifest=host_check_pod(sim_rack, namespace))
+    assert admitted.returncode == 0, admitted.stderr
+    name = f"{namespace}/{host_check_pod(sim_rack, namespace)['metadata']['name']}"
+    refused = {
+        "a privileged pod with another image": (
+            host_check_pod(sim_rack, namespace, containers=[dict(container, image="registry.invalid/x:1")]),
+            "gpu-fabric-verify may run a gpu_health pod only with the site's image ubuntu:22.04 (ConfigMap "
+            "gpu-fabric-verify-host-checks), not registry.invalid/x:1",
+        ),
+        "another command": (
+            host_check_pod(sim_rack, namespace, containers=[dict(container, command=["sh", "-c", "cat /etc/shadow"])]),
+            f"gpu-fabric-verify may run a gpu_health pod only with the check's command (sh -c and the script of "
+            f"ConfigMap gpu-fabric-verify-host-checks), pod {name}",
+        ),
+        "a hostPath pod": (
+            host_check_pod(sim_rack, namespace, volumes=[{"name": "root", "hostPath": {"path": "/"}}]),
+            f"gpu-fabric-verify may run a gpu_health pod with no hostPath volume, hostNetwork, hostPID or hostIPC "
+            f"(the check uses none), pod {name}",
+        ),
+        "a node selector that is no GPU tray": (
+            host_check_pod(sim_rack, namespace, nodeSelector={"kubernetes.io/hostname": "sim-control-plane"}),
+            f"gpu-fabric-verify may run a gpu_health pod only on a GPU tray (nodeSelector "
+            f"nvidia.com/gpu.present=true, no nodeName), pod {name}",
+        ),
+        "a pod bound by name to the control-plane node, which has no GPU": (
+            host_check_pod(sim_rack, namespace, nodeName="sim-control-plane"),
+            f"gpu-fabric-verify may run a gpu_health pod only on a GPU tray (nodeSelector "
+            f"nvidia.com/gpu.present=true, no nodeName), pod {name}",
+        ),
+        "a dcgm_diag pod in the gpu_health namespace": (
+            host_check_pod(sim_rack, namespace, check="dcgm_diag"),
+            f"gpu-fabric-verify may create a dcgm_diag pod only in a namespace of that check (labelled "
+            f"gpu-fabric.nvidia.com/check=dcgm_diag), not in {namespace}",
+        ),
+    }
+    for what, (manifest, message) in refused.items():
+        result = dry_run_as(sim_rack, verify_account, "create", "-f", "-", manifest=manifest)
+        assert result.returncode != 0, what
+        assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-host-checks'" in result.stderr, (what, result.stderr)
+        assert message in result.stderr, (what, result.stderr)
+
+    run = playbook(
+        sim_rack,
+        verify_account,
+        "verify.yml",
+        "--tags",
+        "gpu_health,dcgm_diag,imex_channel,nvbandwidth",
+        "-e",
+        verify_vars(tmp_path, "rbac-host"),
+    )
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    found = records(tmp_path)
+    # the restricted checks beside them, in their restricted namespaces (the MPI pods made by the operator)
+    assert sorted(found) == ["dcgm_diag", "gpu_health", "imex_channel", "nvbandwidth"]
+    assert all(record["passed"] and record["objects_left"] == 0 for record in found.values()), found
+
+    # without the grant's binding: the own-namespaces policy refuses the same pod and a privileged namespace
+    sim_rack.kubectl("delete", "clusterrolebinding", "gpu-fabric-verify-host-checks")
+    try:
+        message = "gpu-fabric-verify may not create a privileged pod, nor one with hostPath"
+        sim_rack.wait_until(
+            "the grant to be gone",
+            lambda: (
+                message
+                in dry_run_as(
+                    sim_rack, verify_account, "create", "-f", "-", manifest=host_check_pod(sim_rack, namespace)
+                ).stderr
+            ),
+            timeout=60,
+        )
+        labels = {
+            "app.kubernetes.io/part-of": "gpu-fabric-verify",
+            "gpu-fabric.nvidia.com/check": "gpu_health",
+            "pod-security.kubernetes.io/enforce": "privileged",
+        }
+        privileged = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "rbac-vap-nogrant", "labels": labels},
+        }
+        result = dry_run_as(sim_rack, verify_account, "create", "-f", "-", manifest=privileged)
+        assert result.returncode != 0
+        assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-own-namespaces'" in result.stderr, result.stderr
+        assert "not rbac-vap-nogrant with enforce=privileged" in result.stderr, result.stderr
+    finally:
+        sim_rack.kubectl("apply", "-f", str(RBAC / "verify-stage.yaml"))
+        sim_rack.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def test_the_node_verdict_rights_change_only_the_collections_keys_on_a_node(sim_rack, verify_account):
+    """The optional node-verdict rights (patch nodes, nodes/status) under their policy: the collection's labels,
+    annotations, taint and condition are admitted (server-side dry runs), anything else on the Node is refused."""
+    tray = gpu_trays(sim_rack)["rack0"][0]
+
+    def patch(body: dict[str, Any], *extra: str) -> subprocess.CompletedProcess:
+        return dry_run_as(
+            sim_rack, verify_account, "patch", "node", tray, "--type=merge", "-p", json.dumps(body), *extra
+        )
+
+    sim_rack.wait_until(
+        "the node-verdict policy to be in force",
+        lambda: patch({"metadata": {"labels": {"team": "a"}}}).returncode != 0,
+        timeout=60,
+    )
+    own = "gpu-fabric.nvidia.com/"
+    admitted = {
+        "the verdict label": patch({"metadata": {"labels": {f"{own}verified": "passed"}}}),
+        "the verdict annotation": patch({"metadata": {"annotations": {f"{own}verification": "{}"}}}),
+    }
+    for what, result in admitted.items():
+        assert result.returncode == 0, (what, result.stderr)
+    # nodes/status: the account may patch it but not get it, which kubectl patch does first; the client patches only
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(str(verify_account)))
+
+    def patch_status(condition: dict[str, Any]) -> str:
+        try:
+            core.patch_node_status(
+                tray,
+                {"status": {"conditions": [condition]}},
+                dry_run="All",
+                _content_type="application/strategic-merge-patch+json",  # as node_verdict patches: by type
+            )
+        except client.ApiException as exc:
+            return str(exc.body)
+        return ""
+
+    assert patch_status({"type": "GPUFabricVerified", "status": "True", "reason": "Passed"}) == ""
+    refused_status = patch_status({"type": "Ready", "status": "False", "reason": "Evil"})
+    assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-node-verdict'" in refused_status, refused_status
+    assert (
+        f"gpu-fabric-verify may change only the condition GPUFabricVerified in the status of Node {tray}"
+        in refused_status
+    ), refused_status
+    refused = {
+        "another label": (
+            patch({"metadata": {"labels": {"team": "a"}}}),
+            f"gpu-fabric-verify may change only the labels and annotations gpu-fabric.nvidia.com/* of Node {tray}",
+        ),
+        "cordoning": (
+            patch({"spec": {"unschedulable": True}}),
+            f"gpu-fabric-verify may change only the taints gpu-fabric.nvidia.com/* of Node {tray}",
+        ),
+        "another taint": (
+            patch({"spec": {"taints": [{"key": "evil", "effect": "NoExecute"}]}}),
+            f"gpu-fabric-verify may change only the taints gpu-fabric.nvidia.com/* of Node {tray}",
+        ),
+    }
+    for what, (result, message) in refused.items():
+        assert result.returncode != 0, what
+        assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-node-verdict'" in result.stderr, (what, result.stderr)
+        assert message in result.stderr, (what, result.stderr)

@@ -21,6 +21,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
     by_name,
     skipped_note,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import GPU_PRESENT_LABEL
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import pod_priority, preempted
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
@@ -102,6 +103,9 @@ class TrayPodCheck(Check):
                     }
                 }
             },
+            # a GPU tray's label besides its name: the host-check grant's admission policy admits a privileged pod
+            # only with it (docs/rbac/verify-stage.yaml), as it cannot read the Node a name points to
+            "nodeSelector": {GPU_PRESENT_LABEL: "true"},
             "tolerations": pod_tolerations(run.settings.tolerations),
             **pod_priority(run.settings.priority_class),
             "containers": [dict(self.container(run, node), name="ctr")],

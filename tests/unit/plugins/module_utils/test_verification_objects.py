@@ -213,3 +213,5 @@ def test_the_host_checks_are_the_only_pods_outside_restricted_and_each_is_privil
         assert spec["automountServiceAccountToken"] is False
         assert not [v for v in spec.get("volumes") or [] if "hostPath" in v], name
         assert not any(spec.get(key) for key in ("hostNetwork", "hostPID", "hostIPC")), name
+        # bound to a GPU tray by label too: the host-check grant's admission policy admits nothing else
+        assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}, name

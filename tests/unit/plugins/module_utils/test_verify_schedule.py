@@ -533,3 +533,61 @@ def test_the_sites_verify_variables_reach_the_jobs_inventory_and_nothing_else_do
         "verify_nvbandwidth_image",
         "verify_nvbandwidth_min_fraction_of_peak",
     ]
+
+
+def test_the_host_check_grant_comes_only_when_asked_for_with_the_sites_images_and_commands():
+    assert not [o for o in objects()["rbac"] if o["metadata"]["name"] == "gpu-fabric-verify-host-checks"]
+    settings = {"gpu_health": {"image": "ubuntu:24.04"}, "dcgm_diag": {"level": 2}}
+    rbac = objects(
+        host_checks_rbac=True,
+        namespace="ops",
+        service_account="verifier",
+        site_vars={"gpu_fabric_verify_settings": settings, "gpu_fabric_registry": "mirror.site"},
+    )["rbac"]
+    host = {o["kind"]: o for o in rbac if o["metadata"]["name"] == "gpu-fabric-verify-host-checks"}
+    assert sorted(host) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    assert host["ClusterRole"]["rules"] == [
+        {
+            "apiGroups": ["gpu-fabric.nvidia.com"],
+            "resources": ["hostchecks"],
+            "resourceNames": ["gpu_health", "dcgm_diag"],
+            "verbs": ["use"],
+        }
+    ]
+    assert host["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "verifier", "namespace": "ops"}
+    ]
+    config = host["ConfigMap"]
+    assert config["metadata"]["namespace"] == "ops"
+    assert host["ValidatingAdmissionPolicyBinding"]["spec"]["paramRef"] == {
+        "name": "gpu-fabric-verify-host-checks",
+        "namespace": "ops",
+        "parameterNotFoundAction": "Deny",
+    }
+    # the site's images, moved to the site's mirror as a run moves them
+    assert config["data"]["gpu_health.image"] == "mirror.site/library/ubuntu:24.04"
+    assert config["data"]["dcgm_diag.image"] == "mirror.site/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"
+    assert "dcgmi diag -r 2 -j" in config["data"]["dcgm_diag.script"]
+    user = 'request.userInfo.username == "system:serviceaccount:ops:verifier"'
+    assert host["ValidatingAdmissionPolicy"]["spec"]["matchConditions"][0]["expression"] == user
+
+
+def test_the_shipped_host_check_parameters_are_what_the_checks_make_with_their_defaults():
+    """docs/rbac/verify-stage.yaml, applied by hand, admits the host checks' pods as the collection makes them: its
+    ConfigMap holds each check's default image and command script (a change of a check's script shows here)."""
+    (shipped,) = [
+        d for d in SHIPPED if d["kind"] == "ConfigMap" and d["metadata"]["name"] == vs.OPTIONAL["host_checks"]
+    ]
+    assert shipped["data"] == vs.host_checks_params({})
+    assert sorted(shipped["data"]) == ["dcgm_diag.image", "dcgm_diag.script", "gpu_health.image", "gpu_health.script"]
+
+
+def test_host_check_settings_the_checks_refuse_are_refused_naming_the_variable():
+    with pytest.raises(vs.ScheduleError, match=r"^gpu_fabric_verify_settings: dcgm_diag.level is 7: 1 \("):
+        objects(host_checks_rbac=True, site_vars={"gpu_fabric_verify_settings": {"dcgm_diag": {"level": 7}}})
