@@ -15,6 +15,7 @@ ValidatingAdmissionPolicy served: Kubernetes before 1.30).
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -194,9 +195,12 @@ def discovery(path: str, context: Optional[str], in_cluster: bool) -> Callable[[
     ``/apis/<group_version>``, None when it answers 404 (not served)."""
 
     def discover(group_version: str) -> Optional[List[str]]:
+        # the dynamic client's request, as the checks make theirs: ApiClient.call_api's signature differs
+        # between the Kubernetes client's releases, the dynamic client follows its own
         from kubernetes.client import ApiClient, Configuration
-        from kubernetes.client.rest import ApiException
         from kubernetes.config import load_incluster_config, load_kube_config
+        from kubernetes.dynamic import DynamicClient
+        from kubernetes.dynamic.exceptions import NotFoundError
 
         configuration = Configuration()
         if path:
@@ -204,19 +208,13 @@ def discovery(path: str, context: Optional[str], in_cluster: bool) -> Callable[[
         elif in_cluster:
             load_incluster_config(client_configuration=configuration)
         try:
-            answer = ApiClient(configuration).call_api(
-                f"/apis/{group_version}",
-                "GET",
-                response_type="object",
-                auth_settings=["BearerToken"],
-                _return_http_data_only=True,
-                _request_timeout=15,
+            answer = DynamicClient(ApiClient(configuration)).request(
+                "get", f"/apis/{group_version}", _request_timeout=15, serialize=False
             )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return [str(item.get("name")) for item in (answer or {}).get("resources") or []]
+        except NotFoundError:
+            return None
+        served = json.loads(answer.data.decode("utf-8") or "{}")
+        return [str(item.get("name")) for item in served.get("resources") or [] if isinstance(item, dict)]
 
     return discover
 
