@@ -37,10 +37,11 @@ FAULTS = {
     "set cell (src,dst) of the nvbandwidth matrix of MPIJobs on rack R, and the SUM; src and dst "
     "may each name several GPUs (1,4, 0-3, all: src=5 dst=all is row 5) "
     "(rack=<R, default 0> src=<gpu> dst=<gpu> gbps=<value, default 400>)",
-    "degraded-gpu": "hardware: GPU G of rack R (its index in the rack's matrix; or each GPU of a list 1,4,6, a range "
-    "0-17, or all) lost round(18 x (1 - factor)) NVLinks, at least 1: nvidia-smi nvlink -s shows them inactive; row "
-    "and column of the nvbandwidth matrix of MPIJobs on rack R and the SUM scaled by factor (a cell between two such "
-    "GPUs takes the lower), the rack's nccl figures too "
+    "degraded-gpu": "hardware: GPU G of rack R (tray G // 4 in rack order, its GPU G % 4; or each GPU of a list "
+    "1,4,6, a range 0-17, or all) lost round(18 x (1 - factor)) NVLinks, at least 1: nvidia-smi nvlink -s shows them "
+    "inactive; the row and column of the rank that runs on that GPU (wherever its worker was scheduled) in the "
+    "nvbandwidth matrix of MPIJobs on rack R, and the SUM, scaled by factor (a cell between two such GPUs takes the "
+    "lower), the rack's nccl figures too "
     "(rack=<R, default 0> gpu=<G> factor=<(0,1], default 0.944 = 17 of 18 NVLinks>)",
     "missing-gpu": "hardware: GPU gpu= (default 3) of one tray is not enumerated: the tray reports 3 nvidia.com/gpu "
     "(capacity, allocatable, label nvidia.com/gpu.count), nvidia-smi and DCGM list 3 GPUs (node=<tray> gpu=<3>)",

@@ -235,12 +235,13 @@ def tray_of_rack_gpu(rack: int, rack_index: int) -> tuple[str, int]:
 
 def rank_factors(faults: dict[str, dict[str, Any]], ranks: list[tuple[str, int]]) -> dict[int, float]:
     """Per rank of a job whose ranks run on (tray, GPU), the factor on its matrix row and column, for the ranks
-    whose GPU lost links (nvlink-down; degraded-gpu sets its own exact factor through ``faultspec``)."""
+    whose GPU lost links (nvlink-down, and degraded-gpu with its exact factor): the tray's hardware decides, so a
+    rank is slowed where its worker was scheduled, whatever its place in the matrix."""
     factors: dict[int, float] = {}
     trays: dict[str, Tray] = {}
     for rank, (name, gpu) in enumerate(ranks):
         if name not in trays:
-            trays[name] = tray({k: v for k, v in faults.items() if k != "degraded-gpu"}, name)
+            trays[name] = tray(faults, name)
         if 0 <= gpu < GPUS_PER_TRAY and trays[name].gpu(gpu).factor < 1:
             factors[rank] = trays[name].gpu(gpu).factor
     return factors

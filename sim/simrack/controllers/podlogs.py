@@ -188,7 +188,10 @@ def launcher_log(
     failing = exit_code not in ("", "0")
     lost = (pod["metadata"].get("annotations") or {}).get(WORKER_LOST_ANNOTATION)
     rack = mpijob_rack(mpijob, workers or [])
-    cells, factors, notes = faultspec.matrix_faults(faults, rack, len(hostnames))
+    # A lost NVLink (nvlink-down, degraded-gpu) is the tray's hardware: it slows the ranks of the GPU where its worker
+    # runs (hardware.rank_factors), not a place in the matrix; degraded-link stays a measurement fault of one cell.
+    measured = {name: params for name, params in faults.items() if name != "degraded-gpu"}
+    cells, factors, notes = faultspec.matrix_faults(measured, rack, len(hostnames))
     for rank, factor in hardware.rank_factors(faults, rank_gpus(mpijob, workers or [], rack, slots, n_workers)).items():
         factors[rank] = min(factor, factors.get(rank, 1.0))
     if any(a.endswith("all_reduce_perf") for a in argv) and not failing:
