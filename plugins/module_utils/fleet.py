@@ -44,6 +44,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     now_rfc3339,
     record_for,
     superseded,
+    with_view,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
@@ -346,7 +347,8 @@ def result_of(
     """The run's result, its records completed (a check that created nothing: the read is the whole check) and
     written by ``write`` (None: check mode, nothing is written); records that cannot be written refuse the run."""
     finished = now_rfc3339()
-    done = [completed(record, started, finished, cluster) for record in records]
+    view = checks.get(params["check"]).view  # the check writes what the report shows of each record
+    done = [with_view(completed(record, started, finished, cluster), view(record)) for record in records]
     try:
         files = write(done) if write and params["records_dir"] else []
     except (FileEditError, OSError) as exc:

@@ -27,6 +27,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     tray_lowest_pairs,
     valid_runs,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rank_placement import node_of_gpu
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import SKIPPED, natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
     ERROR,
@@ -35,7 +36,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
     PASSED,
     VERDICTS,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import node_of_gpu
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
 PREFIX = "gpu_fabric_"

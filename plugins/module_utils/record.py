@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, valid_view
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
@@ -47,6 +48,7 @@ class Record(TypedDict, total=False):
     # expected, found, skipped [{node, reason}]; an only-due run's also due [{node, reason}] and partners [node]
     trays: Dict[str, Any]
     details: Dict[str, Any]  # the check's own: measurements, violations, timings of its steps
+    view: CheckView  # what the check shows of it, in the one shape every reader renders (check_view)
     started: str  # RFC 3339, UTC
     finished: str
     cluster: Dict[str, str]  # server_version, host, openshift
@@ -138,6 +140,13 @@ def completed(
     done = Record(**facts)  # type: ignore[typeddict-item]
     done.update(record)
     return done
+
+
+def with_view(record: Record, view: CheckView) -> Record:
+    """A copy of ``record`` carrying ``view``, the check's view of it; a view of the wrong shape raises ValueError."""
+    viewed = Record(**record)  # type: ignore[typeddict-item]
+    viewed["view"] = valid_view(view)
+    return viewed
 
 
 def failed_by(record: Record, violation: str, **details: Any) -> Record:

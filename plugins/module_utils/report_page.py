@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import number
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_chart import block_sparkline, sparkline_svg
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
     check_key,
@@ -27,7 +28,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import (
     LIST_LIMIT,
     anchor,
-    number,
     outcome_cell,
     section_view,
 )

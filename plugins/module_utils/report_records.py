@@ -9,7 +9,11 @@ Every check writes one record per rack, ``<report dir>/records/<check>/<rack>.js
      "outcome": "failed", "passed": false, "summary": "one line",  # outcome: passed|failed|incomplete|error
      "nodes": [trays measured], "failed_nodes": [trays blamed], "node_problems": {tray: "one line"},
      "trays": {"expected": 18, "found": [every GPU tray of the rack], "skipped": [{"node", "reason"}]},
-     "details": {...}, "started": "2026-...Z", "finished": "2026-...Z", "cluster": {...}, "objects_left": 0}
+     "details": {...}, "view": {"facts": [...], "tables": [...], "findings": [...]},
+     "started": "2026-...Z", "finished": "2026-...Z", "cluster": {...}, "objects_left": 0}
+
+``view`` is what the check shows of the rack (``check_view``); the report renders it without knowing the check.
+A record without one (written before checks wrote views) shows its summary, trays and violations.
 
 Every record carries a ``verdict`` a pipeline can act on: ``passed``; ``failed``, a check ran and found a
 problem of the racks (or too few usable trays to verify one); ``error``, a check could not run or finish
@@ -26,6 +30,7 @@ import json
 import os
 from typing import Any, Optional
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import check_view, view_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 NO_RACK = "-"  # the rack of a 0.1.0 record, which names none
@@ -128,6 +133,9 @@ def normalise_record(raw: Any, source: str, check: str = "", rack: str = NO_RACK
         return _unreadable(check, rack, source, f"has outcome={outcome!r}, not {', '.join(OUTCOMES)}", run_id)
     if (outcome == PASSED and not passed) or (outcome in (FAILED, ERROR) and passed):
         return _unreadable(check, rack, source, f"has outcome={outcome} but passed={str(passed).lower()}", run_id)
+    wrong_view = view_problems(raw["view"]) if raw.get("view") is not None else []
+    if wrong_view:
+        return _unreadable(check, rack, source, f"has a view of the wrong shape: {wrong_view[0]}", run_id)
     details = raw["details"] if isinstance(raw.get("details"), dict) else {}
     problems = raw.get("node_problems") if isinstance(raw.get("node_problems"), dict) else {}
     clique = raw.get("clique", details.get("clique"))
@@ -145,6 +153,7 @@ def normalise_record(raw: Any, source: str, check: str = "", rack: str = NO_RACK
         node_problems={str(node): one_line(text) for node, text in problems.items()},
         trays=_trays(raw.get("trays")),
         details=details,
+        view=raw.get("view") or check_view(),
         source=source,
     )
     return record

@@ -4,9 +4,10 @@
 """One record as its section of the report shows it: every text, class, colour and tooltip ready.
 
 ``section_view`` turns the record of one check on one rack into what the templates of
-``report_templates`` loop over: the facts of what the check ran on and measured (``check_facts``),
-the trays it blamed, its problems, cliques, low GPUs, failing pairs and NCCL rows, and its bandwidth
-matrix as a heatmap (``heatmap_view``). Long lists stop at ``LIST_LIMIT``; report.json keeps them all.
+``report_templates`` loop over, the same way for every check: the facts of what it ran on and measured
+(``check_facts``), the trays it blamed, its problems, and the view the check wrote into its record
+(``check_view``: facts, tables, per-tray findings). The one picture it knows by name is the bandwidth matrix,
+drawn as a heatmap (``heatmap_view``). Long lists stop at ``LIST_LIMIT``; report.json keeps them all.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import view_of
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rank_placement import gpu_placement, node_of_gpu
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
     ERROR,
@@ -24,72 +27,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 CELL_TEXT = {PASSED: "PASS", FAILED: "FAIL", INCOMPLETE: "INCOMPLETE", ERROR: "ERROR"}
-# A report lists this many pairs, GPUs or problems per check; report.json keeps them all.
+# A report lists this many problems or findings per check; report.json keeps them all.
 LIST_LIMIT = 20
 # A heatmap wider than this many GPUs shows colours only, the values in the tooltips.
 COMPACT_HEATMAP = 16
-
-
-def number(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "N/A"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
-def _fraction(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
-
-
-def binary_size(size: Any) -> str:
-    """1073741824 -> '1 GiB': nccl-tests sizes are powers of two."""
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        return str(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or size % 1024 or unit == "GiB":
-            return f"{size} {unit}"
-        size //= 1024
-    return str(size)
-
-
-# details key -> label, in the order the facts of a check are listed; "min_mean_max" is one line of three keys
-FACTS = (
-    ("gpu_nodes", "GPU nodes"),
-    ("testcase", "test"),
-    ("benchmark", "benchmark"),
-    ("args", "arguments"),
-    ("gpu_product", "GPU product"),
-    ("gpus_per_node", "GPUs per tray"),
-    ("ranks", "ranks"),
-    ("peak_gbps", "NVLink peak per direction (GB/s)"),
-    ("min_fraction_of_peak", "fraction of the peak required"),
-    ("min_fraction_of_median", "fraction of the strictest reference required"),
-    ("threshold_gbps", "threshold (GB/s)"),
-    ("median_gbps", "median (GB/s)"),
-    ("reference", "strictest reference"),
-    ("median_threshold_gbps", "reference rule (GB/s)"),
-    ("min_mean_max", "min / mean / max (GB/s)"),
-    ("sum", "SUM (GB/s)"),
-    ("avg_busbw_gbps", "average bus bandwidth (GB/s)"),
-    ("namespace", "namespace"),
-    ("compute_domain", "ComputeDomain"),
-    ("job", "MPIJob"),
-    ("pod", "pod"),
-    ("node", "node"),
-    ("channel0", "channel0"),
-)
-FRACTIONS = ("min_fraction_of_peak", "min_fraction_of_median")
-
-
-def _fact_text(key: str, value: Any) -> str:
-    if isinstance(value, list):
-        return ", ".join(str(item) for item in value)
-    if key in FRACTIONS:
-        return _fraction(value)
-    if isinstance(value, float):
-        return number(value)
-    return str(value)
 
 
 def trays_measured(record: dict[str, Any]) -> str:
@@ -107,62 +48,16 @@ def trays_measured(record: dict[str, Any]) -> str:
 
 
 def check_facts(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """{label, text, code} describing what a check ran on and measured."""
-    details = record.get("details") or {}
-    facts = []
-    if record.get("nodes"):
-        facts.append(("trays measured", trays_measured(record)))
-    for key, label in FACTS:
-        if key == "min_mean_max":
-            values = [details.get(name) for name in ("min", "mean", "max")]
-            if any(isinstance(value, (int, float)) for value in values):
-                facts.append((label, " / ".join(number(value) for value in values)))
-            continue
-        value = details.get(key)
-        if key == "reference" and isinstance(value, dict) and isinstance(value.get("gbps"), (int, float)):
-            facts.append(
-                (label, f"{value.get('kind')} {value['gbps']:.2f} GB/s ({value.get('source') or 'no source'})")
-            )
-            continue
-        if value in (None, "", []) or isinstance(value, (dict, bool)):
-            continue
-        text = _fact_text(key, value)
-        if key == "threshold_gbps" and details.get("threshold_explanation"):
-            text += f" ({details['threshold_explanation']})"
-        facts.append((label, text))
+    """{label, text, code}: the trays the check measured, the facts of its view, the objects it left behind."""
+    facts = [{"label": "trays measured", "text": trays_measured(record), "code": False}] if record.get("nodes") else []
+    for fact in view_of(record)["facts"]:
+        code = bool(fact.get("code"))
+        # a quoted value keeps its spacing (an ls line); other values fit on one line
+        text = fact["value"].replace("\n", " ") if code else one_line(fact["value"])
+        facts.append({"label": fact["label"], "text": text, "code": code})
     if isinstance(record.get("objects_left"), int):
-        facts.append(("objects left behind", str(record["objects_left"])))
-    # the ls line is quoted as it came (its spacing is part of it); other values fit on one line
-    return [
-        {
-            "label": label,
-            "text": text.replace("\n", " ") if label == "channel0" else one_line(text),
-            "code": label == "channel0",
-        }
-        for label, text in facts
-    ]
-
-
-def gpu_placement(details: dict[str, Any], nodes: Optional[list[str]] = None) -> list[tuple[str, str]]:
-    """Which tray holds which GPU ranks of the matrix: [("0-3", "gb200-r0-t0"), ...].
-
-    ``details.rank_nodes`` (the tray of each MPI worker in rank order, as the check saw them placed) wins
-    over ``nodes`` (the record's trays in name order), which the scheduler need not have followed.
-    """
-    nodes = details.get("rank_nodes") or nodes or details.get("nodes")
-    per_node, matrix = details.get("gpus_per_node"), details.get("matrix")
-    if not (isinstance(nodes, list) and isinstance(per_node, int) and per_node > 0 and isinstance(matrix, list)):
-        return []
-    if not nodes or len(nodes) * per_node != len(matrix):
-        return []
-    return [(f"{i * per_node}-{(i + 1) * per_node - 1}", str(node)) for i, node in enumerate(nodes)]
-
-
-def node_of_gpu(details: dict[str, Any], gpu: int, nodes: Optional[list[str]] = None) -> Optional[str]:
-    placement = gpu_placement(details, nodes)
-    if not placement or not 0 <= gpu < len(details["matrix"]):
-        return None
-    return placement[gpu // details["gpus_per_node"]][1]
+        facts.append({"label": "objects left behind", "text": str(record["objects_left"]), "code": False})
+    return facts
 
 
 def _int(value: Any) -> Optional[int]:
@@ -175,87 +70,6 @@ def failing_cells(details: dict[str, Any]) -> set[tuple[int, int]]:
         if isinstance(pair, dict) and _int(pair.get("src")) is not None and _int(pair.get("dst")) is not None:
             cells.add((pair["src"], pair["dst"]))
     return cells
-
-
-def _pair_nodes(record: dict[str, Any], pair: dict[str, Any]) -> str:
-    details = record["details"]
-    src = pair.get("src_node") or (
-        node_of_gpu(details, pair["src"], record["nodes"]) if _int(pair.get("src")) is not None else None
-    )
-    dst = pair.get("dst_node") or (
-        node_of_gpu(details, pair["dst"], record["nodes"]) if _int(pair.get("dst")) is not None else None
-    )
-    return f"{src} -> {dst}" if src and dst else (src or dst or "")
-
-
-def _pairs_view(record: dict[str, Any]) -> tuple[list[dict[str, str]], str]:
-    """The failing pairs no low GPU explains (at most LIST_LIMIT), and a line about the ones not listed."""
-    pairs = [pair for pair in record["details"].get("failing_pairs") or [] if isinstance(pair, dict)]
-    own = [pair for pair in pairs if pair.get("low_gpu") is None]
-    shown = own[:LIST_LIMIT]
-    notes = []
-    explained = len(pairs) - len(own)
-    if explained:
-        notes.append(f"{plural(explained, 'more failing pair')} involve the low GPUs above")
-    if len(own) > len(shown):
-        notes.append(f"{plural(len(own) - len(shown), 'more failing pair')} not listed here")
-    note = "; ".join(notes) + ("; report.json lists every pair." if notes else "")
-    rows = [
-        {
-            "src": str(pair.get("src")),
-            "dst": str(pair.get("dst")),
-            "gbps": number(pair.get("gbps")),
-            "fraction": number(pair.get("fraction_of_median"), 3) if pair.get("fraction_of_median") is not None else "",
-            "rule": str(pair.get("rule") or "threshold"),
-            "nodes": _pair_nodes(record, pair),
-        }
-        for pair in shown
-    ]
-    return rows, note
-
-
-def _low_gpus_view(details: dict[str, Any]) -> list[dict[str, str]]:
-    return [
-        {
-            "gpu": str(gpu.get("gpu")),
-            "node": str(gpu.get("node") or ""),
-            "pairs": str(gpu.get("pairs", "")),
-            "mean": number(gpu.get("mean_gbps")),
-            "median": number(gpu.get("median_gbps")),
-            "fraction": number(gpu.get("fraction_of_median"), 3),
-        }
-        for gpu in (details.get("low_gpus") or [])[:LIST_LIMIT]
-        if isinstance(gpu, dict)
-    ]
-
-
-def _cliques_view(details: dict[str, Any]) -> list[dict[str, str]]:
-    cliques = details.get("cliques")
-    if not isinstance(cliques, dict) or not cliques:
-        return []
-    rows = [
-        {"label": str(label), "nodes": ", ".join(str(node) for node in cliques[label])} for label in sorted(cliques)
-    ]
-    unlabelled = details.get("unlabelled_nodes") or []
-    if unlabelled:
-        rows.append({"label": "(no label)", "nodes": ", ".join(str(node) for node in unlabelled)})
-    return rows
-
-
-def _nccl_rows_view(details: dict[str, Any]) -> list[dict[str, str]]:
-    rows = details.get("rows")
-    if not isinstance(rows, list):
-        return []
-    return [
-        {
-            "size": binary_size(row.get("size_bytes")),
-            "bytes": str(row.get("size_bytes")),
-            "busbw": number(row.get("busbw_gbps")),
-            "wrong": str(row.get("wrong", 0)),
-        }
-        for row in rows
-        if isinstance(row, dict)
-    ]
 
 
 def heat_colour(value: float, low: float, high: float) -> str:
@@ -378,13 +192,41 @@ def outcome_cell(record: dict[str, Any]) -> tuple[str, str]:
     return text, "incomplete" if record["outcome"] == INCOMPLETE else "pass"
 
 
+def findings_table(record: dict[str, Any]) -> dict[str, Any]:
+    """The view's per-tray findings as one table: a row per problem (it fails the tray) and per note (it does not),
+    at most LIST_LIMIT, then a line for the rest."""
+    rows = [
+        [finding["tray"], kind, line]
+        for finding in view_of(record)["findings"]
+        for kind, lines in (("problem", finding["problems"]), ("note", finding["notes"]))
+        for line in lines
+    ]
+    more = len(rows) - LIST_LIMIT
+    note = f"and {plural(more, 'more finding')} (report.json lists them all)" if more > 0 else ""
+    return {
+        "title": "Findings per tray:",
+        "columns": ["tray", "finding", "line"],
+        "rows": rows[:LIST_LIMIT],
+        "note": note,
+    }
+
+
 def section_view(record: dict[str, Any], heatmaps: bool) -> dict[str, Any]:
+    """One record's section: its verdict, summary, facts, blamed trays, violations, and the tables of its view,
+    the per-tray findings first (any check's, the same way); the bandwidth matrix as a heatmap."""
     details = record["details"]
     result, css = outcome_cell(record)
-    # a violation that only repeats the summary says nothing new
-    violations = [one_line(text) for text in details.get("violations") or [] if one_line(text) != record["summary"]]
-    pairs, more_pairs = _pairs_view(record)
+    view = view_of(record)
+    # a violation that only repeats the summary, or a tray's finding listed below, says nothing new
+    found = {f"{finding['tray']}: {line}" for finding in view["findings"] for line in finding["problems"]}
+    violations = [
+        one_line(text)
+        for text in details.get("violations") or []
+        if one_line(text) != record["summary"] and one_line(text) not in found
+    ]
     more = len(violations) - LIST_LIMIT
+    tables = [findings_table(record)] if view["findings"] else []
+    tables += [dict(table, title=table.get("title") or "", note=table.get("note") or "") for table in view["tables"]]
     return {
         "check": record["check"],
         "anchor": anchor(record["rack"], record["check"]),
@@ -398,10 +240,6 @@ def section_view(record: dict[str, Any], heatmaps: bool) -> dict[str, Any]:
         ],
         "violations": violations[:LIST_LIMIT],
         "more_violations": f"and {plural(more, 'more problem')} (report.json lists them all)" if more > 0 else "",
-        "cliques": _cliques_view(details),
-        "low_gpus": _low_gpus_view(details),
-        "pairs": pairs,
-        "more_pairs": more_pairs,
-        "nccl_rows": _nccl_rows_view(details),
+        "tables": tables,
         "heatmap": heatmap_view(record) if heatmaps else None,
     }

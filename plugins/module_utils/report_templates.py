@@ -98,46 +98,27 @@ Problems found:
 - {{ section.more_violations }}
 {% endif %}
 {% endif %}
-{% if section.cliques %}
+{% for table in section.tables %}
+{% if table.rows %}
 
-| clique | trays |
-| --- | --- |
-{% for clique in section.cliques %}
-| {{ clique.label }} | {{ clique.nodes }} |
+{% if table.title %}
+{{ table.title }}
+
+{% endif %}
+|{% for column in table.columns %} {{ column }} |{% endfor %}
+
+|{% for column in table.columns %} --- |{% endfor %}
+
+{% for row in table.rows %}
+|{% for cell in row %} {{ cell }} |{% endfor %}
+
 {% endfor %}
 {% endif %}
-{% if section.low_gpus %}
+{% if table.note %}
 
-Low GPUs (every pair of the GPU below its reference rule):
-
-| GPU | tray | pairs | mean GB/s | median GB/s | fraction of the median |
-| --- | --- | --- | --- | --- | --- |
-{% for gpu in section.low_gpus %}
-| {{ gpu.gpu }} | {{ gpu.node }} | {{ gpu.pairs }} | {{ gpu.mean }} | {{ gpu.median }} | {{ gpu.fraction }} |
+{{ table.note }}
+{% endif %}
 {% endfor %}
-{% endif %}
-{% if section.pairs %}
-
-Failing pairs:
-
-| source GPU | destination GPU | GB/s | fraction of the median | rule | trays |
-| --- | --- | --- | --- | --- | --- |
-{% for pair in section.pairs %}
-| {{ pair.src }} | {{ pair.dst }} | {{ pair.gbps }} | {{ pair.fraction }} | {{ pair.rule }} | {{ pair.nodes }} |
-{% endfor %}
-{% endif %}
-{% if section.more_pairs %}
-
-{{ section.more_pairs }}
-{% endif %}
-{% if section.nccl_rows %}
-
-| size | bytes | bus bandwidth (GB/s) | wrong |
-| --- | --- | --- | --- |
-{% for row in section.nccl_rows %}
-| {{ row.size }} | {{ row.bytes }} | {{ row.busbw }} | {{ row.wrong }} |
-{% endfor %}
-{% endif %}
 {% endfor %}
 {% endfor %}
 
@@ -310,46 +291,22 @@ a red dot and frame a drop beyond the tolerance. Hover a chart for its numbers.<
 {% endif %}
 </ul>
 {% endif %}
-{% if section.cliques %}
+{% for table in section.tables %}
+{% if table.rows %}
+{% if table.title %}
+<p>{{ table.title }}</p>
+{% endif %}
 <table>
-<tr><th>clique</th><th>trays</th></tr>
-{% for clique in section.cliques %}
-<tr><td>{{ clique.label }}</td><td>{{ clique.nodes }}</td></tr>
+<tr>{% for column in table.columns %}<th>{{ column }}</th>{% endfor %}</tr>
+{% for row in table.rows %}
+<tr>{% for cell in row %}<td>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}
 </table>
 {% endif %}
-{% if section.low_gpus %}
-<p>Low GPUs (every pair of the GPU below its reference rule):</p>
-<table>
-<tr><th>GPU</th><th>tray</th><th>pairs</th><th>mean GB/s</th><th>median GB/s</th><th>fraction of the median</th></tr>
-{% for gpu in section.low_gpus %}
-<tr><td>{{ gpu.gpu }}</td><td>{{ gpu.node }}</td><td>{{ gpu.pairs }}</td><td>{{ gpu.mean }}</td>
-<td>{{ gpu.median }}</td><td>{{ gpu.fraction }}</td></tr>
+{% if table.note %}
+<p>{{ table.note }}</p>
+{% endif %}
 {% endfor %}
-</table>
-{% endif %}
-{% if section.pairs %}
-<p>Failing pairs:</p>
-<table>
-<tr><th>source GPU</th><th>destination GPU</th><th>GB/s</th><th>fraction of the median</th><th>rule</th>
-<th>trays</th></tr>
-{% for pair in section.pairs %}
-<tr><td>{{ pair.src }}</td><td>{{ pair.dst }}</td><td>{{ pair.gbps }}</td><td>{{ pair.fraction }}</td>
-<td>{{ pair.rule }}</td><td>{{ pair.nodes }}</td></tr>
-{% endfor %}
-</table>
-{% endif %}
-{% if section.more_pairs %}
-<p>{{ section.more_pairs }}</p>
-{% endif %}
-{% if section.nccl_rows %}
-<table>
-<tr><th>size</th><th>bytes</th><th>bus bandwidth (GB/s)</th><th>wrong</th></tr>
-{% for row in section.nccl_rows %}
-<tr><td>{{ row.size }}</td><td>{{ row.bytes }}</td><td>{{ row.busbw }}</td><td>{{ row.wrong }}</td></tr>
-{% endfor %}
-</table>
-{% endif %}
 {% if section.heatmap %}
 <p>{{ section.heatmap.caption }}</p>
 <table class="{{ section.heatmap.css }}">

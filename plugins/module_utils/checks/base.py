@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, check_view
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views import detail_facts
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import Right
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import Record
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
@@ -86,6 +88,13 @@ class Check:
     def read_racks(self, nodes: Sequence[Mapping[str, Any]], plans: Sequence[RackPlan], scope: Any) -> List[Record]:
         """The records of a check that only reads (``reads_only``): one per rack of ``plans``."""
         raise NotImplementedError
+
+    @classmethod
+    def view(cls, record: Mapping[str, Any]) -> CheckView:
+        """What the report shows of the check's record besides its summary, blamed trays and violations (written
+        into the record by ``fleet``): the facts of its details (``checks.views.FACTS``); a check adds its tables
+        and per-tray findings."""
+        return check_view(facts=detail_facts(record.get("details") or {}))
 
     def fleet_rule(self, records: Sequence[Record]) -> List[Record]:
         """The records once every rack is done, held to what only the fleet shows (a rack slower than its

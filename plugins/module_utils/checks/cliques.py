@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, check_view
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views import cliques_table, detail_facts, shown
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     CLIQUE_LABEL,
     GPU_RESOURCE,
@@ -42,6 +44,12 @@ class CliquesCheck(Check):
         self.gpus_per_tray = gpus_per_tray
         self.trays_per_clique = trays_per_clique
         self.run_id = run_id
+
+    @classmethod
+    def view(cls, record: Mapping[str, Any]) -> CheckView:
+        """The facts and the trays of each clique label (and those without one)."""
+        details = record.get("details") or {}
+        return check_view(facts=detail_facts(details), tables=shown(cliques_table(details)))
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> CliquesCheck:

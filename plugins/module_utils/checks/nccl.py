@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, check_view
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.mpijob import MPI_OPTIONS, MpiJobCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views import detail_facts, nccl_rows_table, shown
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_fleet_busbw, judge_nccl_log
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import Record
 
@@ -66,6 +68,12 @@ class NcclCheck(MpiJobCheck):
         self.args = list(args)
         self.mpirun_args = list(mpirun_args)
         self.min_fraction_of_fleet_median: Optional[float] = None
+
+    @classmethod
+    def view(cls, record: Mapping[str, Any]) -> CheckView:
+        """The facts and the bus bandwidth of each message size."""
+        details = record.get("details") or {}
+        return check_view(facts=detail_facts(details), tables=shown(nccl_rows_table(details)))
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> NcclCheck:

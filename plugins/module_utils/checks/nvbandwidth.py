@@ -16,8 +16,15 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresho
     peak_table_problems,
     reference_table_problems,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, check_view
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun, Result
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.mpijob import MPI_OPTIONS, MpiJobCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views import (
+    detail_facts,
+    low_gpus_table,
+    pairs_table,
+    shown,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nvbandwidth_log
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
@@ -59,6 +66,13 @@ class NvbandwidthCheck(MpiJobCheck):
         self.extra_args = list(extra_args)
         # the rack's options with its baseline from the history (from_params sets it; none without a history)
         self.options_of: Callable[[str], Dict[str, Any]] = lambda rack: {}
+
+    @classmethod
+    def view(cls, record: Mapping[str, Any]) -> CheckView:
+        """The facts, the low GPUs and the failing pairs no low GPU explains (the heatmap comes from the matrix)."""
+        details = record.get("details") or {}
+        tables = shown(low_gpus_table(details), pairs_table(details, list(record.get("nodes") or [])))
+        return check_view(facts=detail_facts(details), tables=tables)
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> NvbandwidthCheck:

@@ -12,17 +12,23 @@ test fails: ``fails_with_findings``); otherwise a failed pod fails its tray, nam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import (
+    CheckView,
+    TrayFindings,
+    check_view,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import (
     Check,
     Result,
     by_name,
     skipped_note,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views import detail_facts
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import GPU_PRESENT_LABEL
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key, pod_summary
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import pod_priority, preempted
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label
@@ -63,6 +69,23 @@ class TrayPodCheck(Check):
     pod_prefix = ""  # the pods are <pod_prefix>-<tray>
     what = ""  # what the pods do, for messages: "read the GPU health signals"
     fails_with_findings = False  # the tool exits non-zero when it finds a problem (its output says which)
+
+    @classmethod
+    def view(cls, record: Mapping[str, Any]) -> CheckView:
+        """The facts and each tray's findings as its pod's output gave them: the problems (naming the GPU) that
+        fail the tray and the notes that do not; a tray with neither is left out."""
+        details = record.get("details") or {}
+        trays = details.get("trays") if isinstance(details.get("trays"), dict) else {}
+        findings = [
+            TrayFindings(
+                tray=node,
+                problems=[str(line) for line in trays[node].get("problems") or []],
+                notes=[str(line) for line in trays[node].get("notes") or []],
+            )
+            for node in sorted(trays, key=natural_key)
+            if isinstance(trays[node], dict) and (trays[node].get("problems") or trays[node].get("notes"))
+        ]
+        return check_view(facts=detail_facts(details), findings=findings)
 
     def pod_name(self, node: str) -> str:
         return dns_label(self.pod_prefix, node)

@@ -10,7 +10,9 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import report_render
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, report_render
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views import binary_size
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rank_placement import gpu_placement
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
     build_report,
     coverage_of,
@@ -32,12 +34,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render imp
     render_markdown,
     render_report,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import (
-    binary_size,
-    gpu_placement,
-    heat_colour,
-    trays_measured,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import heat_colour, trays_measured
 
 from tests.conftest import FIXTURES
 
@@ -606,6 +603,7 @@ def test_markdown_caps_long_lists(tmp_path):
         for dst in range(1, 31)
     ]
     record["details"]["violations"] = [f"problem {n}" for n in range(25)]
+    record["view"] = checks.get("nvbandwidth").view(record)  # as the check writes it
     path.write_text(json.dumps(record))
     text = render_markdown(build_report(load_records(str(directory)), "t", RUN))
     section = text[text.index("## rack2") :]
