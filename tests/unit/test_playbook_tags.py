@@ -21,6 +21,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 import yaml
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import playbook_tags
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).parent / "ansible-playbook")
@@ -109,13 +110,13 @@ def test_no_tag_fails_on_facts_and_only_host_role_tags_gather_them(tag_runs):
         assert "unreachable=0" in output, where
         roles = roles_selected(run)
         if not roles:
-            # another stage's tag: the host roles' argument validation passes without facts, none are gathered
+            # another stage's tag reaches no tray for the host roles: no facts gathered, no host role's argument
+            # validation (Ansible runs it under every tag); gpus.yml includes nvidia_driver's check.yml, whose entry
+            # point has a spec of its own, and the shared values' (gpu_fabric, 'main')
             assert "Gather the facts" not in output, where
-            # each host role's and, once a play, the shared values' (gpu_fabric, the dependency of every host role):
-            # gpus.yml includes nvidia_driver's check.yml, whose entry point has a spec of its own, and gpu_fabric again
             gpus = "gpus" in run[1] or "--skip-tags" in run[1]
-            validations = (0 if run[1] == ("--skip-tags", "hosts") else len(HOST_ROLES) + 1) + (1 if gpus else 0)
-            assert output.count("Validating arguments against arg spec 'main'") == validations, where
+            assert output.count("Validating arguments against arg spec 'main'") == (1 if gpus else 0), where
+            assert "PLAY [Prepare the GPU hosts]" in output and "skipping: no hosts matched" in output, where
             if gpus:
                 # gpus.yml's GPU check (its wait for the operator's driver is skipped in check mode) finds no driver
                 assert result.returncode == 2 and "nvidia-smi was not found at /run/nvidia/driver" in output, where
@@ -177,3 +178,44 @@ def test_the_trays_are_reached_once_the_variables_pass(ssh_trays):
     result = playbook(inventory, "hosts.yml", "--check")
     assert result.returncode != 0 and "unreachable=1" in result.stdout, result.stdout[-4000:]
     assert "192.0.2.1" in marker.read_text()
+
+
+def test_list_tags_shows_every_tag_of_the_playbooks_and_each_check(local_trays):
+    """--list-tags of the playbooks is the list the tag check holds the run to, every check's tag included."""
+    names = ["site.yml", "verify.yml", "schedule.yml", "refresh_state.yml", "uninstall.yml"]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        listed = dict(zip(names, pool.map(lambda name: listed_tags(local_trays, name), names)))
+    assert sorted(set().union(*listed.values())) == sorted(playbook_tags.playbook_tags())
+    checks = {"verify_checks", "gpu_health", "dcgm_diag"} | set(playbook_tags.check_tags())
+    assert checks <= set(listed["site.yml"]) and checks <= set(listed["verify.yml"])
+
+
+@pytest.mark.parametrize("name", ["site.yml", "hosts.yml"])
+def test_a_tag_that_selects_nothing_is_named_in_one_line_before_any_tray_is_reached(ssh_trays, name):
+    inventory, marker = ssh_trays
+    result = playbook(inventory, name, "--check", "--tags", "nvbandwith,hosts")
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-4000:]
+    [line] = [line for line in output.splitlines() if line.startswith("[ERROR]")]
+    assert line.startswith(
+        "[ERROR]: Task failed: Action failed: --tags names 'nvbandwith', which no task of the gpu_fabric.mnnvl "
+        "playbooks has, so it selects nothing (did you mean nvbandwidth?); the tags are hosts, "
+    )
+    assert not marker.exists()
+
+
+def test_a_variable_mistake_of_every_tray_is_said_once(ssh_trays):
+    inventory, marker = ssh_trays
+    groups = yaml.safe_load(inventory.read_text())["all"]["children"]
+    groups["gpu_nodes"]["hosts"]["tray1"] = None
+    groups["gpu_nodes"]["vars"]["gpu_fabric_drian"] = True
+    write_inventory(inventory, groups)
+    result = playbook(inventory, "hosts.yml", "--check")
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-4000:]
+    assert [line for line in output.splitlines() if line.startswith("[ERROR]")] == [
+        "[ERROR]: Task failed: Action failed: gpu_fabric_drian (did you mean gpu_fabric_drain?) is not a variable of "
+        "the gpu_fabric.mnnvl roles (misspelled in the inventory or the extra vars?); the roles' variables are listed "
+        "in roles/<role>/meta/argument_specs.yml"
+    ]
+    assert not marker.exists()

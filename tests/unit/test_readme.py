@@ -14,6 +14,7 @@ import yaml
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.containerd import FilterModule as ContainerdFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import FilterModule as MnnvlFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.nccl_tests_parse import FilterModule as NcclFilters
+from ansible_collections.gpu_fabric.mnnvl.plugins.filter.playbook_tags import FilterModule as PlaybookTagFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.shared_values import FilterModule as SharedValueFilters
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.verify_schedule import FilterModule as ScheduleFilters
 
@@ -62,6 +63,7 @@ def test_the_filter_table_lists_every_filter_once():
             *ContainerdFilters().filters(),
             *MnnvlFilters().filters(),
             *NcclFilters().filters(),
+            *PlaybookTagFilters().filters(),
             *SharedValueFilters().filters(),
             *ScheduleFilters().filters(),
         }
