@@ -90,6 +90,7 @@ NOT_CARRIED = {
     # what a run of the roles sets (register, set_fact), when the schedule is applied in the same play
     "report_metrics": "a result of the run",
     "report_records": "a result of the run",
+    "report_refusal": "a result of the run",
     "report_result": "a result of the run",
     "verify_checks_selected": "a result of the run",
     "verify_common_result": "a result of the run",
