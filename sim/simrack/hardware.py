@@ -287,3 +287,20 @@ measure it). A check that cannot see the fault is not listed. Why each entry hol
   nccl are not listed.
 * degraded-gpu (0.944): as nvlink-down, spelt by the GPU's index in its rack: ``nvbandwidth`` and ``gpu_health``.
 """
+
+# The checks in the order the report shows them (the verify roles' order), the columns of catches_table.
+CHECK_ORDER = ("cliques", "imex_channel", "nvbandwidth", "nccl", "gpu_health", "dcgm_diag")
+
+
+def catches_table() -> str:
+    """``CATCHES`` as the Markdown table of docs/verification.md: a row per hardware fault, a column per check,
+    ``failed`` or ``error`` where the check must refuse the tray and a dash where it does not (it passes the tray, or
+    skips it as unusable, naming why)."""
+    lines = [
+        "| hardware fault | " + " | ".join(f"`{check}`" for check in CHECK_ORDER) + " |",
+        "| --- |" + " --- |" * len(CHECK_ORDER),
+    ]
+    for fault, refused in CATCHES.items():
+        cells = [f"**{refused[check]}**" if check in refused else "-" for check in CHECK_ORDER]
+        lines.append(f"| `{fault}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

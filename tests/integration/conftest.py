@@ -192,6 +192,7 @@ FILE_SECONDS = {
     "test_fleet_verify.py": 275,
     "test_sim_fleet.py": 270,
     "test_faults.py": 260,
+    "test_fault_matrix.py": 240,  # measured locally (cluster stage, one verify.yml run of every check)
     "test_rbac.py": 255,
     "test_faults_survived.py": 250,
     "test_cluster_stage_faults.py": 205,
