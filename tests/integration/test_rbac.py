@@ -190,7 +190,9 @@ def test_the_admission_policy_keeps_the_verify_account_in_its_own_namespaces(sim
         timeout=60,
     )
     own = {"app.kubernetes.io/part-of": "gpu-fabric-verify"}
-    labelled = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rbac-vap-own", "labels": own}}
+    restricted = {**own, "pod-security.kubernetes.io/enforce": "restricted"}
+    labelled = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rbac-vap-own", "labels": restricted}}
+    unenforced = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "rbac-vap-open", "labels": own}}
     # RBAC allows each of these calls (cluster-wide verbs); the policy refuses those outside the checks' namespaces
     refused = {
         "a pod in default": (
@@ -202,6 +204,11 @@ def test_the_admission_policy_keeps_the_verify_account_in_its_own_namespaces(sim
             as_verify("delete", "namespace", "rbac-vap-tenant"),
             "gpu-fabric-verify may delete only namespaces labelled app.kubernetes.io/part-of=gpu-fabric-verify, "
             "not rbac-vap-tenant",
+        ),
+        "a namespace of its own without Pod Security restricted": (
+            as_verify("create", "-f", "-", manifest=unenforced),
+            "gpu-fabric-verify may create a namespace only with Pod Security pod-security.kubernetes.io/enforce="
+            "restricted, not rbac-vap-open with enforce=(none)",
         ),
         "a namespace without the label": (
             as_verify("create", "namespace", "rbac-vap-plain"),
