@@ -202,7 +202,7 @@ FILE_SECONDS = {
     "test_node_verdict.py": 105,  # waits for a KWOK heartbeat (measured locally)
     "test_verify_stage.py": 85,
     "test_tainted_trays.py": 80,
-    "test_schedule.py": 70,  # measured locally
+    "test_schedule.py": 80,  # measured locally
     "test_sim_versions.py": 60,
     "test_verify_pull_secrets.py": 45,
     "test_check_dcgm_diag.py": 35,

@@ -74,6 +74,31 @@ def changed(result: subprocess.CompletedProcess) -> int:
     return int(match.group(2))
 
 
+def fabric_verify_plans(result: subprocess.CompletedProcess) -> dict[str, dict[str, Any]]:
+    """Per check, what a --check run of verify.yml planned (its json callback's output): the module's arguments but
+    the run's own id, and the racks it would verify (names, trays, skipped trays with their reasons, the objects it
+    would create but the run's namespace)."""
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    plans = {}
+    for play in json.loads(result.stdout)["plays"]:
+        for task in play["tasks"]:
+            for outcome in task["hosts"].values():
+                args = (outcome.get("invocation") or {}).get("module_args") or {}
+                if "check" in args and "racks" in outcome and not outcome.get("skipped"):
+                    # the objects it would create are named after the run, as its namespace is
+                    racks = [
+                        {**rack, "would_create": {**rack["would_create"], "namespace": "<run>"}}
+                        if isinstance(rack.get("would_create"), dict) and "namespace" in rack["would_create"]
+                        else rack
+                        for rack in outcome["racks"]
+                    ]
+                    plans[args["check"]] = {
+                        "args": {key: value for key, value in args.items() if key != "run_id"},
+                        "racks": racks,
+                    }
+    return plans
+
+
 def managed(sim_rack) -> list[str]:
     kinds = "cronjobs,configmaps,serviceaccounts,roles,rolebindings"
     names = sim_rack.kubectl("get", kinds, "-A", "-l", MANAGED, "-o", "name").stdout.split()
@@ -184,6 +209,45 @@ def test_the_schedule_applies_and_its_command_passes_as_its_service_account(clus
     env.update({e["name"]: e["value"] for e in container.get("env", []) if e["name"] != "HOME"})
     env["K8S_AUTH_KUBECONFIG"] = str(kubeconfig)
     env["PATH"] = f"{REPO_ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+
+    # the scheduled run plans what a run by hand from the same inventory and variables plans: the same racks under
+    # the same names, trays, checks and settings (both in check mode, before any verdict is written)
+    json_output = {"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_NOCOLOR": "1"}
+    scheduled = subprocess.run(
+        [*command, "--check"],
+        cwd=REPO_ROOT,
+        env=dict(env, **json_output),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    by_hand = subprocess.run(
+        [
+            str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook"),
+            "-i",
+            str(REPO_ROOT / "inventories" / "sim"),
+            str(REPO_ROOT / "playbooks" / "verify.yml"),
+            "--check",
+            "-e",
+            json.dumps({**extra["verify_schedule_verify_vars"], "gpu_fabric_report_dir": str(report_dir)}),
+            *command[command.index("gpu_fabric.mnnvl.verify") + 1 :],
+        ],
+        cwd=REPO_ROOT,
+        env=dict(sim_rack.env, **json_output),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    # the IMEX channel role plans nothing in check mode (it would create a ComputeDomain per rack); the clique
+    # check's plan holds what both resolve: the racks by name, their trays and due trays, the module's settings
+    planned = fabric_verify_plans(scheduled)
+    assert sorted(planned) == ["cliques"], planned
+    racks = planned["cliques"]["racks"]
+    assert [(rack["rack"], len(rack["nodes"]), len(rack["due"])) for rack in racks] == [("rack0", 18, 18)], racks
+    assert planned == fabric_verify_plans(by_hand)
+
     run = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-2000:]
     report = json.loads((report_dir / "report.json").read_text())
