@@ -597,6 +597,28 @@ def test_the_host_checks_pass_with_their_grant_and_anything_else_privileged_is_r
         assert result.returncode != 0, what
         assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-host-checks'" in result.stderr, (what, result.stderr)
         assert message in result.stderr, (what, result.stderr)
+    # an MPIJob in the host check's privileged namespace: its pods would be the MPI operator's, which no policy of
+    # the account matches, so the MPIJob itself is refused there (the restricted checks' namespaces take it)
+    privileged_template = {"spec": {"containers": [dict(container, name="launcher")]}}
+    mpijob = {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": "not-a-check", "namespace": namespace},
+        "spec": {
+            "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": privileged_template},
+                "Worker": {"replicas": 1, "template": privileged_template},
+            },
+        },
+    }
+    result = dry_run_as(sim_rack, verify_account, "create", "-f", "-", manifest=mpijob)
+    assert result.returncode != 0
+    assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-own-namespaces'" in result.stderr, result.stderr
+    assert (
+        "gpu-fabric-verify may create an MPIJob only in a namespace with Pod Security "
+        f"pod-security.kubernetes.io/enforce=restricted (the MPI operator creates its pods), not in {namespace}"
+    ) in result.stderr, result.stderr
 
     run = playbook(
         sim_rack,
