@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Optional
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import CHECK_NAMES, check_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import first_time
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
     ERROR,
@@ -33,19 +33,15 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import
     valid_until,
 )
 
-# The checks in the order the report lists them; a check not named here comes after them, by name.
-CHECK_ORDER = checks.names()  # the registry's order
+# The checks in the order the report lists them (the catalog's, which the registry follows); a check not named
+# there comes after them, by name (check_key).
+CHECK_ORDER = CHECK_NAMES
 SKIPPED = "skipped"  # a tray no check of the run blamed, and one skipped or none cleared
 
 
 def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
     """rack2 before rack10, gb200-r0-t2 before gb200-r0-t10."""
     return tuple((1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"(\d+)", str(text)))
-
-
-def check_key(check: str) -> tuple[int, str]:
-    """The checks of CHECK_ORDER in its order, then any other by name."""
-    return (CHECK_ORDER.index(check) if check in CHECK_ORDER else len(CHECK_ORDER), check)
 
 
 def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:

@@ -4,9 +4,10 @@
 """The registry of verification checks: every check of the collection, in the order the report shows them.
 
 Each check is one file of this folder that declares what it is (``checks.base.Check``); nothing else lists the
-checks by hand. ``fabric_verify`` takes its choices and its option groups from here, the report its order, the
-tests their cases. A check is added by its file and one line below (an import each: Ansible ships a module only
-the module_utils it imports, so the registry names them rather than searching the folder).
+checks by hand. ``fabric_verify`` takes its choices and its option groups from here, the tests their cases; the
+report takes their names and order from ``check_catalog``, which imports nothing. A check is added by its file,
+one line below and its name in ``check_catalog`` (an import each: Ansible ships a module only the module_utils it
+imports, so the registry names them rather than searching the folder).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Sequence, Tuple, Type
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import CHECK_NAMES
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import (
     cliques,
     dcgm_diag,
@@ -24,17 +26,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import (
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check
 
-REGISTRY: Dict[str, Type[Check]] = {
-    module.CHECK.name: module.CHECK
-    for module in (
-        cliques,
-        imex_channel,
-        nvbandwidth,
-        nccl,
-        gpu_health,
-        dcgm_diag,
-    )
+_REGISTERED = {
+    module.CHECK.name: module.CHECK for module in (cliques, imex_channel, nvbandwidth, nccl, gpu_health, dcgm_diag)
 }
+# in the catalog's order (check_catalog: the names the record readers know without importing any check's code)
+REGISTRY: Dict[str, Type[Check]] = {name: _REGISTERED[name] for name in CHECK_NAMES if name in _REGISTERED}
 
 
 def names() -> Tuple[str, ...]:

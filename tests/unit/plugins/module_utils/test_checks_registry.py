@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, report_model
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import check_catalog, checks, report_model
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
 
@@ -121,3 +122,15 @@ def test_the_checks_a_run_selects(run_tags, skip_tags, enabled, own, wanted):
 def test_an_enabled_name_that_is_no_check_is_named():
     with pytest.raises(ValueError, match=r"^gpu_fabric_verify_checks names dcgm, which is no check; the checks are "):
         checks.selected([], [], ["dcgm"], ())
+
+
+def test_the_catalog_that_the_record_readers_use_is_a_leaf_naming_the_registrys_checks_in_its_order():
+    source = Path(check_catalog.__file__).read_text(encoding="utf-8")
+    imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
+    assert imports == ["from __future__ import annotations", "from typing import Tuple"]
+    assert checks.names() == check_catalog.CHECK_NAMES
+    assert sorted(["nccl", "retired_check", "cliques"], key=check_catalog.check_key) == [
+        "cliques",
+        "nccl",
+        "retired_check",
+    ]
