@@ -20,6 +20,7 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, metrics_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_failure_text
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import PushTarget, target_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
@@ -173,7 +174,7 @@ def admission_policy_notes(discover: Callable[[str], Optional[Sequence[str]]]) -
     except Exception as exc:  # unreachable, refused, a TLS error: the checks meet it again and fail on it
         return [
             f"could not ask the API server whether it serves ValidatingAdmissionPolicy ({ADMISSION_GROUP_VERSION}), "
-            f"which the admission policies of {RBAC_FILE} need: {one_line(exc, 200)}"
+            f"which the admission policies of {RBAC_FILE} need: {api_failure_text(exc)}"
         ]
     note = admission_policy_note(served)
     return [note] if note else []
@@ -195,25 +196,34 @@ def discovery(path: str, context: Optional[str], in_cluster: bool) -> Callable[[
     ``/apis/<group_version>``, None when it answers 404 (not served)."""
 
     def discover(group_version: str) -> Optional[List[str]]:
-        # the dynamic client's request, as the checks make theirs: ApiClient.call_api's signature differs
-        # between the Kubernetes client's releases, the dynamic client follows its own
-        from kubernetes.client import ApiClient, Configuration
+        # one GET through the client's REST layer, whose request() takes these keywords in every release of the
+        # Kubernetes client (ApiClient.call_api does not); no discovery of every group first, a 15 s limit
+        from kubernetes.client import Configuration
+        from kubernetes.client.rest import ApiException, RESTClientObject
         from kubernetes.config import load_incluster_config, load_kube_config
-        from kubernetes.dynamic import DynamicClient
-        from kubernetes.dynamic.exceptions import NotFoundError
 
         configuration = Configuration()
         if path:
             load_kube_config(config_file=os.path.expanduser(path), context=context, client_configuration=configuration)
         elif in_cluster:
             load_incluster_config(client_configuration=configuration)
+        headers = {"Accept": "application/json"}
+        for setting in configuration.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        url = f"{configuration.host}/apis/{group_version}"
         try:
-            answer = DynamicClient(ApiClient(configuration)).request(
-                "get", f"/apis/{group_version}", _request_timeout=15, serialize=False
-            )
-        except NotFoundError:
+            answer = RESTClientObject(configuration).request("GET", url, headers=headers, _request_timeout=15)
+        except ApiException as exc:  # the older clients raise on a status that is no success
+            if exc.status == 404:
+                return None
+            raise
+        if answer.status == 404:
             return None
-        served = json.loads(answer.data.decode("utf-8") or "{}")
+        if not 200 <= answer.status < 300:
+            raise ApiException(status=answer.status, reason=answer.reason)
+        data = answer.data if answer.data is not None else answer.read()
+        served = json.loads(data.decode("utf-8") if isinstance(data, bytes) else data or "{}")
         return [str(item.get("name")) for item in served.get("resources") or [] if isinstance(item, dict)]
 
     return discover
