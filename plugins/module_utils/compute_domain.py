@@ -25,11 +25,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     get_object,
     json_page,
     list_all,
-    natural_key,
     pod_summary,
     to_dict,
     workload_summary,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key
 
 API_VERSION = "resource.nvidia.com/v1beta1"
 KIND = "ComputeDomain"

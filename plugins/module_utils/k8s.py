@@ -51,7 +51,6 @@ DEFAULT_PAGE_SIZE = 500
 # Accept header of a list that returns each item's metadata alone (names, labels, annotations). A server
 # that cannot answer so sends the whole objects: the second media type.
 PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
-_DIGITS = re.compile(r"(\d+)")
 
 
 # kubernetes.core's connection options that hold a credential. kubernetes.core marks ``kubeconfig``
@@ -72,11 +71,6 @@ def auth_argument_spec(base: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         if name in spec:
             spec[name]["no_log"] = True
     return spec
-
-
-def natural_key(name: str) -> tuple:
-    """Sort key for object names that puts gb200-r0-t2 before gb200-r0-t10."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(name) if part)
 
 
 def to_dict(obj: Any) -> Dict[str, Any]:

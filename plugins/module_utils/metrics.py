@@ -28,7 +28,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     valid_runs,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rank_placement import node_of_gpu
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import SKIPPED, natural_key
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
+    SKIPPED,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
     ERROR,
     FAILED,
@@ -36,6 +38,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
     PASSED,
     VERDICTS,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
 PREFIX = "gpu_fabric_"

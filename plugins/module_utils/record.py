@@ -15,8 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, valid_view
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import MIN_TRAYS, RackPlan, by_name
 

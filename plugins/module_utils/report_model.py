@@ -13,7 +13,6 @@ templates render (``report_page``) and the files (``report_render``) are built f
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Optional
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import CHECK_NAMES, check_key
@@ -26,6 +25,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records im
     PASSED,
     is_current,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
     DEFAULT_VALID_HOURS,
@@ -37,11 +37,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import
 # there comes after them, by name (check_key).
 CHECK_ORDER = CHECK_NAMES
 SKIPPED = "skipped"  # a tray no check of the run blamed, and one skipped or none cleared
-
-
-def natural_key(text: str) -> tuple[tuple[int, Any], ...]:
-    """rack2 before rack10, gb200-r0-t2 before gb200-r0-t10."""
-    return tuple((1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"(\d+)", str(text)))
 
 
 def _record_key(record: dict[str, Any]) -> tuple[Any, ...]:
@@ -65,10 +60,6 @@ def cluster_of(records: list[dict[str, Any]]) -> dict[str, str]:
         if isinstance(cluster, dict) and cluster.get("server_version") not in (None, "", "unknown"):
             return {key: str(value) for key, value in cluster.items() if value not in (None, "")}
     return {}
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _sorted_names(names: Iterable[str]) -> list[str]:

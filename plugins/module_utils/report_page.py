@@ -20,8 +20,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_chart impo
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
     check_key,
     coverage_words,
-    natural_key,
-    plural,
     verdict_words,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import ERROR, FAILED, PASSED
@@ -31,6 +29,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections i
     outcome_cell,
     section_view,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import DEFAULT_VALID_HOURS
 
 NO_CELL = "\u2014"  # em dash: the check has no record for the rack

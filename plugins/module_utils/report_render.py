@@ -15,13 +15,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_page import report_view
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import ERROR, INCOMPLETE
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_templates import (
     HTML_TEMPLATE,
     MARKDOWN_TEMPLATE,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key
 
 try:
     import jinja2

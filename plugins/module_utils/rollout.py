@@ -47,8 +47,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     Urllib3Error,
     is_transient,
-    natural_key,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key
 
 T = TypeVar("T")
 

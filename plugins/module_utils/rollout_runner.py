@@ -24,7 +24,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     ResourceNotFoundError,
     Urllib3Error,
     list_all,
-    natural_key,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.olm import CLUSTER_POLICY_API_VERSION
@@ -48,6 +47,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     slice_message,
     slice_nodes,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key
 
 # ``lister(api_version, kind, namespace=None, label_selector=None)``: every object of a kind, as plain dicts
 Lister = Callable[..., List[Dict[str, Any]]]

@@ -1,10 +1,13 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Text as the collection's messages show it: one line, at most so long."""
+"""Text as the collection's messages show it: one line, at most so long; names in their natural order."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Tuple
+
+_DIGITS = re.compile(r"(\d+)")
 
 
 def one_line(text: Any, limit: int = 0, cut: str = "") -> str:
@@ -20,3 +23,9 @@ def one_line(text: Any, limit: int = 0, cut: str = "") -> str:
 def plural(count: int, noun: str) -> str:
     """``1 tray``, ``2 trays``."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def natural_key(name: Any) -> Tuple[Tuple[int, Any], ...]:
+    """Sort key for names with numbers in them: rack2 before rack10, gb200-r0-t2 before gb200-r0-t10 (a number
+    sorts before text at the same place). The one order of trays and racks in messages, records and reports."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(str(name)) if part)

@@ -35,8 +35,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import ( 
     _get,
     is_gpu_node,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
     TrayState,
     due_reason,

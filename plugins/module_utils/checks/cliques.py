@@ -16,14 +16,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     GPU_RESOURCE,
     unlabelled_message,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     OUTCOME_FAILED,
     OUTCOME_PASSED,
     Record,
     record_for,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     RackPlan,
     Scope,

@@ -28,9 +28,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views import detail_facts
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import GPU_PRESENT_LABEL
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import natural_key, pod_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    pod_summary,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import pod_priority, preempted
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     common_labels,

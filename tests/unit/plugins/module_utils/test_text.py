@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, one_line, plural
 
 STDERR = "Error: INSTALLATION FAILED: context deadline exceeded\n\n  (waited 600s)\t for pods\n"
 
@@ -34,3 +34,16 @@ def test_nothing_is_the_empty_text_and_anything_else_its_str():
     assert one_line(None) == ""
     assert one_line(ValueError("bad\nvalue")) == "bad value"
     assert one_line(42) == "42"
+
+
+def test_trays_and_racks_sort_by_their_numbers_in_the_one_natural_order():
+    trays = ["gb200-r0-t10", "gb200-r1-t0", "gb200-r0-t2", "gb200-r0-t1"]
+    assert sorted(trays, key=natural_key) == ["gb200-r0-t1", "gb200-r0-t2", "gb200-r0-t10", "gb200-r1-t0"]
+    assert sorted(["rack10", "rack2", "-", "rack1"], key=natural_key) == ["-", "rack1", "rack2", "rack10"]
+    # a number before text at the same place; a name that is not text sorts as its str
+    assert sorted(["a", "1a"], key=natural_key) == ["1a", "a"]
+    assert natural_key(7) == natural_key("7")
+
+
+def test_plural():
+    assert (plural(1, "tray"), plural(0, "tray"), plural(18, "tray")) == ("1 tray", "0 trays", "18 trays")
