@@ -210,7 +210,8 @@ def test_a_discovery_that_fails_is_said_as_such_and_a_kubeconfig_problem_asks_no
     result = vp.preflight({"kubeconfig": str(kubeconfig)}, {}, loaded, refused)
     assert result["notes"] == [
         "could not ask the API server whether it serves ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1), "
-        "which the admission policies of docs/rbac/verify-stage.yaml need: cannot reach the Kubernetes API: connection refused"
+        "which the admission policies of docs/rbac/verify-stage.yaml need: "
+        "cannot reach the Kubernetes API: connection refused"
     ]
     missing = vp.preflight({"kubeconfig": str(tmp_path / "absent")}, {}, loaded, refused)
     assert len(missing["problems"]) == 1 and missing["notes"] == []
