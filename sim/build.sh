@@ -37,6 +37,22 @@ timed() {  # timed NAME FUNCTION: run a build step and say how long it took
 
 have_all() { for b in "$@"; do [ -x "$bin/$b" ] || return 1; done; }
 
+# etcd, Helm and KWOK do not depend on the Kubernetes release: a cache of another release built with the same
+# version of one holds that binary already. It is copied (to a temporary name, then renamed) only while no build
+# holds that cache's lock, so a binary being written is never taken.
+reuse() {  # reuse BINARY NAME_PART: the binary from another cache whose directory name holds NAME_PART
+  local other
+  for other in "$cache_root"/*"$2"*; do
+    [ "$other" != "$cache" ] && [ -x "$other/bin/$1" ] && [ -f "$other/.build.lock" ] || continue
+    if flock -n "$other/.build.lock" cp "$other/bin/$1" "$bin/.$1.copy"; then
+      mv "$bin/.$1.copy" "$bin/$1"
+      step "$1: copied from $other (the same version, built for another Kubernetes release)"
+      return 0
+    fi
+  done
+  return 1
+}
+
 build_kubernetes() {
   have_all kube-apiserver kube-controller-manager kube-scheduler kubectl && return 0
   local mod="$cache/src/kubernetes"
@@ -71,6 +87,7 @@ build_kubernetes() {
 
 build_etcd() {
   have_all etcd && return 0
+  reuse etcd "-etcd${ETCD_VERSION}-" && return 0
   local mod="$cache/src/etcd"
   mkdir -p "$mod" && cd "$mod"
   [ -f go.mod ] || go mod init gpu-fabric-sim.invalid/etcd >/dev/null 2>&1
@@ -81,6 +98,7 @@ build_etcd() {
 
 build_helm() {
   have_all helm && return 0
+  reuse helm "-helm${HELM_VERSION}" && return 0
   step "building helm v$HELM_VERSION"
   GOBIN="$bin" go install -trimpath \
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
@@ -89,6 +107,7 @@ build_helm() {
 
 build_kwok() {
   have_all kwok && return 0
+  reuse kwok "-kwok${KWOK_VERSION}-" && return 0
   step "building kwok v$KWOK_VERSION"
   GOBIN="$bin" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
 }
