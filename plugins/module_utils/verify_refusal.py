@@ -94,7 +94,7 @@ def refusal_records(
 
 def refusal(params: Mapping[str, Any], read: Callable[[str], str]) -> Dict[str, Any]:
     """The module's result before writing: the message, the checks refused and their records, the verdict."""
-    message = refusal_message(params.get("task") or "", params.get("message"))
+    message = refusal_message(params.get("task") or "", params.get("reason"))
     names = refused_checks(
         [str(t) for t in params.get("run_tags") or []],
         [str(t) for t in params.get("skip_tags") or []],

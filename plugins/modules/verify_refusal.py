@@ -16,7 +16,7 @@ description:
     O(skip_tags) select (C(nccl) only with O(nccl)), then the checks of O(checks) or named in O(run_tags).
   - Each such check that wrote no record of the run O(run_id) in O(records_dir) gets one record
     C(<records_dir>/<check>/fleet.json) with outcome and verdict C(error) (the check could not run, nothing is said of
-    the fabric), its summary naming O(task) and O(message). A check that wrote its records keeps them.
+    the fabric), its summary naming O(task) and O(reason). A check that wrote its records keeps them.
   - In check mode nothing is written.
 extends_documentation_fragment:
   - gpu_fabric.mnnvl.attributes
@@ -26,8 +26,9 @@ attributes:
   diff_mode:
     support: none
 options:
-  message:
+  reason:
     description: What the failed task said (C(ansible_failed_result.msg)).
+      (Not C(message), a name Ansible keeps for itself.)
     type: raw
   task:
     description: The name of the failed task (C(ansible_failed_task.name)).
@@ -69,7 +70,7 @@ seealso:
 EXAMPLES = r"""
 - name: Say in the records why no check ran
   gpu_fabric.mnnvl.verify_refusal:
-    message: "{{ ansible_failed_result.msg | default('') }}"
+    reason: "{{ ansible_failed_result.msg | default('') }}"
     task: "{{ ansible_failed_task.name | default('') }}"
     checks: "{{ gpu_fabric_verify_checks | default([]) }}"
     run_tags: "{{ ansible_run_tags }}"
@@ -117,7 +118,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.fleet import writ
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_refusal import refusal
 
 ARGUMENT_SPEC = dict(
-    message=dict(type="raw"),
+    reason=dict(type="raw"),
     task=dict(type="str", default=""),
     checks=dict(type="raw"),
     run_tags=dict(type="list", elements="str", default=[]),

@@ -80,7 +80,7 @@ def verify(tmp_path: Path, *args: str, kubeconfig: bool = True) -> Tuple[int, Di
 def test_a_misspelled_check_still_gives_the_verdict_and_fails_the_play(tmp_path, check_mode):
     report_dir = tmp_path / "report"
     extra = ["--check"] if check_mode else []
-    rc, stats, _ = verify(
+    rc, stats, _output = verify(
         tmp_path, "-e", "gpu_fabric_verify_checks=gpu_helth", "-e", f"gpu_fabric_report_dir={report_dir}", *extra
     )
     assert rc == 2
@@ -109,7 +109,7 @@ def test_a_misspelled_check_still_gives_the_verdict_and_fails_the_play(tmp_path,
 
 
 def test_a_missing_kubeconfig_gives_the_verdict_naming_it(tmp_path):
-    rc, stats, _ = verify(tmp_path, "--check", "--tags", "nvbandwidth", kubeconfig=False)
+    rc, stats, _output = verify(tmp_path, "--check", "--tags", "nvbandwidth", kubeconfig=False)
     assert rc == 2
     assert stats["gpu_fabric_verdict"] == "error"
     assert stats["gpu_fabric_summary"] == (

@@ -306,8 +306,8 @@ def sections(log: str) -> dict:
     """name -> (text, rc) of a pod log's marked sections, in order."""
     found = {}
     for block in log.split(f"{MARK} begin ")[1:]:
-        name, _, rest = block.partition("\n")
-        text, _, end = rest.partition(f"{MARK} end {name} rc=")
+        name, _newline, rest = block.partition("\n")
+        text, _marker, end = rest.partition(f"{MARK} end {name} rc=")
         found[name] = (text.rstrip("\n"), int(end.split("\n", 1)[0]))
     return found
 

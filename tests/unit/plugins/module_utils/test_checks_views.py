@@ -48,7 +48,7 @@ def test_a_long_list_of_pairs_stops_at_the_limit_and_says_how_many_more():
     details = {
         "failing_pairs": [{"src": 0, "dst": dst, "gbps": 770.0, "rule": "median"} for dst in range(1, 31)],
         "gpus_per_node": 4,
-        "matrix": [[1.0] * 8 for _ in range(8)],
+        "matrix": [[1.0] * 8 for _row in range(8)],
     }
     pairs = pairs_table(details, ["t0", "t1"])
     assert len(pairs["rows"]) == LIST_LIMIT

@@ -205,7 +205,7 @@ def test_the_host_checks_are_the_only_pods_outside_restricted_and_each_is_privil
     field by field) or a host check's, whose one violation is the privilege its reason names."""
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
 
-    covered = {name.rsplit("-", 1)[0] if name.startswith(("nvbandwidth", "nccl")) else name for name, _ in pods()}
+    covered = {name.rsplit("-", 1)[0] if name.startswith(("nvbandwidth", "nccl")) else name for name, _pod in pods()}
     assert covered | set(HOST_CHECKS) == {"imex-channel", "nvbandwidth", "nccl", *HOST_CHECKS}
     assert set(checks.names()) - {"cliques"} == {"imex_channel", "nvbandwidth", "nccl", *HOST_CHECKS}
     for name, spec in host_check_pods():

@@ -43,7 +43,7 @@ def test_every_check_without_a_record_of_the_run_gets_an_error_record_naming_why
     (tmp_path / "nvbandwidth").mkdir()
     (tmp_path / "nvbandwidth" / "rack1.json").write_text(json.dumps(dict(kept, check="nvbandwidth", run_id="run1")))
     result = vr.refusal(
-        {"task": "Check the NVLink bandwidth", "message": "no rack", "run_id": "run2", "records_dir": str(tmp_path)},
+        {"task": "Check the NVLink bandwidth", "reason": "no rack", "run_id": "run2", "records_dir": str(tmp_path)},
         read,
     )
     assert result["checks"] == ["cliques", "imex_channel", "nvbandwidth"]

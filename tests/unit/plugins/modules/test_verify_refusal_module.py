@@ -10,7 +10,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.modules import verify_refusal
 
 from tests.unit.plugins.modules.runner import run_module
 
-ARGS = {"task": "Refuse it", "message": "a mistake", "checks": "gpu_health", "run_id": "run1"}
+ARGS = {"task": "Refuse it", "reason": "a mistake", "checks": "gpu_health", "run_id": "run1"}
 
 
 def test_each_check_gets_its_error_record_in_the_records_directory(tmp_path):
