@@ -20,6 +20,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
 
 # Ansible's own tags: always and never mark tasks; all, tagged and untagged select.
 ANSIBLE_TAGS = ("all", "always", "never", "tagged", "untagged")
+# What Molecule skips in every playbook it runs (converge, check, idempotence): tags a test marks tasks with, so a
+# playbook that has none is right to be run with them.
+MOLECULE_SKIP_TAGS = ("molecule-notest", "notest", "molecule-idempotence-notest")
 HOST_STAGE = ("hosts", "preflight", "nvidia_driver", "containerd", "nvidia_imex")
 CLUSTER_STAGE = ("cluster", "cluster_preflight", "gpu_operator", "dra_driver", "mpi_operator")
 GPU_CHECKS = ("gpus",)
@@ -57,7 +60,7 @@ def tag_problems(run_tags: Sequence[str], skip_tags: Sequence[str]) -> List[str]
     options: Dict[str, Sequence[str]] = {"--tags": run_tags, "--skip-tags": skip_tags}
     for option, given in options.items():
         for tag in dict.fromkeys(str(t) for t in given or []):
-            if tag in known or tag in ANSIBLE_TAGS:
+            if tag in known or tag in ANSIBLE_TAGS or (option == "--skip-tags" and tag in MOLECULE_SKIP_TAGS):
                 continue
             close = difflib.get_close_matches(tag, known, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]}?)" if close else ""

@@ -58,3 +58,11 @@ def test_a_problem_of_every_tray_is_said_once_and_a_trays_own_names_it():
     found = {"tray1": ["group typo", "tray1 typo"], "tray2": ["group typo"], "tray3": ["group typo"]}
     assert pt.once_per_fleet(found) == ["group typo", "tray1 typo (on tray1)"]
     assert pt.once_per_fleet({"tray1": [], "tray2": []}) == []
+
+
+def test_molecules_own_skip_tags_are_taken_but_not_as_tags_to_run():
+    """Molecule runs every playbook with --skip-tags molecule-notest,notest (and molecule-idempotence-notest)."""
+    assert pt.tag_problems([], ["molecule-notest", "notest", "molecule-idempotence-notest"]) == []
+    (problem,) = pt.tag_problems(["notest"], [])
+    assert problem.startswith("--tags names 'notest', which no task of the gpu_fabric.mnnvl playbooks has")
+    assert pt.tag_problems([], ["notest", "nvbandwith"])[0].startswith("--skip-tags names 'nvbandwith'")
