@@ -65,6 +65,13 @@ def test_a_lost_link_on_rack1_fails_rack1_only_naming_the_pair_and_its_trays(clu
     assert verification_objects(cluster_stage, run.prefix) == ZERO
 
 
+def matrix_gpu(record: dict, rack_gpu: int) -> int:
+    """The matrix index of the rack's GPU ``rack_gpu`` (tray rack_gpu // 4 of the rack in order, its GPU rack_gpu % 4):
+    the rank of the worker the scheduler put on that tray, times 4, plus the GPU."""
+    tray = f"gb200-r{record['rack'][-1]}-t{rack_gpu // 4}"
+    return record["details"]["rank_nodes"].index(tray) * 4 + rack_gpu % 4
+
+
 def test_a_gpu_with_lost_links_is_named(cluster_stage: SimRack, tmp_path):
     with faults(cluster_stage, ("degraded-gpu", {"rack": 0, "gpu": 5, "factor": 0.944})):
         run = run_verify(cluster_stage, tmp_path / "report", "--tags", "nvbandwidth", extra_vars=FAST)
@@ -72,10 +79,11 @@ def test_a_gpu_with_lost_links_is_named(cluster_stage: SimRack, tmp_path):
     assert run.process.returncode != 0
     rack0 = run.record("nvbandwidth", "rack0")
     assert rack0["passed"] is False
-    worker1 = rack0["details"]["rank_nodes"][1]  # GPU 5 is worker 1's second GPU
-    assert f"GPU 5 on {worker1}" in rack0["summary"]
-    assert rack0["failed_nodes"] == [worker1]
-    assert [gpu["gpu"] for gpu in rack0["details"]["low_gpus"]] == [5]
+    # gpu=5 is tray 1's GPU 1: the matrix names it by the rank of the worker the scheduler put on that tray
+    low = matrix_gpu(rack0, 5)
+    assert f"GPU {low} on gb200-r0-t1" in rack0["summary"]
+    assert rack0["failed_nodes"] == ["gb200-r0-t1"]
+    assert [gpu["gpu"] for gpu in rack0["details"]["low_gpus"]] == [low]
     assert run.record("nvbandwidth", "rack1")["passed"] is True
 
 
@@ -90,9 +98,9 @@ def test_many_gpus_that_lost_a_link_at_once_fail_against_the_product_reference(c
     details = rack0["details"]
     assert details["median_gbps"] < 0.97 * 821.41  # the median alone would have passed every pair
     assert details["reference"]["kind"] == "product" and details["reference"]["gbps"] == 821.41
-    assert sorted(gpu["gpu"] for gpu in details["low_gpus"]) == list(range(22))
+    assert sorted(gpu["gpu"] for gpu in details["low_gpus"]) == sorted(matrix_gpu(rack0, gpu) for gpu in range(22))
     assert "held against the product reference 821.41 GB/s" in rack0["summary"]
-    assert sorted(rack0["failed_nodes"]) == sorted({details["rank_nodes"][gpu // 4] for gpu in range(22)})
+    assert sorted(rack0["failed_nodes"]) == sorted({f"gb200-r0-t{gpu // 4}" for gpu in range(22)})
     assert run.record("nvbandwidth", "rack1")["passed"] is True
 
 
@@ -113,7 +121,8 @@ def test_three_of_eight_gpus_and_a_whole_row_low_fail_against_the_product_refere
     rack0 = run.record("nvbandwidth", "rack0")["details"]
     assert rack0["median_gbps"] < 0.97 * 821.41  # the median alone would have passed
     assert rack0["reference"] == {"kind": "product", "gbps": 821.41, "source": rack0["reference"]["source"]}
-    assert [gpu["gpu"] for gpu in rack0["low_gpus"]] == [1, 4, 6]
+    record0 = run.record("nvbandwidth", "rack0")
+    assert [gpu["gpu"] for gpu in rack0["low_gpus"]] == sorted(matrix_gpu(record0, gpu) for gpu in (1, 4, 6))
     assert len(rack0["failing_pairs"]) == 36
     rack1 = run.record("nvbandwidth", "rack1")
     assert rack1["passed"] is False
