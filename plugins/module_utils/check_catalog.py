@@ -14,6 +14,10 @@ from typing import Tuple
 
 CHECK_NAMES: Tuple[str, ...] = ("cliques", "imex_channel", "nvbandwidth", "nccl", "gpu_health", "dcgm_diag")
 
+# The checks that playbooks/verify.yml runs through roles of their own (verify_cliques, ...), each under its name;
+# the others run in the role verify_checks (its default verify_checks_own_roles is this list).
+OWN_ROLE_CHECKS: Tuple[str, ...] = ("cliques", "imex_channel", "nvbandwidth", "nccl")
+
 
 def check_key(check: str) -> Tuple[int, str]:
     """A sort key: the catalog's checks in its order, then any other (a record of a check since removed) by name."""

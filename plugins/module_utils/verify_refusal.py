@@ -18,13 +18,14 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import OWN_ROLE_CHECKS
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.fleet import FLEET, error_records
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import OUTCOME_ERROR, Record
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import check_names
 
 # The checks playbooks/verify.yml runs through roles of their own, each under its own tag and the role's name.
-OWN_ROLES = ("cliques", "imex_channel", "nvbandwidth", "nccl")
+OWN_ROLES = OWN_ROLE_CHECKS
 # The tags that select every check of the verify stage (the whole run).
 WHOLE_RUN_TAGS = ("all", "verify")
 

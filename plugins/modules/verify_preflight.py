@@ -124,6 +124,7 @@ notes:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import OWN_ROLE_CHECKS
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import given_secrets
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import (
     discovery,
@@ -137,7 +138,7 @@ ARGUMENT_SPEC = dict(
     settings=dict(type="raw"),
     run_tags=dict(type="list", elements="str", default=[]),
     skip_tags=dict(type="list", elements="str", default=[]),
-    own_roles=dict(type="list", elements="str", default=["cliques", "imex_channel", "nvbandwidth", "nccl"]),
+    own_roles=dict(type="list", elements="str", default=list(OWN_ROLE_CHECKS)),
     metrics_textfile=dict(type="str", default=""),
     pushgateway_url=dict(type="str", default=""),
     kubeconfig=dict(type="str", default=""),

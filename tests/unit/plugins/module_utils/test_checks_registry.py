@@ -134,3 +134,9 @@ def test_the_catalog_that_the_record_readers_use_is_a_leaf_naming_the_registrys_
         "nccl",
         "retired_check",
     ]
+
+
+def test_the_checks_with_roles_of_their_own_are_the_catalogs_and_the_roles_default():
+    defaults = yaml.safe_load((Path(checks.__file__).parents[3] / "roles/verify_checks/defaults/main.yml").read_text())
+    assert list(check_catalog.OWN_ROLE_CHECKS) == defaults["verify_checks_own_roles"]
+    assert set(check_catalog.OWN_ROLE_CHECKS) <= set(check_catalog.CHECK_NAMES)
