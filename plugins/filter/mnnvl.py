@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Tuple
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_values as _chart_values
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import check_catalog
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import release_sets as _release_sets
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     CLIQUE_LABEL,
@@ -32,7 +32,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.openshift import 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import host_racks
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_peers as _rack_peers
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rolling import rack_waves as _rack_waves
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import check_names
 
 
 def nvbandwidth_parse(data: Any, format: str = "auto") -> Dict[str, Dict[str, Any]]:
@@ -260,10 +259,10 @@ def dra_driver_problem(
 
 def checks_selected(run_tags: Any, skip_tags: Any, enabled: Any, own_roles: Any = ()) -> List[str]:
     try:
-        return checks.selected(
+        return check_catalog.selected(
             [str(t) for t in run_tags or []],
             [str(t) for t in skip_tags or []],
-            check_names(enabled),  # one name, a comma-separated list or a list
+            check_catalog.check_names(enabled),  # one name, a comma-separated list or a list
             [str(c) for c in own_roles or []],
         )
     except ValueError as exc:

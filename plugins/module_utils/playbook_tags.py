@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from typing import Dict, List, Sequence, Tuple
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import CHECK_NAMES
 
 # Ansible's own tags: always and never mark tasks; all, tagged and untagged select.
 ANSIBLE_TAGS = ("all", "always", "never", "tagged", "untagged")
@@ -45,7 +45,7 @@ OTHER_PLAYBOOKS = ("schedule", "verify_schedule", "refresh_state", "uninstall")
 
 def check_tags() -> Tuple[str, ...]:
     """The checks of the registry that run in the role verify_checks, each selected by its name as a tag."""
-    return tuple(name for name in checks.names() if name not in VERIFY_STAGE)
+    return tuple(name for name in CHECK_NAMES if name not in VERIFY_STAGE)
 
 
 def playbook_tags() -> Tuple[str, ...]:

@@ -19,7 +19,8 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, metrics_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import check_catalog, checks, metrics_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import check_names
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_failure_text
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import PushTarget, target_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
@@ -40,15 +41,6 @@ RUN_PARAMS: Dict[str, Any] = {"history_dir": "", "run_id": "", "gpus_per_tray": 
 ADMISSION_GROUP_VERSION = "admissionregistration.k8s.io/v1"
 ADMISSION_POLICY_RESOURCE = "validatingadmissionpolicies"
 RBAC_FILE = "docs/rbac/verify-stage.yaml"
-
-
-def check_names(value: Any) -> List[str]:
-    """The check names a site gives in ``gpu_fabric_verify_checks``: a list, or a string naming one check or a
-    comma-separated list of them (``-e gpu_fabric_verify_checks=gpu_health``)."""
-    if value is None:
-        return []
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return [name for name in (str(item).strip() for item in items) if name]
 
 
 def unknown_check_problems(names: Sequence[str]) -> List[str]:
@@ -248,7 +240,7 @@ def preflight(
     names = check_names(params.get("checks"))
     problems = unknown_check_problems(names)
     known = [name for name in names if name in checks.REGISTRY]
-    selected = checks.selected(
+    selected = check_catalog.selected(
         [str(t) for t in params.get("run_tags") or []],
         [str(t) for t in params.get("skip_tags") or []],
         known,

@@ -17,12 +17,15 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Sequence
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import OWN_ROLE_CHECKS
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import (
+    CHECK_NAMES,
+    OWN_ROLE_CHECKS,
+    check_names,
+    selected,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.fleet import FLEET, error_records
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import OUTCOME_ERROR, Record
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import check_names
 
 # The checks playbooks/verify.yml runs through roles of their own, each under its own tag and the role's name.
 OWN_ROLES = OWN_ROLE_CHECKS
@@ -47,8 +50,8 @@ def own_role_checks(run_tags: Sequence[str], skip_tags: Sequence[str], nccl: boo
 def refused_checks(run_tags: Sequence[str], skip_tags: Sequence[str], enabled: Any, nccl: bool) -> List[str]:
     """Every check the refused run would have run, in the verify stage's order: its own roles', then the checks of
     the registry that ``enabled`` (gpu_fabric_verify_checks, the names that are checks) or the tags select."""
-    known = [name for name in check_names(enabled) if name in checks.REGISTRY]
-    others = checks.selected(list(run_tags), list(skip_tags), known, OWN_ROLES)
+    known = [name for name in check_names(enabled) if name in CHECK_NAMES]
+    others = selected(list(run_tags), list(skip_tags), known, OWN_ROLES)
     return own_role_checks(run_tags, skip_tags, nccl) + others
 
 

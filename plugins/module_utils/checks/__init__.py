@@ -12,7 +12,7 @@ imports, so the registry names them rather than searching the folder).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Sequence, Tuple, Type
+from typing import Any, Dict, Mapping, Tuple, Type
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import CHECK_NAMES
@@ -81,27 +81,3 @@ def with_settings(params: Mapping[str, Any]) -> Dict[str, Any]:
                 raise ValueError(f"settings.{group}: " + "; ".join(result.error_messages))
             merged[group] = result.validated_parameters
     return merged
-
-
-def selected(
-    run_tags: Sequence[str], skip_tags: Sequence[str], enabled: Sequence[str], own_roles: Sequence[str]
-) -> List[str]:
-    """The checks a ``verify.yml`` run gives to the generic role (``verify_checks``), in the registry's order.
-
-    ``own_roles``: the checks the playbook runs through roles of their own (left out here). A check runs when
-    the run names it in ``--tags``, or when the site enables it (``gpu_fabric_verify_checks``) and the run is
-    not narrowed to other tags (no ``--tags``, or ``--tags verify``); never when ``--skip-tags`` names it.
-    An enabled name that is no check raises ValueError.
-    """
-    unknown = [name for name in enabled if name not in REGISTRY]
-    if unknown:
-        raise ValueError(
-            f"gpu_fabric_verify_checks names {', '.join(unknown)}, which is no check; the checks are "
-            + ", ".join(names())
-        )
-    whole_run = not run_tags or bool({"all", "verify"} & set(run_tags))
-    return [
-        name
-        for name in names()
-        if name not in own_roles and name not in skip_tags and (name in run_tags or (whole_run and name in enabled))
-    ]

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import check_catalog, checks, report_model
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, report_model
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
 
@@ -96,47 +95,3 @@ def test_settings_give_a_group_by_name_and_a_group_neither_gives_is_the_checks_d
 def test_a_group_or_option_no_check_declares_is_named(settings, message):
     with pytest.raises(ValueError, match=message):
         checks.with_settings({"settings": settings})
-
-
-SITE = ["nvbandwidth"]  # a check the site enables (the generic role leaves the four with roles of their own)
-OWN = ("cliques", "imex_channel", "nvbandwidth", "nccl")
-
-
-@pytest.mark.parametrize(
-    ("run_tags", "skip_tags", "enabled", "own", "wanted"),
-    [
-        ([], [], [], (), []),  # nothing enabled, no tag: nothing
-        (["all"], [], ["nccl", "cliques"], (), ["cliques", "nccl"]),  # the registry's order
-        (["verify"], [], ["nccl"], (), ["nccl"]),
-        (["nvbandwidth"], [], ["nccl"], (), ["nvbandwidth"]),  # narrowed to another check: not the enabled one
-        (["nccl"], [], [], (), ["nccl"]),  # named in --tags: runs without being enabled
-        (["all"], ["nccl"], ["nccl"], (), []),  # --skip-tags wins
-        (["all"], [], SITE, OWN, []),  # a check with a role of its own is that role's
-        (["report"], [], ["nccl"], (), []),
-    ],
-)
-def test_the_checks_a_run_selects(run_tags, skip_tags, enabled, own, wanted):
-    assert checks.selected(run_tags, skip_tags, enabled, own) == wanted
-
-
-def test_an_enabled_name_that_is_no_check_is_named():
-    with pytest.raises(ValueError, match=r"^gpu_fabric_verify_checks names dcgm, which is no check; the checks are "):
-        checks.selected([], [], ["dcgm"], ())
-
-
-def test_the_catalog_that_the_record_readers_use_is_a_leaf_naming_the_registrys_checks_in_its_order():
-    source = Path(check_catalog.__file__).read_text(encoding="utf-8")
-    imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
-    assert imports == ["from __future__ import annotations", "from typing import Tuple"]
-    assert checks.names() == check_catalog.CHECK_NAMES
-    assert sorted(["nccl", "retired_check", "cliques"], key=check_catalog.check_key) == [
-        "cliques",
-        "nccl",
-        "retired_check",
-    ]
-
-
-def test_the_checks_with_roles_of_their_own_are_the_catalogs_and_the_roles_default():
-    defaults = yaml.safe_load((Path(checks.__file__).parents[3] / "roles/verify_checks/defaults/main.yml").read_text())
-    assert list(check_catalog.OWN_ROLE_CHECKS) == defaults["verify_checks_own_roles"]
-    assert set(check_catalog.OWN_ROLE_CHECKS) <= set(check_catalog.CHECK_NAMES)

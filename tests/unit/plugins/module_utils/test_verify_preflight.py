@@ -16,20 +16,6 @@ def never_loaded(path: str, context: Optional[str]) -> None:
     raise AssertionError(f"{path} was loaded")
 
 
-@pytest.mark.parametrize(
-    "value, names",
-    [
-        ("gpu_health", ["gpu_health"]),
-        ("gpu_health, dcgm_diag", ["gpu_health", "dcgm_diag"]),
-        (["dcgm_diag"], ["dcgm_diag"]),
-        ("", []),
-        (None, []),
-    ],
-)
-def test_a_string_of_checks_is_one_name_or_a_comma_separated_list(value, names):
-    assert vp.check_names(value) == names
-
-
 def test_a_misspelled_check_is_named_with_the_nearest_check():
     assert vp.unknown_check_problems(["gpu_health", "gpu_helth", "zzz"]) == [
         f"gpu_fabric_verify_checks names 'gpu_helth', which is no check (did you mean gpu_health?); the checks are "
