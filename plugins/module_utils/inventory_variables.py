@@ -33,6 +33,7 @@ PLAYBOOKS = "playbooks"
 # The shared variables that the playbooks read themselves (no role's option passes them on), typed here.
 PLAYBOOK_VARIABLES: Dict[str, Dict[str, Any]] = {
     "gpu_fabric_check_variables": {"type": "bool"},
+    "gpu_fabric_check_tags": {"type": "bool"},
     "gpu_fabric_verify_nccl": {"type": "bool"},
     "gpu_fabric_gpu_hosts": {"type": "str"},
     "gpu_fabric_serial": {"type": "raw"},  # Ansible's serial: a count, a percentage or a list of them

@@ -72,13 +72,14 @@ def tag_problems(run_tags: Sequence[str], skip_tags: Sequence[str]) -> List[str]
 
 
 def host_stage_selected(run_tags: Sequence[str], skip_tags: Sequence[str]) -> bool:
-    """Whether a run with these tags runs a host role on the trays: no ``--tags`` (or ``all``, ``tagged``), or a
-    host-stage tag; and ``--skip-tags`` leaves a host role to run."""
+    """Whether a run with these tags runs a host role on the trays: no ``--tags`` (or ``all``, ``tagged``), a
+    host-stage tag, or a tag of none of the collection's playbooks (a site's own, on the play that imports one;
+    ``gpu_fabric_check_tags: false``); and ``--skip-tags`` leaves a host role to run."""
     run = set(str(t) for t in run_tags or [])
     skip = set(str(t) for t in skip_tags or [])
     if "hosts" in skip or set(HOST_STAGE[1:]) <= skip:
         return False
-    if not run or run & {"all", "tagged"}:
+    if not run or run & {"all", "tagged"} or run - set(playbook_tags()) - set(ANSIBLE_TAGS):
         return True
     if "hosts" in run:
         return True

@@ -71,6 +71,7 @@ VERIFY_SHARED = (
     "gpu_fabric_openshift",
     "gpu_fabric_release_set",
     "gpu_fabric_check_variables",
+    "gpu_fabric_check_tags",
     "dra_driver_namespace",
     "gpu_operator_namespace",
 )

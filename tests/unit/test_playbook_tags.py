@@ -204,6 +204,20 @@ def test_a_tag_that_selects_nothing_is_named_in_one_line_before_any_tray_is_reac
     assert not marker.exists()
 
 
+def test_a_site_that_imports_the_playbook_under_its_own_tag_turns_the_refusal_off(ssh_trays, tmp_path):
+    inventory, marker = ssh_trays
+    inventory.write_text(inventory.read_text().replace("gpu_fabric_drian", "gpu_fabric_drain"))
+    wrapper = tmp_path / "site-gpu.yml"
+    wrapper.write_text("- ansible.builtin.import_playbook: gpu_fabric.mnnvl.hosts\n  tags: [site_gpu_hosts]\n")
+    refused = playbook(inventory, str(wrapper), "--check", "--tags", "site_gpu_hosts")
+    assert refused.returncode == 2 and "--tags names 'site_gpu_hosts', which no task" in refused.stdout, refused.stdout
+    assert not marker.exists()
+
+    taken = playbook(inventory, str(wrapper), "--check", "--tags", "site_gpu_hosts", "-e", "gpu_fabric_check_tags=false")
+    assert "unreachable=1" in taken.stdout, taken.stdout[-4000:]
+    assert "192.0.2.1" in marker.read_text()
+
+
 def test_a_variable_mistake_of_every_tray_is_said_once(ssh_trays):
     inventory, marker = ssh_trays
     groups = yaml.safe_load(inventory.read_text())["all"]["children"]

@@ -48,6 +48,9 @@ def test_a_misspelled_tag_is_one_line_with_the_nearest_tag():
         ([], ["preflight"], True),
         (["containerd"], ["containerd"], False),
         (["cluster", "nvidia_imex"], [], True),
+        (["site_gpu_hosts"], [], True),  # a site's own tag on the play that imports hosts.yml selects it whole
+        (["site_gpu_hosts"], ["hosts"], False),
+        (["untagged", "cluster"], [], False),
     ],
 )
 def test_the_host_stage_runs_only_for_its_tags(run_tags, skip_tags, selected):
