@@ -213,7 +213,9 @@ def test_a_site_that_imports_the_playbook_under_its_own_tag_turns_the_refusal_of
     assert refused.returncode == 2 and "--tags names 'site_gpu_hosts', which no task" in refused.stdout, refused.stdout
     assert not marker.exists()
 
-    taken = playbook(inventory, str(wrapper), "--check", "--tags", "site_gpu_hosts", "-e", "gpu_fabric_check_tags=false")
+    taken = playbook(
+        inventory, str(wrapper), "--check", "--tags", "site_gpu_hosts", "-e", "gpu_fabric_check_tags=false"
+    )
     assert "unreachable=1" in taken.stdout, taken.stdout[-4000:]
     assert "192.0.2.1" in marker.read_text()
 

@@ -39,12 +39,12 @@ def restated() -> List[Tuple[str, str, Any]]:
 
 
 def test_the_roles_restate_options_of_their_checks():
-    options = {(check, option) for check, option, _ in restated()}
+    options = {(check, option) for check, option, _default in restated()}
     assert {("nvbandwidth", "min_fraction_of_peak"), ("nvbandwidth", "min_fraction_of_median")} <= options
     assert ("imex_channel", "image") in options and ("nccl", "min_fraction_of_peak") in options
 
 
-@pytest.mark.parametrize(("check", "option", "default"), restated(), ids=lambda v: str(v))
+@pytest.mark.parametrize(("check", "option", "default"), restated(), ids=str)
 def test_a_roles_default_is_its_checks_default(check, option, default):
     assert role_file(check, "defaults/main.yml")[f"verify_{check}_{option}"] == default
 

@@ -31,10 +31,15 @@ def script(text: str) -> list[str]:
 
 def test_two_at_a_time_start_the_longest_first_each_with_its_own_helm_settings(tmp_path, capsys):
     started = tmp_path / "started"
+    # each records its start, and none ends before two have started (so a slow start of the second one cannot
+    # let the third take a slot that the second one's end freed)
     record = (
-        "import json, os, sys; "
-        f"open({str(started)!r}, 'a').write(sys.argv[1] + '\\n'); "
-        "print(json.dumps([os.environ['HELM_REPOSITORY_CONFIG'], os.environ['HELM_REPOSITORY_CACHE']])); "
+        "import json, os, sys, time\n"
+        f"open({str(started)!r}, 'a').write(sys.argv[1] + '\\n')\n"
+        "deadline = time.monotonic() + 30\n"
+        f"while len(open({str(started)!r}).read().split()) < 2 and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
+        "print(json.dumps([os.environ['HELM_REPOSITORY_CONFIG'], os.environ['HELM_REPOSITORY_CACHE']]))\n"
         "sys.exit(int(sys.argv[2]))"
     )
     commands = {
