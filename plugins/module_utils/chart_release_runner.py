@@ -24,13 +24,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     NotFoundError,
     Urllib3Error,
     api_error_text,
+    api_retry,
     json_page,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.release_sets import (
     downgrade_problem,
     foreign_crds_problem,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import retry
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.server_side_apply import apply_reason
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
@@ -67,7 +67,7 @@ class Api:
         self.clock = clock
 
     def call(self, method: str, path: str, **params):
-        response = retry(
+        response = api_retry(
             lambda: self.client.client.request(method, path, serialize=False, **params),
             self.patience,
             1.0,

@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import WaitTimeout, poll
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_poll
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import WaitTimeout
 
 READY = "ready"
 SERVICE_MONITOR_GROUP_VERSION = "monitoring.coreos.com/v1"
@@ -125,7 +126,7 @@ def wait_ready(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> PolicyReadiness:
-    """Poll until the ClusterPolicy is ready (:func:`rollout.poll`: a transient read error is read again);
+    """Poll until the ClusterPolicy is ready (``k8s.api_poll``: a transient read error is read again);
     raise PolicyTimeout naming its state, its conditions and the states seen."""
     history: List[str] = []
 
@@ -137,7 +138,7 @@ def wait_ready(
         return readiness
 
     try:
-        return poll(read, lambda readiness: readiness.ready, timeout, delay, sleep=sleep, clock=clock)
+        return api_poll(read, lambda readiness: readiness.ready, timeout, delay, sleep=sleep, clock=clock)
     except WaitTimeout as exc:
         raise PolicyTimeout(timeout_message(exc.last, timeout, history), exc.last) from None
 

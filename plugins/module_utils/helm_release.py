@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import poll
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_poll
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
@@ -196,7 +196,7 @@ def settle(
         # interrupted once it is older than stale_after
         return found is None or found[1].kind != "wait" or check_mode
 
-    found = poll(read, settled, None, poll_delay, sleep)
+    found = api_poll(read, settled, None, poll_delay, sleep)
     if found is None:
         return Settled(False, "none", f"release {release}: not installed")
     revisions, action = found

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar, Union
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import retry as _retry
 
 try:
     from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
@@ -46,6 +48,8 @@ except ImportError:  # urllib3 comes with the kubernetes client
         pass
 
     MaxRetryError = NewConnectionError = Urllib3SSLError = Urllib3TimeoutError = Urllib3Error  # type: ignore[assignment,misc]
+
+T = TypeVar("T")
 
 DEFAULT_PAGE_SIZE = 500
 # Accept header of a list that returns each item's metadata alone (names, labels, annotations). A server
@@ -212,6 +216,50 @@ def is_transient(exc: BaseException) -> bool:
     return exc.__cause__ is not None and is_transient(exc.__cause__)
 
 
+# What a read or a call raises when the API server refused it or gave no answer; ``is_transient`` says which of
+# these are worth another try.
+API_ERRORS = (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError)
+
+
+# The collection's one rule for waiting and retrying (``retry.poll``, ``retry.retry``), with the API's errors:
+# a read or call that fails transiently is tried again, any other API error propagates at once.
+def api_poll(
+    read: Callable[[], T],
+    done: Callable[[T], bool],
+    timeout: Optional[float],
+    delay: Union[float, _retry.Backoff],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    transient: Callable[[BaseException], bool] = is_transient,
+    *,
+    attempts: int = 0,
+    started: Optional[float] = None,
+    errors: Tuple[Type[BaseException], ...] = API_ERRORS,
+) -> T:
+    """``retry.poll`` with the API's errors: a read that fails transiently is read again."""
+    return _retry.poll(
+        read, done, timeout, delay, sleep, clock, transient, attempts=attempts, started=started, errors=errors
+    )
+
+
+def api_retry(
+    call: Callable[[], T],
+    patience: Optional[float],
+    delay: Union[float, _retry.Backoff],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    transient: Callable[[BaseException], bool] = is_transient,
+    *,
+    attempts: int = 0,
+    started: Optional[float] = None,
+    errors: Tuple[Type[BaseException], ...] = API_ERRORS,
+) -> T:
+    """``retry.retry`` with the API's errors: a call that fails transiently is tried again."""
+    return _retry.retry(
+        call, patience, delay, sleep, clock, transient, attempts=attempts, started=started, errors=errors
+    )
+
+
 def api_error_text(exc: BaseException, limit: int = 300) -> str:
     """One clean line for a failed API call: ``<status> <reason>: <the server's message>``.
 
@@ -313,15 +361,12 @@ def retry(
     delay: float = 2.0,
 ) -> Any:
     """``call()``, tried again while it fails transiently (:func:`is_transient`) for ``patience`` seconds
-    (``rollout.retry``); a failure that stays, or one not worth a retry, raises :class:`ApiUnreachable`
+    (:data:`api_retry`); a failure that stays, or one not worth a retry, raises :class:`ApiUnreachable`
     with one line (``<what>: `` first when given)."""
-    # rollout builds on this module: imported here, not at the top
-    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import rollout
-
     started = clock()
     try:
-        return rollout.retry(call, patience, delay, sleep, clock, started=started)
-    except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # no answer, or one worth waiting out
+        return api_retry(call, patience, delay, sleep, clock, started=started)
+    except API_ERRORS as exc:  # pylint: disable=catching-non-exception  # a tuple of exception classes  # no answer, or one worth waiting out
         line = api_failure_text(exc, clock() - started)
         raise ApiUnreachable(f"{what}: {line}" if what else line) from exc
 

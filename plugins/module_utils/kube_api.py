@@ -21,6 +21,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     ResourceNotFoundError,
     Urllib3Error,
     api_failure_text,
+    api_retry,
     get_object,
     is_transient,
     iter_page_dicts,
@@ -28,7 +29,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     json_page,
     to_dict,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, retry
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 # The pauses between two tries of a call: 1, 2, 4, 8, then 10 s until the patience is spent.
@@ -87,12 +88,14 @@ class Api:
         self._lock = threading.Lock()
 
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
-        """``fn()`` under ``rollout.retry`` (``API_BACKOFF``, for ``patience`` seconds); a failure that stays, or
+        """``fn()`` under ``k8s.api_retry`` (``API_BACKOFF``, for ``patience`` seconds); a failure that stays, or
         one not worth a retry, is :class:`ApiUnavailable` naming ``what``. A ComputeDomain call raised from a
         transient error is retried too; one that failed for another reason goes to the caller as it is."""
         started = self.clock()
         try:
-            return retry(fn, self.patience, API_BACKOFF, self.sleep, self.clock, started=started, errors=CALL_ERRORS)
+            return api_retry(
+                fn, self.patience, API_BACKOFF, self.sleep, self.clock, started=started, errors=CALL_ERRORS
+            )
         except (DynamicApiError, Urllib3Error, cd.ComputeDomainError, ConnectionError, TimeoutError) as exc:
             if isinstance(exc, cd.ComputeDomainError) and not is_transient(exc):
                 raise

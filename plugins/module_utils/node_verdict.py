@@ -50,12 +50,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     NotFoundError,
     Urllib3Error,
     api_error_text,
+    api_retry,
     is_transient,
     list_all,
     resource_api,
     to_dict,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, retry
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import rfc3339
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
@@ -125,7 +126,7 @@ JSON_MERGE_PATCH = "application/merge-patch+json"
 # RFC 3339 date-time: 2026-12-01T10:15:00Z, 2026-12-01T10:15:00.123456+01:00
 _RFC3339_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
-# API calls (rollout.retry): attempts per call on a transient error, and the pauses between them (0.5, 1, 2 s).
+# API calls (k8s.api_retry): attempts per call on a transient error, and the pauses between them (0.5, 1, 2 s).
 API_ATTEMPTS = 4
 API_BACKOFF = Backoff(0.5, 2.0, 2.0)
 # Reads and rewrites of one node's taints when other writers keep changing the node: a conflict is answered by a
@@ -899,7 +900,7 @@ class _Writer:
 
     def _apply(self, name: str, plan: NodePlan, replan: Callable[[Mapping[str, Any]], Optional[NodePlan]]) -> NodePlan:
         """Send the plan's patches; on a conflict read the node again and send the patches recomputed from it
-        (``rollout.retry``, no pause, ``CONFLICT_ATTEMPTS`` tries)."""
+        (``k8s.api_retry``, no pause, ``CONFLICT_ATTEMPTS`` tries)."""
 
         def send() -> NodePlan:
             nonlocal plan
@@ -920,7 +921,7 @@ class _Writer:
                 raise
 
         try:
-            return retry(send, None, 0.0, self.sleep, transient=_is_conflict, attempts=CONFLICT_ATTEMPTS)
+            return api_retry(send, None, 0.0, self.sleep, transient=_is_conflict, attempts=CONFLICT_ATTEMPTS)
         except ConflictError:
             raise NodeVerdictError(
                 f"cannot write the verdict to node {name}: the node changed {CONFLICT_ATTEMPTS} times while "
@@ -976,7 +977,7 @@ def call_with_retries(
         return call()
 
     try:
-        return retry(counted, None, API_BACKOFF, sleep, attempts=API_ATTEMPTS)
+        return api_retry(counted, None, API_BACKOFF, sleep, attempts=API_ATTEMPTS)
     except reraise:
         raise
     except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:

@@ -6,7 +6,7 @@
 A PUT to ``<url>/metrics/job/<job>[/<label>/<value>...]`` replaces every metric of that group, so a verdict
 that is gone (a tray removed, a check no longer run) does not linger. A value that is empty or holds a ``/``
 is sent base64url-encoded (``<label>@base64/<value>``), as the Pushgateway's API asks. A connection failure,
-a timeout, 429 or a 5xx answer is tried again (``rollout.retry``, a ``Backoff``); any other answer fails at
+a timeout, 429 or a 5xx answer is tried again (``retry.retry``, a ``Backoff``); any other answer fails at
 once. The failure is one line naming the URL; the HTTP call is injected, so tests need no Ansible.
 
 Credentials go through the module's ``no_log`` options only (``username``/``password`` or ``bearer_token``): a URL
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 from urllib.parse import quote, urlsplit
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, retry
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff, retry
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")

@@ -26,7 +26,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
     CheckFailed,
     NotRun,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import is_transient
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_poll, is_transient
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import Api, ApiUnavailable, Right, grant
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
     PRIORITY_API_VERSION,
@@ -43,7 +43,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     now_rfc3339,
     record_for,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import Backoff, WaitTimeout, poll
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff, WaitTimeout
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     RackPlan,
@@ -249,7 +249,7 @@ class RackRun:
         started = self.clock()
         pause = self.settings.poll if delay is None else delay
         try:
-            return poll(probe, bool, self.deadline - started, pause, self.sleep, self.clock, started=started)
+            return api_poll(probe, bool, self.deadline - started, pause, self.sleep, self.clock, started=started)
         except WaitTimeout as exc:
             waited = self.clock() - started
             extra = f"; {describe()}" if describe else ""
@@ -400,7 +400,7 @@ class RackRun:
         namespace is created; waited for a bounded time (``openshift_annotation_wait``)."""
         started = self.clock()
         try:
-            return poll(
+            return api_poll(
                 lambda: openshift.namespace_uid_range(self.api.get("Namespace", "v1", self.namespace)),
                 lambda found: found is not None,
                 self.settings.openshift_annotation_wait,
@@ -491,7 +491,7 @@ class RackRun:
                 return ""
 
         try:
-            return poll(read, lambda text: bool(text.strip()), None, 1.0, self.sleep, attempts=reads)
+            return api_poll(read, lambda text: bool(text.strip()), None, 1.0, self.sleep, attempts=reads)
         except WaitTimeout:
             raise ApiUnavailable(
                 f"read the log of the finished pod {self.namespace}/{pod} after {reads} tries ({one_line(last)})"

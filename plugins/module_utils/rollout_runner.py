@@ -4,7 +4,7 @@
 """The waits of the ``gpu_operator_ready`` and ``dra_driver_ready`` modules, one function each.
 
 Each takes the module's parameters as a dataclass and a ``connect`` that returns a lister of the cluster
-(:func:`cluster_lister`: ``list_all`` on kubernetes.core's client), reads through :func:`rollout.poll` with the
+(:func:`cluster_lister`: ``list_all`` on kubernetes.core's client), reads through ``k8s.api_poll`` with the
 ``sleep`` and ``clock`` it is given, and returns the module's result. What is not ready in time, and an API
 server that refuses to answer, are raised as :class:`NotReady`: one line, and the result keys known by then.
 The judges and the messages are :mod:`rollout`'s.
@@ -23,14 +23,15 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     ResourceNotFoundError,
     Urllib3Error,
+    api_poll,
     list_all,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.olm import CLUSTER_POLICY_API_VERSION
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import WaitTimeout
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     CONTROLLER_SELECTOR,
     PLUGIN_SELECTOR,
-    WaitTimeout,
     controller_message,
     device_class_message,
     dra_summary,
@@ -42,7 +43,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
     not_ready_pods,
     operator_pods_message,
     plugin_message,
-    poll,
     ready_pod_nodes,
     slice_message,
     slice_nodes,
@@ -119,7 +119,7 @@ def dra_driver_ready(
 ) -> Dict[str, Any]:
     """Read the GPU nodes, then wait, in this order, for the controller pod Ready, a Ready kubelet-plugin pod on
     every GPU node, the DeviceClasses and a ResourceSlice of the driver on every GPU node."""
-    until = functools.partial(poll, delay=wait.wait_sleep, sleep=sleep, clock=clock)
+    until = functools.partial(api_poll, delay=wait.wait_sleep, sleep=sleep, clock=clock)
     namespace, timeout, driver = wait.namespace, wait.wait_timeout, wait.resource_slice_driver
     known: Dict[str, Any] = {"gpu_nodes": []}
     with reading("the DRA driver", known):
@@ -165,7 +165,7 @@ def gpu_operator_ready(
 ) -> Dict[str, Any]:
     """Wait until the ClusterPolicy is ``ready``, then (each when asked for) every pod of the operator's namespace
     is Ready and every GPU node reports ``nvidia.com/gpu`` capacity."""
-    until = functools.partial(poll, delay=wait.wait_sleep, sleep=sleep, clock=clock)
+    until = functools.partial(api_poll, delay=wait.wait_sleep, sleep=sleep, clock=clock)
     timeout, namespace, selector = wait.wait_timeout, wait.pods_namespace, wait.gpu_node_selector
     with reading("the GPU Operator", {}):
         lister = connect()

@@ -150,12 +150,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_preflight
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     Urllib3Error,
+    api_retry,
     auth_argument_spec,
     json_page,
     list_all,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import retry
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -203,7 +203,7 @@ def read_cluster(module: AnsibleK8SModule, patience: float) -> Dict[str, Any]:
         return dict(reachable=False, unreachable_reason=error_line(exc))
 
     def read(path: str) -> Dict[str, Any]:  # the JSON body: /version has no kind for the client's model objects
-        return json_page(retry(lambda: client.client.request("get", path, serialize=False), patience, 1.0))
+        return json_page(api_retry(lambda: client.client.request("get", path, serialize=False), patience, 1.0))
 
     try:
         version = read("/version")
@@ -212,7 +212,7 @@ def read_cluster(module: AnsibleK8SModule, patience: float) -> Dict[str, Any]:
         return dict(reachable=False, unreachable_reason=error_line(exc))
     fields: Dict[str, Any] = dict(reachable=True, server_version=str(version.get("gitVersion") or ""), served=served)
     try:
-        nodes: List[Dict[str, Any]] = retry(lambda: list_all(client, "v1", "Node"), patience, 1.0)
+        nodes: List[Dict[str, Any]] = api_retry(lambda: list_all(client, "v1", "Node"), patience, 1.0)
         fields["nodes"] = tuple(node_info(node) for node in nodes)
     except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
         fields["nodes_error"] = error_line(exc)

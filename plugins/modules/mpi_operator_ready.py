@@ -79,20 +79,20 @@ msg:
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     Urllib3Error,
+    api_poll,
+    api_retry,
     auth_argument_spec,
     get_object,
     resource_api,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import WaitTimeout
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout import (
-    WaitTimeout,
     crd_message,
     deployment_available,
     deployment_images,
     deployment_message,
     mpi_operator_summary,
-    poll,
-    retry,
     served_versions,
 )
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -121,7 +121,7 @@ def main() -> None:
         client = get_api_client(module=module)
         deployments = resource_api(client, "apps/v1", "Deployment")
         try:
-            deployment = poll(
+            deployment = api_poll(
                 lambda: get_object(client, deployments, name, namespace), deployment_available, timeout, p["wait_sleep"]
             )
         except WaitTimeout as exc:
@@ -129,7 +129,7 @@ def main() -> None:
                 msg=deployment_message(namespace, name, timeout, exc.last), images=deployment_images(exc.last)
             )
         crds = resource_api(client, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
-        crd = retry(lambda: get_object(client, crds, p["crd_name"]), timeout, p["wait_sleep"])
+        crd = api_retry(lambda: get_object(client, crds, p["crd_name"]), timeout, p["wait_sleep"])
     except CoreException as exc:
         module.fail_from_exception(exc)
     except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:  # refused, or no answer in time

@@ -126,7 +126,7 @@ def test_a_rack_wait_reads_until_its_deadline_and_says_how_often_it_read():
     run.deadline = clock() + 10
     with pytest.raises(base.CheckFailed) as caught:
         run.wait_for("the pods Running", lambda: None, lambda: "2 pods Pending")
-    # rollout.poll's rule: the last pause is cut short, the last read is at the deadline
+    # retry.poll's rule: the last pause is cut short, the last read is at the deadline
     assert clock.slept == [3.0, 3.0, 3.0, 1.0] and clock.now == 110.0
     assert caught.value.summary == "the pods Running: still not done after 5 reads (10 s); 2 pods Pending"
     answers = iter([None, None, "ready"])

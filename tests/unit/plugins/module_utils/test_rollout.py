@@ -4,15 +4,12 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 from pathlib import Path
 
-import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import rollout
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import DynamicApiError, api_exception
-from urllib3.exceptions import MaxRetryError, NewConnectionError
+from kubernetes.dynamic.exceptions import api_exception
 
 TRAY = Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "gb200-tray-node.json"
 
@@ -88,179 +85,6 @@ def test_plugin_and_slice_coverage_name_the_nodes_left_out():
         {"spec": {"driver": "compute-domain.nvidia.com"}},
     ]
     assert rollout.missing(nodes, rollout.slice_nodes(slices, "compute-domain.nvidia.com")) == ["t1", "t2"]
-
-
-def test_poll_returns_once_the_judge_holds():
-    clock = Clock()
-    reads = iter([[], [pod("a", ready=False)], [pod("a")]])
-    found = rollout.poll(
-        lambda: next(reads),
-        lambda pods: bool(pods) and not rollout.not_ready_pods(pods),
-        60,
-        5,
-        sleep=clock.sleep,
-        clock=clock,
-    )
-    assert [p["metadata"]["name"] for p in found] == ["a"] and clock.sleeps == [5, 5]
-
-
-def test_poll_times_out_with_the_last_read():
-    clock = Clock()
-    with pytest.raises(rollout.WaitTimeout) as caught:
-        rollout.poll(lambda: [pod("a", ready=False)], lambda pods: False, 12, 5, sleep=clock.sleep, clock=clock)
-    assert rollout.not_ready_pods(caught.value.last) == ["a (Running)"]
-    # the last pause is cut short: the last read is at the deadline, not one delay after it
-    assert (clock.sleeps, clock.now, caught.value.reads) == ([5, 5, 2], 12, 4)
-
-
-def test_poll_reads_again_after_a_transient_error_and_not_after_a_refusal():
-    clock = Clock()
-    outcomes = iter([api_error(503), MaxRetryError(None, "/api", NewConnectionError(None, "refused")), ["ok"]])
-
-    def read():
-        outcome = next(outcomes)
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    assert rollout.poll(read, bool, 60, 2, sleep=clock.sleep, clock=clock) == ["ok"]
-    assert clock.sleeps == [2, 2]
-
-    def refused():
-        raise api_error(403)
-
-    with pytest.raises(DynamicApiError):
-        rollout.poll(refused, bool, 60, 2, sleep=clock.sleep, clock=clock)
-    assert clock.sleeps == [2, 2]  # not read again
-
-
-def test_poll_gives_up_on_transient_errors_at_the_deadline():
-    clock = Clock()
-
-    def read():
-        raise api_error(503)
-
-    with pytest.raises(DynamicApiError):
-        rollout.poll(read, bool, 10, 4, sleep=clock.sleep, clock=clock)
-    assert (clock.sleeps, clock.now) == ([4, 4, 2], 10)
-
-
-# ---------------------------------------------------------------------------------------------
-# The one rule of every wait and retry: pauses (fixed or a Backoff) cut at the deadline, attempts
-# ---------------------------------------------------------------------------------------------
-
-
-def failing(*outcomes):
-    """A call that raises or returns each of ``outcomes`` in turn, counting its calls."""
-    pending = list(outcomes)
-
-    def call():
-        call.calls += 1
-        outcome = pending.pop(0) if pending else outcomes[-1]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    call.calls = 0
-    return call
-
-
-def test_a_backoff_doubles_up_to_its_cap_and_a_number_is_a_fixed_pause():
-    pauses = rollout.Backoff(1.0, 2.0, 10.0).pauses()
-    assert list(itertools.islice(pauses, 7)) == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0]
-    pauses = rollout.Backoff(0.5, 2.0, 2.0).pauses()
-    assert list(itertools.islice(pauses, 4)) == [0.5, 1.0, 2.0, 2.0]
-    pauses = rollout.Backoff(3.0).pauses()
-    assert list(itertools.islice(pauses, 3)) == [3.0, 3.0, 3.0]
-
-
-def test_retry_backs_off_until_the_patience_and_tries_once_more_at_its_end():
-    clock = Clock()
-    call = failing(api_error(503))
-    with pytest.raises(DynamicApiError):
-        rollout.retry(call, 60, rollout.Backoff(1.0, 2.0, 10.0), sleep=clock.sleep, clock=clock)
-    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0, 5.0]
-    assert (clock.now, call.calls) == (60, 10)
-
-
-def test_retry_returns_the_first_answer_and_raises_a_refusal_at_once():
-    clock = Clock()
-    call = failing(api_error(503), ConnectionRefusedError(), "answer")
-    assert rollout.retry(call, 60, 2.0, sleep=clock.sleep, clock=clock) == "answer"
-    assert (clock.sleeps, call.calls) == ([2.0, 2.0], 3)
-    refused = failing(api_error(403))
-    with pytest.raises(DynamicApiError):
-        rollout.retry(refused, 60, 2.0, sleep=pytest.fail, clock=clock)
-    assert refused.calls == 1
-
-
-def test_attempts_alone_bound_a_retry_without_a_deadline_and_read_no_clock():
-    def no_clock():
-        pytest.fail("the clock was read")
-
-    slept = []
-    call = failing(api_error(503))
-    with pytest.raises(DynamicApiError):
-        rollout.retry(call, None, rollout.Backoff(0.5, 2.0, 2.0), sleep=slept.append, clock=no_clock, attempts=4)
-    assert (slept, call.calls) == ([0.5, 1.0, 2.0], 4)
-
-
-def test_a_zero_pause_retries_without_sleeping():
-    def conflict(exc):
-        return getattr(exc, "status", 0) == 409
-
-    call = failing(api_error(409), api_error(409), "written")
-    assert rollout.retry(call, None, 0.0, sleep=pytest.fail, transient=conflict, attempts=5) == "written"
-    assert call.calls == 3
-
-
-def test_a_poll_bounded_by_attempts_times_out_with_its_reads():
-    slept = []
-    with pytest.raises(rollout.WaitTimeout) as caught:
-        rollout.poll(lambda: "", bool, None, 1.0, sleep=slept.append, attempts=3)
-    assert (caught.value.last, caught.value.reads, slept) == ("", 3, [1.0, 1.0])
-
-
-def test_the_deadline_counts_from_when_the_caller_started():
-    clock = Clock()
-    clock.now = 100.0
-    with pytest.raises(rollout.WaitTimeout) as caught:
-        rollout.poll(lambda: None, bool, 10, 3, sleep=clock.sleep, clock=clock, started=95.0)
-    assert (clock.sleeps, clock.now, caught.value.reads) == ([3, 2], 105.0, 3)
-
-
-def test_a_deadline_already_passed_reads_once():
-    clock = Clock()
-    with pytest.raises(rollout.WaitTimeout) as caught:
-        rollout.poll(lambda: None, bool, -5, 3, sleep=pytest.fail, clock=clock)
-    assert caught.value.reads == 1
-
-
-class Wrapped(Exception):
-    """An error of our own raised from an API error (as the ComputeDomain helpers raise theirs)."""
-
-
-def test_errors_widen_what_is_tried_again_and_transient_still_decides():
-    clock = Clock()
-    transient = Wrapped("read failed")
-    transient.__cause__ = api_error(503)
-    call = failing(transient, "ok")
-    with pytest.raises(Wrapped):  # not one of the API errors: raised at once
-        rollout.retry(call, 60, 1.0, sleep=clock.sleep, clock=clock)
-    call = failing(transient, "ok")
-    assert rollout.retry(call, 60, 1.0, sleep=clock.sleep, clock=clock, errors=(DynamicApiError, Wrapped)) == "ok"
-    refused = Wrapped("refused")
-    refused.__cause__ = api_error(403)
-    with pytest.raises(Wrapped):
-        rollout.retry(failing(refused), 60, 1.0, sleep=pytest.fail, clock=clock, errors=(Wrapped,))
-    assert clock.sleeps == [1.0]
-
-
-def test_a_bug_in_the_read_is_never_retried():
-    call = failing(KeyError("name"))
-    with pytest.raises(KeyError):
-        rollout.poll(call, bool, 60, 1.0, sleep=pytest.fail, clock=Clock())
-    assert call.calls == 1
 
 
 def test_messages_name_what_is_missing_and_where_to_look():

@@ -164,7 +164,7 @@ def test_a_client_from_the_discovery_cache_then_no_answer_is_an_error_record(mon
     assert not result["failed"], result.get("msg")
     (record,) = result["records"]
     assert record["rack"] == "fleet" and record["verdict"] == "error"
-    # kube_api.Api's backoff under rollout.retry: the last pause is cut short, the last try is at the patience
+    # kube_api.Api's backoff under k8s.api_retry: the last pause is cut short, the last try is at the patience
     assert clock.slept == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0, 5.0]
     assert record["summary"] == (
         f"could not list Node: cannot reach the Kubernetes API at {HOST} for 60 s: connection refused" + ADVICE
