@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Tuple
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import chart_values as _chart_values
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import check_catalog
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import mirror as _mirror
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import release_sets as _release_sets
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     CLIQUE_LABEL,
@@ -269,6 +270,13 @@ def checks_selected(run_tags: Any, skip_tags: Any, enabled: Any, own_roles: Any 
         raise AnsibleFilterError(str(exc)) from None
 
 
+def download_failure(result: Any, what: str, variables: Any) -> str:
+    """One line for a failed download (a registered uri or get_url result), naming its URL and the variables."""
+    return _mirror.download_failure(
+        result if isinstance(result, Mapping) else {}, str(what), [str(v) for v in variables]
+    )
+
+
 class FilterModule:
     def filters(self) -> Dict[str, Any]:
         return {
@@ -289,4 +297,5 @@ class FilterModule:
             "gpu_operator_problem": gpu_operator_problem,
             "dra_driver_problem": dra_driver_problem,
             "checks_selected": checks_selected,
+            "download_failure": download_failure,
         }

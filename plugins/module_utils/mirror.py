@@ -340,3 +340,38 @@ def settings(params: Mapping[str, Any]) -> Dict[str, Any]:
         manifest_namespaces=[o for o in objects if o.get("kind") == "Namespace"],
         manifest_namespaced=[o for o in objects if o.get("kind") != "Namespace"],
     )
+
+
+# ``ansible.builtin.uri`` and ``get_url`` report no answer as status -1 and the reason after "Request failed: ", often
+# wrapped in ``<urlopen error ...>``; an answer as "HTTP Error 404: Not Found".
+_URLOPEN = re.compile(r"^<urlopen error (?:\[Errno -?\d+\] )?(.*)>$")
+
+
+def download_failure(
+    result: Mapping[str, Any], what: str, variables: Sequence[str], expected: Sequence[int] = (200,)
+) -> str:
+    """One line for a download that failed, naming the URL, why, and the variables that move it; empty when it did
+    not fail or did not run.
+
+    ``result``: a registered ``uri`` or ``get_url`` result, with ``failed_when: false`` (so that this line, not the
+    module's, is what the run says). It failed when the module said so, when the server answered another status
+    than ``expected``, or when no answer came (``uri``: status -1; ``get_url``: no status and "Request failed").
+    """
+    if not result or result.get("skipped"):
+        return ""
+    status = result.get("status", result.get("status_code"))
+    message = " ".join(str(result.get("msg") or "").split())
+    answered = status is not None and int(status) >= 0
+    if answered and int(status) in expected and not result.get("failed"):
+        return ""
+    if not answered and not result.get("failed") and not message.startswith(("Request failed", "Status code was")):
+        return ""  # get_url found the file in place: nothing was asked of the server
+    if answered:
+        detail = message.rsplit(": ", 1)[-1] if "HTTP Error" in message else ""
+        reason = f"the server answered {status}" + (f" ({detail})" if detail else "")
+    else:
+        reason = message.split("Request failed: ", 1)[1] if "Request failed: " in message else ""
+        reason = _URLOPEN.sub(r"\1", reason.strip()) or "no answer"
+    source = result.get("url") or "its URL"
+    where = " or ".join(variables)
+    return f"cannot download {what} from {source}: {reason}; set {where} to a copy the host can read"

@@ -41,7 +41,7 @@ def inventory(tmp_path_factory) -> Path:
     return path
 
 
-def failed_run(inventory: Path, name: str, *extra_vars: str, kubeconfig: Optional[Path] = None) -> str:
+def failed_run(inventory: Path, name: str, *extra_vars: str, kubeconfig: Optional[Path] = None, tags: str = "") -> str:
     """The output of a check-mode run that must fail; without ``kubeconfig`` no kubeconfig, so no cluster is
     reached."""
     env = dict(
@@ -50,7 +50,7 @@ def failed_run(inventory: Path, name: str, *extra_vars: str, kubeconfig: Optiona
         ANSIBLE_NOCOLOR="1",
         K8S_AUTH_KUBECONFIG=str(kubeconfig or inventory.parent / "no-kubeconfig"),
     )
-    args = [arg for extra in extra_vars for arg in ("-e", extra)]
+    args = [arg for extra in extra_vars for arg in ("-e", extra)] + (["--tags", tags] if tags else [])
     run = subprocess.run(
         [ANSIBLE_PLAYBOOK, "-i", str(inventory), str(REPO_ROOT / "playbooks" / name), "--check", *args],
         cwd=REPO_ROOT,
@@ -77,9 +77,11 @@ def error_lines(name: str, output: str) -> List[str]:
     return lines
 
 
-def errors(inventory: Path, name: str, *extra_vars: str, kubeconfig: Optional[Path] = None) -> List[str]:
+def errors(
+    inventory: Path, name: str, *extra_vars: str, kubeconfig: Optional[Path] = None, tags: str = ""
+) -> List[str]:
     """The ``[ERROR]`` lines of a check-mode run that must fail."""
-    return error_lines(name, failed_run(inventory, name, *extra_vars, kubeconfig=kubeconfig))
+    return error_lines(name, failed_run(inventory, name, *extra_vars, kubeconfig=kubeconfig, tags=tags))
 
 
 @pytest.fixture(scope="module")
@@ -142,11 +144,20 @@ def test_the_uninstall_refuses_a_misspelled_variable_before_anything_runs(invent
 def test_the_uninstall_without_its_manifest_names_the_variables_that_bring_it(inventory):
     url = f"http://127.0.0.1:{closed_port()}/mpi-operator.yaml"
     [line] = errors(inventory, "uninstall.yml", f"mpi_operator_manifest_url={url}")
-    assert line.startswith(f"[ERROR]: Task failed: Action failed: cannot read the MPI operator manifest from {url} (")
-    assert line.endswith(
-        "); the uninstall reads it to find the MPI operator's objects: set mpi_operator_manifest_src to a copy of it "
-        "on the controller, or mpi_operator_manifest_url (or gpu_fabric_download_mirror) to where this site serves "
-        "it. Nothing was removed."
+    assert line == (
+        f"[ERROR]: Task failed: Action failed: cannot download the MPI operator manifest from {url}: Connection "
+        "refused; set mpi_operator_manifest_url or gpu_fabric_download_mirror or mpi_operator_manifest_src to a copy "
+        "the host can read (the uninstall reads it to find the MPI operator's objects); nothing was removed"
+    )
+
+
+def test_the_mpi_operator_install_without_its_manifest_says_the_same_in_one_line(inventory):
+    url = f"http://127.0.0.1:{closed_port()}/mpi-operator.yaml"
+    [line] = errors(inventory, "cluster.yml", f"mpi_operator_manifest_url={url}", tags="mpi_operator")
+    assert line == (
+        f"[ERROR]: Task failed: Action failed: cannot download the MPI operator manifest from {url}: Connection "
+        "refused; set mpi_operator_manifest_url or gpu_fabric_download_mirror or mpi_operator_manifest_src to a copy "
+        "the host can read"
     )
 
 

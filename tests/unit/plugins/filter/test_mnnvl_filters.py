@@ -15,6 +15,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.filter.mnnvl import (
     chart_values,
     checks_selected,
     clique_groups,
+    download_failure,
     dra_api_problem,
     dra_api_version,
     dra_driver_problem,
@@ -56,6 +57,7 @@ def test_filters_are_exported():
         "gpu_operator_problem": gpu_operator_problem,
         "dra_driver_problem": dra_driver_problem,
         "checks_selected": checks_selected,
+        "download_failure": download_failure,
     }
 
 

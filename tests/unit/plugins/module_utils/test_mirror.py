@@ -181,3 +181,40 @@ def test_an_mpijob_gets_the_pull_secrets_on_the_launcher_and_the_workers():
     for role in ("Launcher", "Worker"):
         assert moved["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["imagePullSecrets"] == [{"name": "pull"}]
     assert "imagePullSecrets" not in job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+
+
+DOWNLOADS = json.loads(
+    (Path(__file__).resolve().parents[3] / "fixtures" / "downloads" / "ansible-core-2.19-results.json").read_text()
+)
+VARIABLES = ["mpi_operator_manifest_url", "mpi_operator_manifest_src"]
+
+
+@pytest.mark.parametrize(
+    ("case", "line"),
+    [
+        ("refused", "http://127.0.0.1:9/mpi-operator.yaml: Connection refused; set mpi_operator_manifest_url or "),
+        ("dns", "http://no-such-host.invalid/m.yaml: Name or service not known; set "),
+        ("missing", "http://127.0.0.1:18555/missing.yaml: the server answered 404 (File not found); set "),
+        ("get_url_refused", "http://127.0.0.1:9/runc.amd64: Connection refused; set "),
+        ("missing_get_url", "http://127.0.0.1:18555/missing.tar.gz: the server answered 404; set "),
+    ],
+)
+def test_a_failed_download_is_one_line_naming_the_url_why_and_the_variables(case, line):
+    said = mirror.download_failure(DOWNLOADS[case], "the manifest", VARIABLES)
+    assert said.startswith("cannot download the manifest from " + line)
+    assert said.endswith("mpi_operator_manifest_src to a copy the host can read") and "\n" not in said
+
+
+@pytest.mark.parametrize("case", ["ok_uri", "ok_get_url"])
+def test_a_download_that_worked_or_did_not_run_says_nothing(case):
+    assert mirror.download_failure(DOWNLOADS[case], "the manifest", VARIABLES) == ""
+    assert mirror.download_failure({"skipped": True, "changed": False}, "the manifest", VARIABLES) == ""
+    # get_url with the file already in place asks the server nothing
+    in_place = {"changed": False, "msg": "file already exists", "url": "http://x/runc", "dest": "/usr/local/sbin/runc"}
+    assert mirror.download_failure(in_place, "runc", ["containerd_runc_url"]) == ""
+
+
+def test_an_answer_the_caller_does_not_expect_is_a_failure():
+    assert mirror.download_failure(DOWNLOADS["ok_uri"], "the manifest", VARIABLES, expected=(204,)).startswith(
+        "cannot download the manifest from http://127.0.0.1:18555/present.yaml: the server answered 200; "
+    )
