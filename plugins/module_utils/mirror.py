@@ -343,8 +343,8 @@ def settings(params: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 # ``ansible.builtin.uri`` and ``get_url`` report no answer as status -1 and the reason after "Request failed: ", often
-# wrapped in ``<urlopen error ...>``; an answer as "HTTP Error 404: Not Found".
-_URLOPEN = re.compile(r"^<urlopen error (?:\[Errno -?\d+\] )?(.*)>$")
+# wrapped in urllib's ``<... error [Errno 111] ...>``; an answer as "HTTP Error 404: Not Found".
+_WRAPPED_REASON = re.compile(r"^<\w+ error (?:\[Errno -?\d+\] )?(.*)>$")
 
 
 def download_failure(
@@ -371,7 +371,7 @@ def download_failure(
         reason = f"the server answered {status}" + (f" ({detail})" if detail else "")
     else:
         reason = message.split("Request failed: ", 1)[1] if "Request failed: " in message else ""
-        reason = _URLOPEN.sub(r"\1", reason.strip()) or "no answer"
+        reason = _WRAPPED_REASON.sub(r"\1", reason.strip()) or "no answer"
     source = result.get("url") or "its URL"
     where = " or ".join(variables)
     return f"cannot download {what} from {source}: {reason}; set {where} to a copy the host can read"
