@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import unquoted_number_hint
+
 SHARED_PREFIX = "gpu_fabric"
 SHARED_NAME = re.compile(r"\bgpu_fabric_[a-z0-9_]*[a-z0-9]\b")
 SET_FACT_ACTIONS = ("set_fact", "ansible.builtin.set_fact", "ansible.legacy.set_fact")
@@ -219,6 +221,16 @@ def number_problem(name: str, option: Mapping[str, Any], value: Any) -> str:
     return ""
 
 
+def choice_problem(name: str, option: Mapping[str, Any], value: Any) -> str:
+    """Ansible's message for a value that is none of the option's choices, with the quoting hint when YAML read a
+    choice such as ``25.10`` as a number (``25.1``), or ''."""
+    choices = [str(choice) for choice in option.get("choices") or []]
+    hint = unquoted_number_hint(value, choices) if choices and not isinstance(value, bool) else ""
+    if not hint or str(value) in choices:
+        return ""
+    return f"value of {name} must be one of: {', '.join(choices)}, got: {value}; {hint}"
+
+
 def type_problems(
     options_by_role: Mapping[str, Mapping[str, Dict[str, Any]]],
     values: Mapping[str, Any],
@@ -237,7 +249,7 @@ def type_problems(
             continue
         given = {name: values[name] for name in spec}
         for name in sorted(spec):
-            said = number_problem(name, spec[name], given[name])
+            said = number_problem(name, spec[name], given[name]) or choice_problem(name, spec[name], given[name])
             if said:  # said in words here; the rest of the spec is Ansible's to validate
                 roles_by_message.setdefault(said, []).append(role)
                 del spec[name], given[name]

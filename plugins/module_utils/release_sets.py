@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import unquoted_number_hint
+
 OLD_DRA_CHART = "nvidia-dra-driver-gpu"
 NEW_DRA_CHART = "dra-driver-nvidia-gpu"
 DRA_CHARTS = (OLD_DRA_CHART, NEW_DRA_CHART)
@@ -109,8 +111,10 @@ def release_set(name: Optional[str] = None) -> ReleaseSet:
     """The set called ``name``; the default set for an empty name."""
     key = str(name or DEFAULT).strip()
     if key not in SETS:
+        hint = unquoted_number_hint(key, SETS)
         raise ReleaseSetError(
             f"gpu_fabric_release_set is {key!r}; use one of {', '.join(SETS)} (docs/compatibility.md)"
+            + (f"; {hint}" if hint else "")
         )
     return SETS[key]
 

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Tuple
+from typing import Any, Iterable, Tuple
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -29,3 +29,25 @@ def natural_key(name: Any) -> Tuple[Tuple[int, Any], ...]:
     """Sort key for names with numbers in them: rack2 before rack10, gb200-r0-t2 before gb200-r0-t10 (a number
     sorts before text at the same place). The one order of trays and racks in messages, records and reports."""
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(str(name)) if part)
+
+
+def unquoted_number_hint(value: Any, choices: Iterable[str]) -> str:
+    """``YAML reads an unquoted 25.10 as the number 25.1: quote it ('25.10')`` when ``value`` is a number (or its
+    text) that a choice written as a number reads as, else ''.
+
+    >>> unquoted_number_hint(25.1, ["26.7", "25.10"])
+    "YAML reads an unquoted 25.10 as the number 25.1: quote it ('25.10')"
+    >>> unquoted_number_hint("26.7", ["26.7", "25.10"])
+    ''
+    """
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    for choice in choices:
+        try:
+            if float(choice) == number and str(choice) != str(value):
+                return f"YAML reads an unquoted {choice} as the number {value}: quote it ('{choice}')"
+        except ValueError:
+            continue
+    return ""

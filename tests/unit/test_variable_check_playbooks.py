@@ -217,3 +217,11 @@ def test_a_missing_kubeconfig_fails_the_verify_stage_naming_the_path_and_the_var
         f"[ERROR]: Task failed: Module failed: the kubeconfig {path} (gpu_fabric_kubeconfig) does not exist: set "
         "gpu_fabric_kubeconfig to the kubeconfig file of the cluster"
     ]
+
+
+def test_a_release_set_that_yaml_read_as_a_number_says_to_quote_it(inventory):
+    [line] = errors(inventory, "cluster.yml", '{"gpu_fabric_release_set": 25.10}')
+    assert line == (
+        "[ERROR]: Task failed: Action failed: role gpu_fabric: value of gpu_fabric_release_set must be one of: 26.7, "
+        "25.10, got: 25.1; YAML reads an unquoted 25.10 as the number 25.1: quote it ('25.10')"
+    )

@@ -300,3 +300,13 @@ def test_a_role_variable_the_user_set_is_still_checked_under_its_own_name():
 def test_the_roles_defaults_alone_pass_the_check():
     result = run_check()
     assert "failed" not in result and result["problems"] == []
+
+
+def test_a_choice_given_as_the_number_yaml_made_of_it_says_to_quote_it():
+    option = {"type": "str", "choices": ["26.7", "25.10"]}
+    assert iv.choice_problem("gpu_fabric_release_set", option, 25.1) == (
+        "value of gpu_fabric_release_set must be one of: 26.7, 25.10, got: 25.1; YAML reads an unquoted 25.10 as the "
+        "number 25.1: quote it ('25.10')"
+    )
+    assert iv.choice_problem("gpu_fabric_release_set", option, "26.3") == ""  # Ansible's own message says it
+    assert iv.choice_problem("gpu_fabric_release_set", option, "25.10") == ""

@@ -223,3 +223,13 @@ def test_no_role_description_names_a_component_version():
         found = version.findall(str(yaml.safe_load(path.read_text())["galaxy_info"].get("description", "")))
         problems += [f"{path.parent.parent.name}: description names {v}" for v in found]
     assert problems == []
+
+
+@pytest.mark.parametrize("given", [25.10, "25.1"])
+def test_a_set_that_yaml_read_as_a_number_is_refused_with_the_quoting_hint(given):
+    with pytest.raises(AnsibleFilterError) as refused:
+        FILTERS["release_set"](given)
+    assert str(refused.value).endswith(
+        "gpu_fabric_release_set is '25.1'; use one of 26.7, 25.10 (docs/compatibility.md); YAML reads an unquoted "
+        "25.10 as the number 25.1: quote it ('25.10')"
+    )

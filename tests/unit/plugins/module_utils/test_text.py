@@ -5,7 +5,12 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, one_line, plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import (
+    natural_key,
+    one_line,
+    plural,
+    unquoted_number_hint,
+)
 
 STDERR = "Error: INSTALLATION FAILED: context deadline exceeded\n\n  (waited 600s)\t for pods\n"
 
@@ -47,3 +52,19 @@ def test_trays_and_racks_sort_by_their_numbers_in_the_one_natural_order():
 
 def test_plural():
     assert (plural(1, "tray"), plural(0, "tray"), plural(18, "tray")) == ("1 tray", "0 trays", "18 trays")
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (25.1, "YAML reads an unquoted 25.10 as the number 25.1: quote it ('25.10')"),
+        ("25.1", "YAML reads an unquoted 25.10 as the number 25.1: quote it ('25.10')"),
+        (26.7, ""),  # the number's text is the choice: nothing was lost
+        ("26.7", ""),
+        ("week", ""),
+        (None, ""),
+        (24.1, ""),
+    ],
+)
+def test_a_choice_that_yaml_read_as_a_number_gets_the_quoting_hint(value, hint):
+    assert unquoted_number_hint(value, ["26.7", "25.10", "latest"]) == hint
