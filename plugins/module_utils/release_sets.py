@@ -107,13 +107,17 @@ SETS: Dict[str, ReleaseSet] = {
 DEFAULT = "26.7"
 
 
+# The page that lists the sets and what each was proven against (in the repository: the collection does not ship it).
+COMPATIBILITY_URL = "https://github.com/gpu-fabric/mnnvl/blob/main/docs/compatibility.md"
+
+
 def release_set(name: Optional[str] = None) -> ReleaseSet:
     """The set called ``name``; the default set for an empty name."""
     key = str(name or DEFAULT).strip()
     if key not in SETS:
         hint = unquoted_number_hint(key, SETS)
         raise ReleaseSetError(
-            f"gpu_fabric_release_set is {key!r}; use one of {', '.join(SETS)} (docs/compatibility.md)"
+            f"gpu_fabric_release_set is {key!r}; use one of {', '.join(SETS)} ({COMPATIBILITY_URL})"
             + (f"; {hint}" if hint else "")
         )
     return SETS[key]

@@ -230,6 +230,8 @@ def test_a_set_that_yaml_read_as_a_number_is_refused_with_the_quoting_hint(given
     with pytest.raises(AnsibleFilterError) as refused:
         FILTERS["release_set"](given)
     assert str(refused.value).endswith(
-        "gpu_fabric_release_set is '25.1'; use one of 26.7, 25.10 (docs/compatibility.md); YAML reads an unquoted "
+        "gpu_fabric_release_set is '25.1'; use one of 26.7, 25.10 ("
+        + rs.COMPATIBILITY_URL
+        + "); YAML reads an unquoted "
         "25.10 as the number 25.1: quote it ('25.10')"
     )
