@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_poll
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
 PENDING = ("pending-install", "pending-upgrade", "pending-rollback")
 GOOD = ("deployed", "superseded")
@@ -53,25 +54,6 @@ class Action:
     kind: str
     message: str
     revision: Optional[int] = None  # rollback: the revision to go back to
-
-
-def parse_time(text: str) -> Optional[datetime]:
-    """Helm's RFC 3339 times with nanoseconds (``2026-12-01T12:59:01.599972874Z``), to the microsecond."""
-    text = (text or "").strip()
-    if not text:
-        return None
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    head, sep, rest = text.partition(".")
-    if sep:
-        digits = "".join(ch for ch in rest if ch.isdigit())
-        zone = rest[len(digits) :]
-        text = f"{head}.{digits[:6]}{zone}"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
 def parse_history(text: str) -> List[Revision]:

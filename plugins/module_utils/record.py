@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, valid_view
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, one_line, plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import MIN_TRAYS, RackPlan, by_name
 
@@ -217,18 +218,6 @@ def nothing_due_record(check: str, plan: RackPlan, run_id: str) -> Record:
     return record
 
 
-def _instant(text: Any) -> Optional[datetime]:
-    """A record's RFC 3339 time (``2026-12-06T01:02:48.691242Z``, fraction optional), or None."""
-    if not isinstance(text, str):
-        return None
-    for layout in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
-        try:
-            return datetime.strptime(text, layout).replace(tzinfo=timezone.utc)
-        except ValueError:
-            continue
-    return None
-
-
 def superseded(old: Optional[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> bool:
     """Whether a record of a rack this run did not cover is an earlier run's, to be removed from the records.
 
@@ -236,8 +225,8 @@ def superseded(old: Optional[Mapping[str, Any]], records: Sequence[Mapping[str, 
     that overlaps this one (two runs started at once, each on its own racks) keeps its record, or its report
     would lose its own verdict. A record whose times cannot be read is an earlier run's.
     """
-    started = [t for t in (_instant(r.get("started")) for r in records) if t is not None]
-    finished = _instant((old or {}).get("finished"))
+    started = [t for t in (parse_time(r.get("started")) for r in records) if t is not None]
+    finished = parse_time((old or {}).get("finished"))
     if not started or finished is None:
         return True
     return finished < min(started)

@@ -9,13 +9,21 @@ from typing import Any, Optional
 
 
 def parse_time(value: Any) -> Optional[datetime]:
-    """An RFC 3339 date-time (a record's, the history's, a Node annotation's) as an aware datetime (UTC when it
-    names no offset), or None."""
+    """An RFC 3339 date-time (a record's, the history's, a Node annotation's, Helm's) as an aware datetime (UTC when
+    it names no offset), or None. The collection's one reader of times.
+
+    A fraction of more than six digits (Helm's nanoseconds, ``2026-12-01T12:59:01.599972874Z``) is cut to the
+    microsecond, which is what a datetime holds.
+    """
     if not isinstance(value, str) or not value.strip():
         return None
     text = value.strip().replace("z", "Z")
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
+    head, dot, rest = text.partition(".")
+    if dot:
+        digits = rest[: len(rest) - len(rest.lstrip("0123456789"))]
+        text = f"{head}.{digits[:6].ljust(6, '0')}{rest[len(digits) :]}" if digits else text
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:

@@ -159,6 +159,9 @@ def test_a_skip_older_than_the_verdict_is_a_leftover_and_the_verdict_counts():
         ("2026-12-06T18:40:00+01:00", NOW),
         ("2026-12-06T17:40:00", NOW),  # no offset: UTC
         ("2026-12-06T17:40:00.500000Z", NOW + timedelta(microseconds=500000)),
+        ("2026-12-06T17:40:00.5Z", NOW + timedelta(microseconds=500000)),  # a record's fraction, any length
+        ("2026-12-06T17:40:00.599972874Z", NOW + timedelta(microseconds=599972)),  # Helm's nanoseconds, cut
+        ("2026-12-06T19:40:00.25+02:00", NOW + timedelta(microseconds=250000)),
         ("next week", None),
         ("", None),
         (1796578800, None),
