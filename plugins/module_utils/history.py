@@ -31,6 +31,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import _node_of
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import PASSED
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record_validation import record_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 
@@ -42,7 +43,6 @@ DEFAULT_KEEP_RUNS = 30
 DEFAULT_KEEP_DAYS = 90
 # A run id names a directory: letters, digits, '.', '_', '-' (playbooks/verify.yml makes 20261203T101500123456Z).
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
-PASSED = "passed"
 OLDEST = datetime.min.replace(tzinfo=timezone.utc)  # where a run whose start names no time sorts
 
 

@@ -27,16 +27,16 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     tray_lowest_pairs,
     valid_runs,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rank_placement import node_of_gpu
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
-    SKIPPED,
-)
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import (
     ERROR,
     FAILED,
     INCOMPLETE,
     PASSED,
     VERDICTS,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rank_placement import node_of_gpu
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
+    SKIPPED,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time

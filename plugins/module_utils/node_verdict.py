@@ -56,6 +56,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     resource_api,
     to_dict,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import FAILED, PASSED
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import rfc3339
@@ -98,8 +99,6 @@ CONDITION_EXPIRED = "VerdictExpired"
 CONDITION_MISSING = "ChecksMissing"
 CONDITION_MESSAGE_LIMIT = 1000
 
-PASSED = "passed"
-FAILED = "failed"
 SKIPPED = "skipped"
 VERDICTS = (PASSED, FAILED, SKIPPED)
 WRITTEN_VERDICTS = (PASSED, FAILED)

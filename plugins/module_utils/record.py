@@ -14,17 +14,20 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import outcomes
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, valid_view
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import MIN_TRAYS, RackPlan, by_name
 
-OUTCOME_PASSED = "passed"
-OUTCOME_FAILED = "failed"
-OUTCOME_INCOMPLETE = "incomplete"
-OUTCOME_ERROR = "error"  # the check could not run or finish: says nothing of the fabric
-OUTCOMES = (OUTCOME_PASSED, OUTCOME_FAILED, OUTCOME_INCOMPLETE, OUTCOME_ERROR)
+# the outcomes under the names the writers use (their one home: ``outcomes``)
+OUTCOME_PASSED = outcomes.PASSED
+OUTCOME_FAILED = outcomes.FAILED
+OUTCOME_INCOMPLETE = outcomes.INCOMPLETE
+OUTCOME_ERROR = outcomes.ERROR
+OUTCOMES = outcomes.OUTCOMES
+verdict_of = outcomes.verdict_of
 
 # The skip reasons of a rack whose check a tenant's pod preempted (tray_state: not the run's choice, so both stay due).
 PREEMPTED = "preempted by a higher-priority pod"
@@ -60,10 +63,6 @@ class Record(TypedDict, total=False):
 
 def now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def verdict_of(outcome: str, passed: bool) -> str:
-    return OUTCOME_ERROR if outcome == OUTCOME_ERROR else OUTCOME_PASSED if passed else OUTCOME_FAILED
 
 
 def record_for(

@@ -17,14 +17,8 @@ from typing import Any, Iterable, Optional
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import CHECK_NAMES, check_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import first_time
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
-    ERROR,
-    FAILED,
-    INCOMPLETE,
-    NO_RACK,
-    PASSED,
-    is_current,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import ERROR, FAILED, INCOMPLETE, PASSED
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import NO_RACK, is_current
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (

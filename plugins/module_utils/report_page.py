@@ -16,13 +16,13 @@ import re
 from typing import Any
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import number
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import ERROR, FAILED, PASSED
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_chart import block_sparkline, sparkline_svg
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import (
     check_key,
     coverage_words,
     verdict_words,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import ERROR, FAILED, PASSED
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_sections import (
     LIST_LIMIT,
     anchor,

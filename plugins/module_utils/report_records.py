@@ -31,13 +31,16 @@ import os
 from typing import Any, Optional
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import check_view, view_problems
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import (
+    ERROR,
+    FAILED,
+    OUTCOMES,
+    PASSED,
+    verdict_of,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 NO_RACK = "-"  # the rack of a 0.1.0 record, which names none
-
-PASSED, FAILED, INCOMPLETE, ERROR = "passed", "failed", "incomplete", "error"
-OUTCOMES = (PASSED, FAILED, INCOMPLETE, ERROR)
-VERDICTS = (PASSED, FAILED, ERROR)
 
 
 def _names(value: Any) -> list[str]:
@@ -157,13 +160,6 @@ def normalise_record(raw: Any, source: str, check: str = "", rack: str = NO_RACK
         source=source,
     )
     return record
-
-
-def verdict_of(outcome: str, passed: bool) -> str:
-    """A record's verdict: ``error`` when its check could not run or finish, else passed or failed."""
-    if outcome == ERROR:
-        return ERROR
-    return PASSED if passed else FAILED
 
 
 def read_record(path: str, check: str, rack: str) -> dict[str, Any]:

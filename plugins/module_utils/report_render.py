@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import ERROR, INCOMPLETE
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_page import report_view
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import ERROR, INCOMPLETE
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_templates import (
     HTML_TEMPLATE,
     MARKDOWN_TEMPLATE,

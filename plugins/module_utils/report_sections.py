@@ -16,13 +16,8 @@ import re
 from typing import Any, Optional
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import view_of
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import ERROR, FAILED, INCOMPLETE, PASSED
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rank_placement import gpu_placement, node_of_gpu
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import (
-    ERROR,
-    FAILED,
-    INCOMPLETE,
-    PASSED,
-)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, one_line, plural
 
 CELL_TEXT = {PASSED: "PASS", FAILED: "FAIL", INCOMPLETE: "INCOMPLETE", ERROR: "ERROR"}

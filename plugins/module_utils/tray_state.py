@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import FAILED, PASSED
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
 
 LABEL_KEY = "gpu-fabric.nvidia.com/verified"
@@ -53,8 +54,6 @@ ANNOTATION_KEY = "gpu-fabric.nvidia.com/verification"
 # One week: the weekly active checks on idle nodes that fleet operators schedule.
 DEFAULT_VALID_HOURS = 168.0
 
-PASSED = "passed"
-FAILED = "failed"
 # Not passed and not failed: a required check never passed on the tray, or its verdict expired.
 INCOMPLETE = "incomplete"
 TRAY_VERDICTS = (PASSED, FAILED, INCOMPLETE)
