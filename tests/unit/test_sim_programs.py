@@ -19,7 +19,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "sim"))
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verification_objects  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import pod_sections, verification_objects  # noqa: E402
 from simrack import FAULTS, faultspec, logs, programs  # noqa: E402
 from simrack.controllers import podlogs  # noqa: E402
 
@@ -294,7 +294,13 @@ from simrack import hardware, nodes  # noqa: E402
 from simrack.programs import dcgm_diag, gpu_health  # noqa: E402
 
 FAULTED = "gb200-r0-t2"
-MARK = "#### gpu-fabric"
+MARK = pod_sections.MARK
+
+
+def test_the_stand_ins_mark_their_sections_as_the_checks_read_them():
+    assert gpu_health.MARK == dcgm_diag.MARK == pod_sections.MARK
+    log = gpu_health.log({}, node_of(), {})
+    assert [rc for _text, rc in pod_sections.sections(log).values()] == [0, 0, 0, 0, 0]
 
 
 def node_of(name: str = FAULTED) -> dict:
@@ -303,13 +309,8 @@ def node_of(name: str = FAULTED) -> dict:
 
 
 def sections(log: str) -> dict:
-    """name -> (text, rc) of a pod log's marked sections, in order."""
-    found = {}
-    for block in log.split(f"{MARK} begin ")[1:]:
-        name, _newline, rest = block.partition("\n")
-        text, _marker, end = rest.partition(f"{MARK} end {name} rc=")
-        found[name] = (text.rstrip("\n"), int(end.split("\n", 1)[0]))
-    return found
+    """name -> (text, rc) of a pod log's marked sections, read as the checks read them (``pod_sections``)."""
+    return {name: (text.rstrip("\n"), rc) for name, (text, rc) in pod_sections.sections(log).items()}
 
 
 def health(faults: dict) -> dict:

@@ -52,13 +52,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dcgm_json import 
     DiagWarning,
     parse_diag_json,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import section_script, sections
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
-MARK = "#### gpu-fabric"
 DEFAULT_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"  # the GPU Operator's dcgm image
 SOCKET = "/tmp/nv-hostengine.sock"
 PID_FILE = "/tmp/nv-hostengine.pid"
@@ -102,44 +102,16 @@ def script(level: int, hostengine: str = "", extra_args: Sequence[str] = ()) -> 
     """The pod's shell script: each command between markers with its exit status; the pod exits with dcgmi's."""
     host = hostengine or f"unix://{SOCKET}"
     diag = _command(["dcgmi", "diag", "-r", str(level), "-j", "--host", host, *extra_args])
-    steps = [f"echo '{MARK} begin dcgmi diag'; {diag}; rc=$?; echo \"{MARK} end dcgmi diag rc=$rc\""]
+    steps = [section_script("dcgmi diag", diag, keep_status=True)]
     if not hostengine:
         engine = _command(["nv-hostengine", "--pid", PID_FILE, "-d", SOCKET, "--log-level", "ERROR"])
-        steps.insert(0, f"echo '{MARK} begin nv-hostengine'; {engine}; echo \"{MARK} end nv-hostengine rc=$?\"")
+        steps.insert(0, section_script("nv-hostengine", engine))
         steps.append(f"nv-hostengine --term --pid {PID_FILE} >/dev/null 2>&1")
     return "; ".join([*steps, "exit $rc"])
 
 
 def _command(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(arg) for arg in argv)
-
-
-def sections(log: str) -> Dict[str, Tuple[str, Optional[int]]]:
-    """The output of each step of the pod's log: name -> (text, exit status; None when it did not end)."""
-    found: Dict[str, Tuple[str, Optional[int]]] = {}
-    begun: Dict[str, int] = {}
-    for line_start, line in _lines(log):
-        if not line.startswith(MARK + " "):
-            continue
-        words = line[len(MARK) + 1 :].split(" ")
-        kind, rest = words[0], " ".join(words[1:])
-        if kind == "begin":
-            begun[rest] = line_start + len(line) + 1
-        elif kind == "end" and " rc=" in rest:
-            name, status = rest.rsplit(" rc=", 1)
-            if name in begun:
-                found[name] = (log[begun.pop(name) : line_start], int(status) if status.lstrip("-").isdigit() else -1)
-    for name, start in begun.items():
-        found[name] = (log[start:], None)
-    return found
-
-
-def _lines(text: str) -> List[Tuple[int, str]]:
-    out, start = [], 0
-    for line in text.split("\n"):
-        out.append((start, line))
-        start += len(line) + 1
-    return out
 
 
 def judge_coverage(run: DiagRun, tests: Sequence[str], gpus: Sequence[int], finding: TrayFinding, prefix: str) -> None:

@@ -72,12 +72,12 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_counters i
     parse_nvlink_errors,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_status import link_problems, parse_nvlink_status
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import section_script, sections
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
 
-MARK = "#### gpu-fabric"
 SECTIONS = (
     ("clock", "date +%s; cat /proc/uptime"),
     ("nvidia-smi -q -x", "nvidia-smi -q -x"),
@@ -129,29 +129,10 @@ NVLINK_FAIL_COUNTERS = [
 NVLINK_NOTE_COUNTERS = ("Link recovery successful events",)
 NVLINKS_PER_GPU = 18  # a GB200's NVLink 5 links, each to the rack's NVSwitch trays
 
-_SECTION = re.compile(rf"^{MARK} (begin|end) ([^\n]+?)(?: rc=(\d+))?$", re.M)
-
 
 def script() -> str:
     """The pod's shell script: each section between markers, with its exit status."""
-    return "; ".join(
-        f"echo '{MARK} begin {name}'; {command}; echo \"{MARK} end {name} rc=$?\"" for name, command in SECTIONS
-    )
-
-
-def sections(log: str) -> Dict[str, Tuple[str, Optional[int]]]:
-    """The output of each section of the pod's log: name -> (text, exit status; None when it did not end)."""
-    found: Dict[str, Tuple[str, Optional[int]]] = {}
-    begun: Dict[str, int] = {}
-    for match in _SECTION.finditer(log):
-        kind, name = match.group(1), match.group(2)
-        if kind == "begin":
-            begun[name] = match.end() + 1
-        elif name in begun and match.group(3) is not None:  # an end without its status proves nothing
-            found[name] = (log[begun.pop(name) : match.start()], int(match.group(3)))
-    for name, start in begun.items():
-        found[name] = (log[start:], None)
-    return found
+    return "; ".join(section_script(name, command) for name, command in SECTIONS)
 
 
 class GpuHealthCheck(TrayPodCheck):

@@ -14,12 +14,11 @@ from types import SimpleNamespace
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run, verification
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.dcgm_diag import (
-    MARK,
     DcgmDiagCheck,
     script,
-    sections,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dcgm_json import parse_diag_json
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import MARK, sections
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 DCGM = REPO_ROOT / "tests" / "fixtures" / "dcgm"

@@ -14,11 +14,10 @@ import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, gpu_memory, rack_run, verification
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import gpu_health
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.gpu_health import (
-    MARK,
     GpuHealthCheck,
-    sections,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_counters import parse_nvlink_errors
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import MARK, sections
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 SMI = REPO_ROOT / "tests" / "fixtures" / "nvidia-smi"
