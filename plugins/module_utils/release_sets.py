@@ -6,7 +6,8 @@ A set names one version of each component, proven together on the simulated rack
 
 - ``26.7`` (the default): GPU Operator v26.7.0, the NVIDIA DRA driver 0.4.1 from its new home (chart
   ``dra-driver-nvidia-gpu``, an OCI chart at registry.k8s.io, kubernetes-sigs/dra-driver-nvidia-gpu),
-  MPI operator v0.8.0. GPU Operator 26.7 is the release NVIDIA supports today.
+  MPI operator v0.8.2 (v0.8.0's stability fixes: a terminating launcher pod no longer recreated, the launcher Job
+  deep-copied, the Running condition not emitted again). GPU Operator 26.7 is the release NVIDIA supports today.
 - ``25.10``: the guide's set. GPU Operator v25.10.0 (out of NVIDIA's support), chart
   ``nvidia-dra-driver-gpu`` 25.8.0 from NGC, MPI operator v0.6.0.
 
@@ -92,7 +93,7 @@ SETS: Dict[str, ReleaseSet] = {
         dra_driver_chart_version="0.4.1",
         dra_driver_chart_repo_url="oci://registry.k8s.io/dra-driver-nvidia/charts",
         dra_driver_image="registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu",
-        mpi_operator_version="v0.8.0",
+        mpi_operator_version="v0.8.2",
     ),
     "25.10": ReleaseSet(
         name="25.10",

@@ -7,12 +7,12 @@
 1. packages with the sim's Helm into ``<state>/www/charts``, and indexes, the charts of both release sets
    (``RELEASE_SETS``): set 26.7 from the sources ``sim/charts/*`` (gpu-operator v26.7.0,
    dra-driver-nvidia-gpu 0.4.1), set 25.10 derived from them (gpu-operator v25.10.0, nvidia-dra-driver-gpu
-   25.8.0); serves ``sim/manifests/mpi-operator.yaml`` as ``/mpi-operator/v0.8.0/`` and, its image
+   25.8.0); serves ``sim/manifests/mpi-operator.yaml`` as ``/mpi-operator/v0.8.2/`` and, its image
    replaced, as ``/mpi-operator/v0.6.0/``;
 2. starts, unless already running, the HTTP server for ``<state>/www`` on 127.0.0.1 and the
    stand-in controllers, each a background process with ``<state>/pids/<name>.pid`` and
    ``<state>/logs/<name>.log`` (``addons-http``, ``standin-<controller>``);
-3. writes ``<state>/endpoints.json`` (``helm_repo_url``, ``mpi_operator_manifest_url`` (v0.8.0),
+3. writes ``<state>/endpoints.json`` (``helm_repo_url``, ``mpi_operator_manifest_url`` (v0.8.2),
    ``mpi_operator_previous_manifest_url`` (v0.6.0)).
 
 ``status`` lists the processes; ``down`` stops them (``sim/rack down`` also does, by pid file).
@@ -37,7 +37,10 @@ from typing import Any, Callable, Optional
 SIM_DIR = Path(__file__).resolve().parent.parent
 CHARTS_DIR = SIM_DIR / "charts"
 MPI_MANIFEST = SIM_DIR / "manifests" / "mpi-operator.yaml"
-MPI_OPERATOR_VERSION = "v0.8.0"
+MPI_OPERATOR_VERSION = "v0.8.2"
+# The image tags of the two manifests: upstream's v0.8.2 manifest names the minor tag (release-0.8, "Prepare v0.8.2").
+MPI_OPERATOR_IMAGE_TAG = "0.8"
+PREVIOUS_MPI_OPERATOR_IMAGE_TAG = "0.6.0"
 PREVIOUS_MPI_OPERATOR_VERSION = "v0.6.0"
 # The two named release sets the repository serves: 26.7 (the default, the sources) and 25.10 (the guide's
 # set, derived). Upgrade tests install set 25.10 first (version A), then 26.7 (B): every derived chart
@@ -308,7 +311,7 @@ def build_repository(state: Path, bin_dir: Path) -> Path:
     tmp.replace(manifest_dir / "mpi-operator.yaml")
     previous_dir = www / "mpi-operator" / PREVIOUS_MPI_OPERATOR_VERSION
     previous_dir.mkdir(parents=True, exist_ok=True)
-    current_tag, previous_tag = MPI_OPERATOR_VERSION.lstrip("v"), PREVIOUS_MPI_OPERATOR_VERSION.lstrip("v")
+    current_tag, previous_tag = MPI_OPERATOR_IMAGE_TAG, PREVIOUS_MPI_OPERATOR_IMAGE_TAG
     text = (
         MPI_MANIFEST.read_text()
         .replace(f"mpi-operator:{current_tag}", f"mpi-operator:{previous_tag}")
@@ -347,7 +350,7 @@ def read_endpoints(state: Path) -> dict:
 
 def up(state: Path, kubeconfig: str, bin_dir: Path) -> None:
     say(
-        "Helm repository: release set 26.7 (gpu-operator v26.7.0, dra-driver-nvidia-gpu 0.4.1, MPI operator v0.8.0) "
+        "Helm repository: release set 26.7 (gpu-operator v26.7.0, dra-driver-nvidia-gpu 0.4.1, MPI operator v0.8.2) "
         "and 25.10 (gpu-operator v25.10.0, nvidia-dra-driver-gpu 25.8.0, MPI operator v0.6.0), packaged when changed"
     )
     www = build_repository(state, bin_dir)

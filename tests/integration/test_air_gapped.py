@@ -94,5 +94,5 @@ def test_cluster_yml_in_check_mode_would_apply_only_mirrored_images(sim_rack):
         result, "gpu_fabric.mnnvl.mpi_operator : Point the operator's image at the site's mirror, with the pull secrets"
     )
     objects = mpi["manifest_objects"]
-    assert images(objects) == [f"{PREFIX}/mpioperator/mpi-operator:0.8.0"]
+    assert images(objects) == [f"{PREFIX}/mpioperator/mpi-operator:0.8"]
     assert mirror.public_hosts(json.dumps([operator["gpu_operator_values"], dra["dra_driver_values"], objects])) == []

@@ -793,7 +793,7 @@ def test_served_repository_holds_both_charts_with_the_real_versions(sim_rack):
     assert [e["version"] for e in index["entries"]["nvidia-dra-driver-gpu"]] == ["25.8.0"]
     for name in ("dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"):
         assert index["entries"][name][0]["kubeVersion"] == ">=1.32.0-0"
-    for key, tag in (("mpi_operator_manifest_url", "0.8.0"), ("mpi_operator_previous_manifest_url", "0.6.0")):
+    for key, tag in (("mpi_operator_manifest_url", "0.8"), ("mpi_operator_previous_manifest_url", "0.6.0")):
         with urllib.request.urlopen(sim_rack.endpoints[key], timeout=10) as resp:
             docs = [d for d in yaml.safe_load_all(resp.read()) if d]
         assert [d["kind"] for d in docs][:2] == ["Namespace", "CustomResourceDefinition"]

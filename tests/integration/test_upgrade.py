@@ -6,7 +6,7 @@ the default set 26.7 (B), in place.
 
 A is GPU Operator v25.10.0, chart nvidia-dra-driver-gpu 25.8.0 and MPI operator v0.6.0; B is v26.7.0, the
 renamed chart dra-driver-nvidia-gpu 0.4.1 (nameOverride keeps every object's name, so the same release is
-upgraded, as upstream's upgrade guide does it) and v0.8.0. The sim builds A's charts from B's stand-ins (A's
+upgraded, as upstream's upgrade guide does it) and v0.8.2. The sim builds A's charts from B's stand-ins (A's
 version strings, a ConfigMap that B no longer ships, CRDs stamped with their chart version). Check mode shows
 the move first and changes nothing. The test starts from an uninstalled cluster and leaves B installed, as the
 other tests expect.
@@ -71,7 +71,7 @@ def state(sim_rack) -> dict[str, Any]:
 
 
 def test_moving_from_the_guides_set_to_the_current_one_upgrades_in_place_and_check_mode_shows_it(sim_rack, tmp_path):
-    previous_manifest = sim_rack.env["GPU_FABRIC_SIM_MPI_MANIFEST_URL"].replace("/v0.8.0/", "/v0.6.0/")
+    previous_manifest = sim_rack.env["GPU_FABRIC_SIM_MPI_MANIFEST_URL"].replace("/v0.8.2/", "/v0.6.0/")
     run(sim_rack, UNINSTALL, {"gpu_fabric_uninstall_force": "true", "gpu_fabric_uninstall_crds": "true"})
 
     run(sim_rack, CLUSTER, {**SET_A, "mpi_operator_manifest_url": previous_manifest})
@@ -133,7 +133,7 @@ def test_moving_from_the_guides_set_to_the_current_one_upgrades_in_place_and_che
     assert after["dra"] and all(
         image.startswith("registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1") for image in after["dra"]
     )
-    assert after["mpi"].endswith(":0.8.0")
+    assert after["mpi"].endswith(":0.8")
     assert [helm_release(sim_rack, n, n)["revision"] for n in ("gpu-operator", "nvidia-dra-driver-gpu")] == ["2", "2"]
     # the same objects, upgraded: nameOverride kept their names, so no second controller or kubelet plugin
     deployments = [

@@ -41,7 +41,7 @@ def cd_spec_schema(crd: dict[str, Any]) -> dict[str, Any]:
 
 def test_release_sets_name_each_component_version():
     assert addons.RELEASE_SETS == {
-        "26.7": {"gpu-operator": "v26.7.0", "dra-driver-nvidia-gpu": "0.4.1", "mpi-operator": "v0.8.0"},
+        "26.7": {"gpu-operator": "v26.7.0", "dra-driver-nvidia-gpu": "0.4.1", "mpi-operator": "v0.8.2"},
         "25.10": {"gpu-operator": "v25.10.0", "nvidia-dra-driver-gpu": "25.8.0", "mpi-operator": "v0.6.0"},
     }
     sources = {p.name: addons.chart_version(p) for p in addons.CHARTS_DIR.iterdir() if (p / "Chart.yaml").exists()}

@@ -1,6 +1,6 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Stand-in for the Kubeflow MPI operator controller (v0.6.0 and v0.8.0: same objects), as seen from the API.
+"""Stand-in for the Kubeflow MPI operator controller (v0.6.0, v0.8.0 and v0.8.2: same objects), as seen from the API.
 
 The real controller does not build from the Go module proxy (a dependency is not served), so
 this one creates what it creates for a ``kubeflow.org/v2beta1`` MPIJob, with the same names and

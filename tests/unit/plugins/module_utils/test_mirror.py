@@ -115,16 +115,16 @@ def test_the_stand_in_charts_values_with_the_mirror_name_no_public_registry(char
 
 def test_the_mpi_operator_manifest_is_mirrored_object_by_object_with_the_pull_secret():
     documents = list(yaml.safe_load_all((REPO / "sim" / "manifests" / "mpi-operator.yaml").read_text()))
-    assert mirror.implicit_docker_hub_images(d for d in documents if d) == ["mpioperator/mpi-operator:0.8.0"]
+    assert mirror.implicit_docker_hub_images(d for d in documents if d) == ["mpioperator/mpi-operator:0.8"]
     objects = mirror.mirror_manifest(documents, PREFIX, {}, ["pull"])
     assert len(objects) == len([d for d in documents if d])
     [deployment] = [o for o in objects if o["kind"] == "Deployment"]
     spec = deployment["spec"]["template"]["spec"]
-    assert spec["containers"][0]["image"] == f"{PREFIX}/mpioperator/mpi-operator:0.8.0"
+    assert spec["containers"][0]["image"] == f"{PREFIX}/mpioperator/mpi-operator:0.8"
     assert spec["imagePullSecrets"] == [{"name": "pull"}]
     assert mirror.implicit_docker_hub_images(objects) == []
     assert mirror.public_hosts(yaml.safe_dump_all(objects)) == []
-    assert documents[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "mpioperator/mpi-operator:0.8.0"
+    assert documents[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "mpioperator/mpi-operator:0.8"
 
 
 def test_verification_pods_built_with_the_mirrored_images_name_no_public_registry():
@@ -140,7 +140,7 @@ def test_downloads_move_under_the_file_mirror_keeping_host_and_path():
     url = release_set().mpi_operator_manifest_url
     moved = mirror.mirror_url(url, "https://files.example.com/mirror/")
     assert moved == (
-        "https://files.example.com/mirror/raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.0/deploy/v2beta1/"
+        "https://files.example.com/mirror/raw.githubusercontent.com/kubeflow/mpi-operator/v0.8.2/deploy/v2beta1/"
         "mpi-operator.yaml"
     )
     assert mirror.public_hosts(moved) == []

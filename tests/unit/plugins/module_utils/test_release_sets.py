@@ -39,7 +39,7 @@ def test_the_default_set_is_the_one_nvidia_supports_today_and_the_guide_set_stay
     current = FILTERS["release_set"]("")
     assert (current["gpu_operator_chart_version"], current["dra_driver_chart_name"]) == ("v26.7.0", rs.NEW_DRA_CHART)
     assert current["dra_driver_chart_repo_url"] == "oci://registry.k8s.io/dra-driver-nvidia/charts"
-    assert current["mpi_operator_manifest_url"].endswith("/mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml")
+    assert current["mpi_operator_manifest_url"].endswith("/mpi-operator/v0.8.2/deploy/v2beta1/mpi-operator.yaml")
     guide = FILTERS["release_set"]("25.10")
     assert (guide["gpu_operator_chart_version"], guide["dra_driver_chart_name"], guide["dra_driver_chart_version"]) == (
         "v25.10.0",
