@@ -55,6 +55,7 @@ import_collection()
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import gpu_memory, kernel_log, nvidia_smi  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import dcgm_diag, gpu_health  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import MARK  # noqa: E402
 
 COSMETIC = "cosmetic"
 DAMAGING = "damaging"
@@ -194,7 +195,7 @@ CHECKS = {level: dcgm_diag.DcgmDiagCheck(level=level) for level in (1, 2, 3)}
 
 
 def dcgm_observe(content: Dict[str, Any]) -> Observation:
-    mark = dcgm_diag.MARK
+    mark = MARK
     log = f"{mark} begin dcgmi diag\n{content['text']}\n{mark} end dcgmi diag rc={content['status']}\n"
     finding = CHECKS[content["level"]].judge_tray("t", log, GPUS)
     details = finding.details

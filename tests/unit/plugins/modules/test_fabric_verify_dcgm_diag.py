@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.dcgm_diag import MARK
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import MARK
 
 from tests.unit.plugins.modules.tray_pod_cluster import TRAYS, stand_in, verify
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.gpu_health import MARK
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import MARK
 
 from tests.unit.plugins.modules.tray_pod_cluster import TRAYS, stand_in, tray, verify
 
