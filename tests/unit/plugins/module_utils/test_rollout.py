@@ -1,6 +1,6 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rollout judges of the gpu_operator and dra_driver roles, and the wait that retries transient reads."""
+"""The rollout judges and messages of the gpu_operator, dra_driver and mpi_operator roles' waits."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import rollout
-from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import api_exception
 
 TRAY = Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "gb200-tray-node.json"
 
@@ -31,25 +29,6 @@ def pod(name, phase="Running", ready=True, node=""):
 def node(name, gpus):
     status = {"capacity": {"cpu": "144", "nvidia.com/gpu": gpus}} if gpus is not None else {}
     return {"metadata": {"name": name}, "status": status}
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-        self.sleeps = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-def api_error(status):
-    """The dynamic client's exception for an HTTP answer, built the way the client builds it."""
-    reason = "Service Unavailable" if status >= 500 else "Forbidden"
-    return api_exception(ApiException(status=status, reason=reason))
 
 
 def test_not_ready_pods_name_the_phase_and_leave_finished_jobs_out():
