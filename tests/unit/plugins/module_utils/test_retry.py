@@ -9,24 +9,10 @@ import itertools
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import k8s, retry, rollout
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import k8s, retry
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, api_exception
 from urllib3.exceptions import MaxRetryError, NewConnectionError
-
-
-def pod(name, phase="Running", ready=True, node=""):
-    return {
-        "metadata": {"name": name},
-        "spec": {"nodeName": node} if node else {},
-        "status": {
-            "phase": phase,
-            "conditions": [
-                {"type": "Initialized", "status": "True"},
-                {"type": "Ready", "status": "True" if ready else "False"},
-            ],
-        },
-    }
 
 
 class Clock:
@@ -50,23 +36,18 @@ def api_error(status):
 
 def test_poll_returns_once_the_judge_holds():
     clock = Clock()
-    reads = iter([[], [pod("a", ready=False)], [pod("a")]])
+    reads = iter(["", "a Pending", "a Ready"])
     found = k8s.api_poll(
-        lambda: next(reads),
-        lambda pods: bool(pods) and not rollout.not_ready_pods(pods),
-        60,
-        5,
-        sleep=clock.sleep,
-        clock=clock,
+        lambda: next(reads), lambda read: read.endswith("Ready"), 60, 5, sleep=clock.sleep, clock=clock
     )
-    assert [p["metadata"]["name"] for p in found] == ["a"] and clock.sleeps == [5, 5]
+    assert found == "a Ready" and clock.sleeps == [5, 5]
 
 
 def test_poll_times_out_with_the_last_read():
     clock = Clock()
     with pytest.raises(retry.WaitTimeout) as caught:
-        k8s.api_poll(lambda: [pod("a", ready=False)], lambda pods: False, 12, 5, sleep=clock.sleep, clock=clock)
-    assert rollout.not_ready_pods(caught.value.last) == ["a (Running)"]
+        k8s.api_poll(lambda: "a Running", lambda read: False, 12, 5, sleep=clock.sleep, clock=clock)
+    assert caught.value.last == "a Running"
     # the last pause is cut short: the last read is at the deadline, not one delay after it
     assert (clock.sleeps, clock.now, caught.value.reads) == ([5, 5, 2], 12, 4)
 
