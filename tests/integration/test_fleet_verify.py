@@ -174,17 +174,22 @@ def test_the_fast_bisect_mode_fails_the_pair_of_a_gpu_that_lost_a_link_and_misse
     details = rack0["details"]
     assert details["testcase"] == "multinode_bisect_write_ce"
     assert len(details["matrix"]) == 72 and {len(row) for row in details["matrix"]} == {1}
-    assert details["row_pairs"][5] == [5, 41] and details["row_pairs"][41] == [41, 5]
-    # GPU 5 writes to GPU 41 and GPU 41 to GPU 5: both rows low, both GPUs' trays named
-    assert sorted((p["src"], p["dst"]) for p in details["failing_pairs"]) == [(5, 41), (41, 5)]
-    assert sorted(rack0["failed_nodes"]) == sorted({details["rank_nodes"][1], details["rank_nodes"][10]})
+    assert details["row_pairs"][5] == [5, 41] and details["row_pairs"][41] == [41, 5]  # GPU i with GPU i + 36
+    # the faulted GPU (tray 1's GPU 1, at the rank of the worker the scheduler put on tray 1) writes to its bisect
+    # partner and the partner to it: both rows low, both GPUs' trays named
+    low = matrix_gpu(rack0, 5)
+    partner = (low + 36) % 72
+    assert sorted((p["src"], p["dst"]) for p in details["failing_pairs"]) == sorted([(low, partner), (partner, low)])
+    assert sorted(rack0["failed_nodes"]) == sorted(
+        {details["rank_nodes"][low // 4], details["rank_nodes"][partner // 4]}
+    )
     assert any("held against the run's median alone" in w for w in details["warnings"])  # the first bisect run
     expected = details["expected_run"]
     assert expected["pairs"] == 72 and expected["steps"] == 1
     rack1 = run.record("nvbandwidth", "rack1")
     assert rack1["passed"] is True  # 0->5 is not a bisect pair: only the full pairwise mode sees it
     html = (tmp_path / "report" / "report.html").read_text()
-    assert "5-&gt;41" in html or "5->41" in html
+    assert f"{low}-&gt;{partner}" in html or f"{low}->{partner}" in html
 
 
 def test_two_runs_started_at_once_both_complete_into_one_intact_history(cluster_stage: SimRack, tmp_path):
