@@ -226,7 +226,7 @@ def choice_problem(name: str, option: Mapping[str, Any], value: Any) -> str:
     choice such as ``25.10`` as a number (``25.1``), or ''."""
     choices = [str(choice) for choice in option.get("choices") or []]
     hint = unquoted_number_hint(value, choices) if choices and not isinstance(value, bool) else ""
-    if not hint or str(value) in choices:
+    if not hint:  # no choice reads as this number, or the value is the choice as written
         return ""
     return f"value of {name} must be one of: {', '.join(choices)}, got: {value}; {hint}"
 

@@ -366,7 +366,8 @@ def retry(
     started = clock()
     try:
         return api_retry(call, patience, delay, sleep, clock, started=started)
-    except API_ERRORS as exc:  # pylint: disable=catching-non-exception  # a tuple of exception classes  # no answer, or one worth waiting out
+    # no answer, or one worth waiting out (API_ERRORS: a tuple of exception classes)
+    except API_ERRORS as exc:  # pylint: disable=catching-non-exception
         line = api_failure_text(exc, clock() - started)
         raise ApiUnreachable(f"{what}: {line}" if what else line) from exc
 
