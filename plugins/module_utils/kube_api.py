@@ -43,6 +43,11 @@ class ApiUnavailable(Exception):
     """An API call still failed after the retries (message: what and why, one line)."""
 
 
+def refused(exc: ApiUnavailable) -> bool:
+    """Whether the API server refused the call for its identity (401 or 403), rather than failing it."""
+    return getattr(exc.__cause__, "status", None) in (401, 403)
+
+
 def error_text(exc: BaseException, waited: float = 0.0, endpoint: str = "") -> str:
     """One line for an API failure: the server's status, or where the call went, for how long and why nothing
     answered (``k8s.api_failure_text``); never urllib3's text."""
@@ -85,6 +90,7 @@ class Api:
         self.clock = clock
         self._resources: Dict[Tuple[str, str], Any] = {}
         self._answers: Dict[Tuple[Right, str], bool] = {}
+        self._username = ""
         self._lock = threading.Lock()
 
     def call(self, what: str, fn: Callable[[], Any]) -> Any:
@@ -219,12 +225,13 @@ class Api:
 
         self.call(f"delete {kind} {namespace + '/' if namespace else ''}{name}", delete)
 
-    def can(self, right: Right, namespace: str) -> bool:
+    def can(self, right: Right, namespace: str, again: bool = False) -> bool:
         """Whether the identity of the run holds ``right`` in ``namespace`` (a SelfSubjectAccessReview, which
-        every authenticated user may create); each answer is asked once per run."""
+        every authenticated user may create); each answer is asked once per run, unless ``again`` (a grant just
+        made, waited for until the authorizer holds it)."""
         key = (right, namespace)
         with self._lock:
-            if key in self._answers:
+            if key in self._answers and not again:
                 return self._answers[key]
         resource = self.resource("SelfSubjectAccessReview", "authorization.k8s.io/v1")
         attributes = {"namespace": namespace, "verb": right.verb, "group": right.group, "resource": right.resource}
@@ -245,6 +252,22 @@ class Api:
         with self._lock:
             self._answers[key] = allowed
         return allowed
+
+    def username(self) -> str:
+        """The user name the API server knows this identity by (a SelfSubjectReview, which every authenticated
+        user may create), e.g. ``system:serviceaccount:gpu-fabric:gpu-fabric-verify``; asked once per run."""
+        with self._lock:
+            if self._username:
+                return self._username
+        resource = self.resource("SelfSubjectReview", "authentication.k8s.io/v1")
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        review = self.call("ask who this identity is", lambda: to_dict(self.client.create(resource, body)))
+        name = str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "")
+        if not name:
+            raise ApiUnavailable("ask who this identity is: the SelfSubjectReview names no user")
+        with self._lock:
+            self._username = name
+        return name
 
     def log(self, pod: str, namespace: str) -> str:
         resource = self.resource("Pod", "v1")

@@ -27,7 +27,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
     NotRun,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_poll, is_transient
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import Api, ApiUnavailable, Right, grant
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import (
+    Api,
+    ApiUnavailable,
+    Right,
+    grant,
+    refused,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
     PRIORITY_API_VERSION,
     Preempted,
@@ -51,8 +57,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     rack_namespace,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
+    LOG_READER_ROLE,
     PULL_SECRET_TYPES,
     common_labels,
+    log_reader_binding,
     namespace_manifest,
     own_selector,
     owned_by_pods,
@@ -99,6 +107,10 @@ class Settings:
     priority_class: str = ""
 
 
+# The judgement is read from the pods' logs: a right held in the namespaces of the checks only (``grant_logs``).
+LOG_RIGHT = Right("get", "", "pods", "log")
+
+
 class RackRun:
     """One check on one rack, from namespace to record.
 
@@ -119,7 +131,7 @@ class RackRun:
     rights: Tuple[Right, ...] = (
         Right("get", "", "namespaces"),
         *grant("list watch create delete", "", "pods"),
-        Right("get", "", "pods", "log"),
+        LOG_RIGHT,
         *grant("get list watch create delete", "resource.nvidia.com", "computedomains"),
         Right("get", "resource.k8s.io", "resourceclaimtemplates"),
         *grant("list watch", "resource.k8s.io", "resourceclaims"),
@@ -154,6 +166,7 @@ class RackRun:
         self.created_domain = False
         self.uid_range: Optional[openshift.UidRange] = None  # the namespace's SCC user range (OpenShift)
         self.timings: Dict[str, float] = {}  # step -> seconds, in the record: where a rack's time went
+        self.grant_wait = 30.0  # seconds the authorizer is given to hold a RoleBinding just created (grant_logs)
 
     def timed(self, step: str, fn: Callable[[], Any]) -> Any:
         start = self.clock()
@@ -358,6 +371,7 @@ class RackRun:
                 self.check.pod_security_level or self.settings.pod_security_level,
             )
         )
+        self.grant_logs()
         self.copy_pull_secrets()
         # the API refuses pods until kube-controller-manager made the namespace's default ServiceAccount, which
         # it does within milliseconds: read again after 0.05 s, then twice as long each time up to the poll
@@ -369,6 +383,43 @@ class RackRun:
         )
         if self.settings.openshift:
             self.uid_range = self.read_uid_range()
+
+    def grant_logs(self) -> None:
+        """The logs of the pods in the namespace it just created, readable by this identity: already (an admin, or
+        an older grant of pods/log cluster-wide), else through a RoleBinding of ClusterRole gpu-fabric-verify-logs
+        to itself there (docs/rbac/verify-stage.yaml), which goes with the namespace; waited for until the API
+        server's authorizer holds it, so that no log read is refused later."""
+        if self.api.can(LOG_RIGHT, self.namespace):
+            return
+        user = self.api.username()
+        labels = common_labels(self.check.name, self.plan.name, self.settings.run_id)
+        try:
+            self.api.create(log_reader_binding(self.namespace, user, labels))
+        except ApiUnavailable as exc:
+            if not refused(exc):
+                raise
+            raise NotRun(
+                f"{user} may not read the logs of the check's pods in namespace {self.namespace}, nor bind ClusterRole "
+                f"{LOG_READER_ROLE} to itself there: apply docs/rbac/verify-stage.yaml again (it holds that role and "
+                f"the right to bind it); server: {exc}"
+            ) from None
+        started = self.clock()
+        try:
+            api_poll(
+                lambda: self.api.can(LOG_RIGHT, self.namespace, again=True),
+                bool,
+                self.grant_wait,
+                Backoff(0.05, 2.0, self.settings.poll),
+                self.sleep,
+                self.clock,
+                started=started,
+            )
+        except WaitTimeout as exc:
+            raise NotRun(
+                f"RoleBinding {self.namespace}/{LOG_READER_ROLE} still does not let {user} read the logs there after "
+                f"{exc.reads} reads ({self.clock() - started:.0f} s): is ClusterRole {LOG_READER_ROLE} of "
+                "docs/rbac/verify-stage.yaml applied, with its rule unchanged?"
+            ) from None
 
     def copy_pull_secrets(self) -> None:
         """Each image pull Secret of the run, copied from the site's namespace into the check's own, before any

@@ -169,6 +169,34 @@ def namespace_manifest(name: str, check: str, rack: str, pod_security_level: str
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
+# The ClusterRole of docs/rbac/verify-stage.yaml that reads pods' logs: the verify account holds it in no namespace,
+# and binds it to itself in each namespace it creates (``log_reader_binding``); the binding goes with the namespace.
+LOG_READER_ROLE = "gpu-fabric-verify-logs"
+_SERVICE_ACCOUNT_USER = "system:serviceaccount:"
+
+
+def rbac_subject(username: str) -> Dict[str, str]:
+    """The RBAC subject that is the user ``username``: a ServiceAccount for ``system:serviceaccount:<ns>:<name>``,
+    else a User of that name."""
+    if username.startswith(_SERVICE_ACCOUNT_USER):
+        namespace, _sep, name = username[len(_SERVICE_ACCOUNT_USER) :].partition(":")
+        if namespace and name and ":" not in name:
+            return {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+    return {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": username}
+
+
+def log_reader_binding(namespace: str, username: str, labels: Mapping[str, str]) -> Dict[str, Any]:
+    """The RoleBinding that lets ``username`` read the logs of the pods in ``namespace``, one of the checks' own
+    (the policy gpu-fabric-verify-own-namespaces admits it there and for the account itself only)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": LOG_READER_ROLE, "namespace": namespace, "labels": dict(labels)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": LOG_READER_ROLE},
+        "subjects": [rbac_subject(username)],
+    }
+
+
 def _pin_to(node: str) -> Dict[str, Any]:
     return {
         "nodeAffinity": {

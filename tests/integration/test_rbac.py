@@ -222,12 +222,56 @@ def test_the_admission_policy_keeps_the_verify_account_in_its_own_namespaces(sim
         assert message in result.stderr, (what, result.stderr)
     allowed = as_verify("create", "-f", "-", manifest=labelled)
     assert allowed.returncode == 0, allowed.stderr
+    # the logs: read in no namespace, and the log reader bound only in its own namespaces and only to itself
+    logs_namespace = own_namespace(sim_rack, "rbac-vap-logs", "restricted")
+    itself = {"kind": "ServiceAccount", "name": "gpu-fabric-verify", "namespace": SA_NAMESPACE}
+    another = {"kind": "ServiceAccount", "name": "default", "namespace": "default"}
+    for namespace, subject, message in (
+        (
+            "rbac-vap-tenant",
+            itself,
+            "gpu-fabric-verify may create rolebindings only in its own namespaces (labelled "
+            "app.kubernetes.io/part-of=gpu-fabric-verify), not in rbac-vap-tenant",
+        ),
+        (
+            logs_namespace,
+            another,
+            "gpu-fabric-verify may bind only ClusterRole gpu-fabric-verify-logs, and only to itself: RoleBinding "
+            "rbac-vap-logs/gpu-fabric-verify-logs binds ClusterRole gpu-fabric-verify-logs to ServiceAccount default",
+        ),
+    ):
+        result = as_verify("create", "-f", "-", manifest=log_binding(namespace, subject))
+        assert result.returncode != 0, (namespace, subject)
+        assert "ValidatingAdmissionPolicy 'gpu-fabric-verify-own-namespaces'" in result.stderr, result.stderr
+        assert message in result.stderr, result.stderr
+    bound = as_verify("create", "-f", "-", manifest=log_binding(logs_namespace, itself))
+    assert bound.returncode == 0, bound.stderr
+    admin = dict(log_binding(logs_namespace, itself), roleRef=dict(log_binding("", itself)["roleRef"], name="admin"))
+    escalation = as_verify("create", "-f", "-", manifest=admin)  # RBAC's own refusal: no `bind` on admin
+    assert escalation.returncode != 0 and "is attempting to grant RBAC permissions not currently held" in (
+        escalation.stderr
+    ), escalation.stderr
+    as_account = f"--as=system:serviceaccount:{SA_NAMESPACE}:gpu-fabric-verify"
+    for namespace in ("kube-system", "default", logs_namespace):
+        read = sim_rack.kubectl("auth", "can-i", "get", "pods/log", "-n", namespace, as_account, check=False)
+        assert read.stdout.strip() == "no", namespace
+    sim_rack.kubectl("delete", "namespace", logs_namespace, "--wait=false")
     # kube-system: Kubernetes' own NamespaceLifecycle refuses its deletion before any policy is asked
     system = as_verify("delete", "namespace", "kube-system")
     assert system.returncode != 0 and "this namespace may not be deleted" in system.stderr, system.stderr
     for namespace in ("kube-system", "rbac-vap-tenant", "default"):
         assert sim_rack.kubectl("get", "namespace", namespace).returncode == 0
     sim_rack.kubectl("delete", "namespace", "rbac-vap-tenant", "--wait=false")
+
+
+def log_binding(namespace: str, subject: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "gpu-fabric-verify-logs", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpu-fabric-verify-logs"},
+        "subjects": [subject],
+    }
 
 
 def test_the_verify_stage_passes_with_only_the_shipped_rbac(sim_rack, verify_sa, tmp_path):
@@ -303,7 +347,7 @@ def test_the_verify_stage_without_one_needed_rule_fails_with_a_clear_message(sim
     kubeconfig, _token = verify_sa
     role = next(yaml.safe_load_all((RBAC / "verify-stage.yaml").read_text()))
     assert role["kind"] == "ClusterRole" and role["metadata"]["name"] == "gpu-fabric-verify"
-    role["rules"] = [rule for rule in role["rules"] if rule["resources"] != ["pods/log"]]
+    role["rules"] = [rule for rule in role["rules"] if rule["resources"] != ["rolebindings"]]
     sim_rack.apply(role)
     try:
         run = playbook(
@@ -317,10 +361,12 @@ def test_the_verify_stage_without_one_needed_rule_fails_with_a_clear_message(sim
     assert "Traceback" not in output
     summary = records(tmp_path)["imex_channel"]["summary"]
     assert summary.startswith(
-        "rack rack0: could not read the log of pod rbac-nolog-imex-channel-rack0/imex-channel-gb200-r0-t0: "
-        '403 Forbidden: pods "imex-channel-gb200-r0-t0" is forbidden: '
-        'User "system:serviceaccount:gpu-fabric:gpu-fabric-verify" '
-        'cannot get resource "pods/log" in API group ""'
+        "rack rack0: the check could not run: system:serviceaccount:gpu-fabric:gpu-fabric-verify may not read the "
+        "logs of the check's pods in namespace rbac-nolog-imex-channel-rack0, nor bind ClusterRole "
+        "gpu-fabric-verify-logs to itself there: apply docs/rbac/verify-stage.yaml again (it holds that role and the "
+        "right to bind it); server: create RoleBinding rbac-nolog-imex-channel-rack0/gpu-fabric-verify-logs: "
+        "403 Forbidden: rolebindings.rbac.authorization.k8s.io is forbidden: User "
+        '"system:serviceaccount:gpu-fabric:gpu-fabric-verify" cannot create resource "rolebindings"'
     ), summary
     assert "\n" not in summary
     # a right the identity lacks: the check could not run, which says nothing of the fabric

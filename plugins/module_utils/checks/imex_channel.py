@@ -18,7 +18,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
     skipped_note,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import ApiUnavailable
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import ApiUnavailable, refused
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import preempted
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
@@ -173,7 +173,7 @@ class ImexChannelCheck(Check):
             try:
                 listing = "" if gone else run.read_log(names[node])
             except ApiUnavailable as exc:
-                if getattr(exc.__cause__, "status", None) in (401, 403):
+                if refused(exc):
                     raise  # a right the identity lacks, the same on every tray: the run's error, not the tray's
                 gone = f"its pod's log could not be read ({one_line(str(exc))})"
                 listing = ""

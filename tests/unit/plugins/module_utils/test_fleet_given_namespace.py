@@ -50,7 +50,10 @@ SERVED = {
     ("MPIJob", "kubeflow.org/v2beta1"),
     ("ConfigMap", "v1"),
     ("SelfSubjectAccessReview", "authorization.k8s.io/v1"),
+    ("SelfSubjectReview", "authentication.k8s.io/v1"),
+    ("RoleBinding", "rbac.authorization.k8s.io/v1"),
 }
+USER = "system:serviceaccount:gpu-fabric:gpu-fabric-verify"
 ALL_RIGHTS = {
     (r.verb, r.group, r.resource, r.subresource)
     for r in rack_run.RackRun.rights + mpijob.MpiJobCheck.rights + imex_check.ImexChannelCheck.rights
@@ -120,6 +123,10 @@ class MemoryClient:
             a = body["spec"]["resourceAttributes"]
             held = (a["verb"], a["group"], a["resource"], a.get("subresource", ""), a["namespace"]) in self.rights
             return dict(body, status={"allowed": held})
+        if resource.kind == "SelfSubjectReview":
+            return dict(body, status={"userInfo": {"username": USER, "groups": ["system:authenticated"]}})
+        if resource.kind == "RoleBinding" and body["roleRef"]["name"] == "gpu-fabric-verify-logs":
+            self.rights.add(("get", "", "pods", "log", namespace or ""))  # the authorizer holds it at once
         self.put(body)
         return body
 

@@ -96,3 +96,63 @@ def test_a_refused_watch_is_one_line_naming_what_was_watched():
         api.watch_until("Pod", "v1", "v", lambda objects: False, deadline=600.0)
     assert str(caught.value).startswith("watch Pod in v: 403 ")
     assert "\n" not in str(caught.value)
+
+
+class Reviews:
+    """The dynamic client's create of SelfSubjectReviews and SelfSubjectAccessReviews; ``allowed`` answers each
+    access review in turn."""
+
+    def __init__(self, allowed=(), username="system:serviceaccount:gpu-fabric:gpu-fabric-verify") -> None:
+        self.allowed = list(allowed)
+        self.username = username
+        self.created: list = []
+
+    def resource(self, kind, api_version):
+        return kind
+
+    def create(self, resource, body, **params):
+        self.created.append(body)
+        if resource == "SelfSubjectReview":
+            return {"status": {"userInfo": {"username": self.username, "groups": ["system:authenticated"]}}}
+        return {"status": {"allowed": self.allowed.pop(0)}}
+
+
+def test_the_identity_is_asked_once_per_run():
+    reviews = Reviews()
+    api = kube_api.Api(reviews, sleep=lambda s: None, clock=lambda: 0.0)
+    assert api.username() == "system:serviceaccount:gpu-fabric:gpu-fabric-verify"
+    assert api.username() == "system:serviceaccount:gpu-fabric:gpu-fabric-verify"
+    assert reviews.created == [{"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}]
+
+
+def test_a_review_that_names_no_user_is_an_error_not_an_empty_subject():
+    api = kube_api.Api(Reviews(username=""), sleep=lambda s: None, clock=lambda: 0.0)
+    with pytest.raises(
+        kube_api.ApiUnavailable, match=r"^ask who this identity is: the SelfSubjectReview names no user$"
+    ):
+        api.username()
+
+
+def test_a_right_is_asked_once_unless_asked_again_after_a_grant():
+    reviews = Reviews(allowed=[False, True])
+    api = kube_api.Api(reviews, sleep=lambda s: None, clock=lambda: 0.0)
+    logs = kube_api.Right("get", "", "pods", "log")
+    assert api.can(logs, "v") is False
+    assert api.can(logs, "v") is False  # the answer kept
+    assert api.can(logs, "v", again=True) is True
+    assert api.can(logs, "v") is True  # the new answer kept
+    assert [body["spec"]["resourceAttributes"] for body in reviews.created] == [
+        {"namespace": "v", "verb": "get", "group": "", "resource": "pods", "subresource": "log"}
+    ] * 2
+
+
+def test_only_a_refusal_of_the_identity_is_refused():
+    def unavailable(status):
+        try:
+            raise kube_api.ApiUnavailable("x") from api_exception(ApiException(status=status, reason="r"))
+        except kube_api.ApiUnavailable as exc:
+            return exc
+
+    assert kube_api.refused(unavailable(403)) and kube_api.refused(unavailable(401))
+    assert not kube_api.refused(unavailable(404)) and not kube_api.refused(unavailable(500))
+    assert not kube_api.refused(kube_api.ApiUnavailable("list Node: cannot reach the Kubernetes API for 90 s"))

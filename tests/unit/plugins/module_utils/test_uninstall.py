@@ -144,6 +144,7 @@ def test_the_schedule_and_the_checks_priority_class_are_removed_cronjob_first_pr
         ("Role", "nvidia-dra-driver-gpu", "gpu-fabric-verify-diagnostics"),
         ("ClusterRoleBinding", "", "gpu-fabric-verify"),
         ("ClusterRole", "", "gpu-fabric-verify"),
+        ("ClusterRole", "", "gpu-fabric-verify-logs"),
         ("ServiceAccount", "ops", "gpu-fabric-verify"),
         ("PriorityClass", "", "gpu-fabric-verify"),
     ]

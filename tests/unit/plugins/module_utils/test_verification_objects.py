@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verification_objects as vo
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     imex_pod_manifest,
     mpijob_manifest,
@@ -215,3 +216,29 @@ def test_the_host_checks_are_the_only_pods_outside_restricted_and_each_is_privil
         assert not any(spec.get(key) for key in ("hostNetwork", "hostPID", "hostIPC")), name
         # bound to a GPU tray by label too: the host-check grant's admission policy admits nothing else
         assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}, name
+
+
+def test_a_service_account_is_bound_as_one_and_any_other_user_as_a_user():
+    assert vo.rbac_subject("system:serviceaccount:gpu-fabric:gpu-fabric-verify") == {
+        "kind": "ServiceAccount",
+        "name": "gpu-fabric-verify",
+        "namespace": "gpu-fabric",
+    }
+    for user in ("alice@example.com", "system:serviceaccount:gpu-fabric", "system:serviceaccount:a:b:c", "admin"):
+        assert vo.rbac_subject(user) == {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}
+
+
+def test_the_log_binding_gives_the_log_reader_role_to_the_identity_alone_in_the_checks_namespace():
+    labels = vo.common_labels("imex_channel", "rack0", "run-1")
+    binding = vo.log_reader_binding("gpu-fabric-verify-imex-channel-rack0", "alice@example.com", labels)
+    assert binding == {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": "gpu-fabric-verify-logs",
+            "namespace": "gpu-fabric-verify-imex-channel-rack0",
+            "labels": labels,
+        },
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpu-fabric-verify-logs"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice@example.com"}],
+    }

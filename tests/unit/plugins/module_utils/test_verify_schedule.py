@@ -339,6 +339,7 @@ def test_the_shipped_rbac_is_bound_to_the_schedules_account_with_its_rules_uncha
     by_name = {(o["kind"], o["metadata"]["name"]): o for o in rbac[1:]}
     assert set(by_name) == {
         ("ClusterRole", "gpu-fabric-verify"),
+        ("ClusterRole", "gpu-fabric-verify-logs"),
         ("ClusterRoleBinding", "gpu-fabric-verify"),
         ("Role", "gpu-fabric-verify-diagnostics"),
         ("RoleBinding", "gpu-fabric-verify-diagnostics"),
