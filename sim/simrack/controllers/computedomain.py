@@ -278,7 +278,7 @@ class ComputeDomainController(Controller):
     image = ""  # the running driver controller's image: its tag is the release whose naming is followed
 
     def driver_namespace(self) -> Optional[str]:
-        for pod in self.kube.list(PODS):
+        for pod in self.list(PODS):
             container = runs(pod, CONTROLLER_COMMAND)
             if container is not None and is_running(pod):
                 self.image = str(container.get("image") or "")
@@ -290,7 +290,7 @@ class ComputeDomainController(Controller):
         driver_ns = self.driver_namespace()
         if driver_ns is None:
             return  # no DRA driver controller running: nothing reconciles ComputeDomains
-        pods = self.kube.list(PODS) if cds else []
+        pods = self.list(PODS) if cds else []
         nodes = {n["metadata"]["name"]: n for n in self.kube.list(NODES)} if cds else {}
         for cd in cds:
             try:

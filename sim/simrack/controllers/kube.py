@@ -184,6 +184,13 @@ class Kube:
     def list(
         self, res: Resource, namespace: Optional[str] = None, label_selector: Optional[str] = None
     ) -> list[dict[str, Any]]:
+        return self.list_at(res, namespace, label_selector)[0]
+
+    def list_at(
+        self, res: Resource, namespace: Optional[str] = None, label_selector: Optional[str] = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """The objects and the list's resourceVersion (where a watch goes on from); ``[], ""`` while the kind is not
+        served (a CRD not installed yet)."""
         res = self.served(res)
         items: list[dict[str, Any]] = []
         cont = None
@@ -194,16 +201,17 @@ class Kube:
                 )
             except ApiError as err:
                 if err.status == 404:  # the CRD is not installed (yet)
-                    return []
+                    return [], ""
                 raise
             kind = (page.get("kind") or "List").removesuffix("List")
             for item in page.get("items") or []:
                 item.setdefault("apiVersion", page.get("apiVersion", res.api_version))
                 item.setdefault("kind", kind)
                 items.append(item)
-            cont = (page.get("metadata") or {}).get("continue")
+            meta = page.get("metadata") or {}
+            cont = meta.get("continue")
             if not cont:
-                return items
+                return items, str(meta.get("resourceVersion") or "")
 
     def create(self, res: Resource, obj: dict[str, Any], namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
         """Create; an object that already exists is not an error (answers None)."""
@@ -247,12 +255,16 @@ class Kube:
                 return False
             raise
 
-    def watch(self, res: Resource, timeout_seconds: int = 60) -> Iterator[dict[str, Any]]:
-        """Yield watch events until the server closes the stream."""
+    def watch(self, res: Resource, timeout_seconds: int = 60, resource_version: str = "") -> Iterator[dict[str, Any]]:
+        """Yield watch events until the server closes the stream: from ``resource_version`` (with bookmarks), else
+        from now, after an ADDED event for every object there is."""
         res = self.served(res)
+        query: dict[str, Any] = {"watch": "true", "timeoutSeconds": timeout_seconds}
+        if resource_version:
+            query.update(resourceVersion=resource_version, allowWatchBookmarks="true")
         resp = self.http.request(
             "GET",
-            self._url(res.path(), {"watch": "true", "timeoutSeconds": timeout_seconds}),
+            self._url(res.path(), query),
             headers=self.headers,
             preload_content=False,
             timeout=urllib3.Timeout(connect=5, read=timeout_seconds + 15),

@@ -67,7 +67,7 @@ class KubeletPluginController(Controller):
     def reconcile(self) -> None:
         plugin_nodes = {
             pod["spec"]["nodeName"]
-            for pod in self.kube.list(PODS)
+            for pod in self.list(PODS)
             if is_running(pod) and pod.get("spec", {}).get("nodeName") and runs(pod, PLUGIN_COMMAND)
         }
         existing = {

@@ -324,7 +324,7 @@ class MPIOperatorController(Controller):
         jobs = self.kube.list(MPIJOBS)
         if not jobs or not self.operator_ready():
             return
-        pods = self.kube.list(PODS, label_selector=f"{OPERATOR_NAME}=mpi-operator")
+        pods = self.list(PODS, label_selector=f"{OPERATOR_NAME}=mpi-operator")
         self.node_names = {n["metadata"]["name"] for n in self.kube.list(NODES)}
         for job in jobs:
             if job["metadata"].get("deletionTimestamp"):

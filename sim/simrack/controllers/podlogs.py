@@ -252,7 +252,7 @@ class PodLogsController(Controller):
             self.programs = {}
 
     def reconcile(self) -> None:
-        pods = self.kube.list(PODS)
+        pods = self.list(PODS)
         live = {p["metadata"]["uid"] for p in pods}
         self.done &= live
         self.lost &= live
