@@ -148,10 +148,9 @@ def test_a_right_is_asked_once_unless_asked_again_after_a_grant():
 
 def test_only_a_refusal_of_the_identity_is_refused():
     def unavailable(status):
-        try:
-            raise kube_api.ApiUnavailable("x") from api_exception(ApiException(status=status, reason="r"))
-        except kube_api.ApiUnavailable as exc:
-            return exc
+        exc = kube_api.ApiUnavailable("x")
+        exc.__cause__ = api_exception(ApiException(status=status, reason="r"))  # as Api.call raises it
+        return exc
 
     assert kube_api.refused(unavailable(403)) and kube_api.refused(unavailable(401))
     assert not kube_api.refused(unavailable(404)) and not kube_api.refused(unavailable(500))

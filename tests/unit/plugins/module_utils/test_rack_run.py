@@ -85,11 +85,8 @@ def test_the_log_reader_is_bound_to_the_identity_and_waited_for_until_the_author
 
 
 def test_an_identity_that_may_not_bind_the_log_reader_cannot_run_the_check():
-    forbidden = api_exception(ApiException(status=403, reason="Forbidden"))
-    try:
-        raise kube_api.ApiUnavailable("create RoleBinding ns/gpu-fabric-verify-logs: 403 Forbidden") from forbidden
-    except kube_api.ApiUnavailable as exc:
-        refusal = exc
+    refusal = kube_api.ApiUnavailable("create RoleBinding ns/gpu-fabric-verify-logs: 403 Forbidden")
+    refusal.__cause__ = api_exception(ApiException(status=403, reason="Forbidden"))  # as Api.call raises it
     with pytest.raises(base.NotRun) as caught:
         rack_run_on(GrantApi(refusal=refusal), Clock()).grant_logs()
     assert str(caught.value) == (
