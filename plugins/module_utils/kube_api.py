@@ -9,10 +9,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, Union
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     ApiException,
@@ -30,13 +28,14 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     to_dict,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rights import Right
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 # The pauses between two tries of a call: 1, 2, 4, 8, then 10 s until the patience is spent.
 API_BACKOFF = Backoff(1.0, 2.0, 10.0)
-# What a call may raise that is worth another try when transient: an API error, no answer, or a ComputeDomain
-# helper's error raised from one of these.
-CALL_ERRORS = (DynamicApiError, Urllib3Error, cd.ComputeDomainError, ConnectionError, TimeoutError)
+# What a call may raise that is worth another try when transient: an API error or no answer (and a helper's own
+# errors raised from one of these, which the caller names: ``Api.call``'s ``wrapped``).
+CALL_ERRORS: Tuple[Type[BaseException], ...] = (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError)
 
 
 class ApiUnavailable(Exception):
@@ -54,24 +53,6 @@ def error_text(exc: BaseException, waited: float = 0.0, endpoint: str = "") -> s
     if isinstance(exc, (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError)):
         return one_line(api_failure_text(exc, waited, endpoint))[:300]
     return one_line(f"{type(exc).__name__}: {exc}")[:300]
-
-
-@dataclass(frozen=True)
-class Right:
-    """One verb on one kind in a namespace, as RBAC grants it (docs/rbac/verify-stage-namespaced.yaml)."""
-
-    verb: str
-    group: str
-    resource: str
-    subresource: str = ""
-
-    def __str__(self) -> str:
-        kind = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
-        return f"{self.verb} {kind}" + (f".{self.group}" if self.group else "")
-
-
-def grant(verbs: str, group: str, resource: str, subresource: str = "") -> Tuple[Right, ...]:
-    return tuple(Right(verb, group, resource, subresource) for verb in verbs.split())
 
 
 class Api:
@@ -93,17 +74,17 @@ class Api:
         self._username = ""
         self._lock = threading.Lock()
 
-    def call(self, what: str, fn: Callable[[], Any]) -> Any:
+    def call(self, what: str, fn: Callable[[], Any], wrapped: Tuple[Type[BaseException], ...] = ()) -> Any:
         """``fn()`` under ``k8s.api_retry`` (``API_BACKOFF``, for ``patience`` seconds); a failure that stays, or
-        one not worth a retry, is :class:`ApiUnavailable` naming ``what``. A ComputeDomain call raised from a
-        transient error is retried too; one that failed for another reason goes to the caller as it is."""
+        one not worth a retry, is :class:`ApiUnavailable` naming ``what``. ``wrapped``: a helper's own errors
+        (``compute_domain.ComputeDomainError``): one raised from a transient error is retried too; one that failed
+        for another reason goes to the caller as it is."""
         started = self.clock()
+        errors = CALL_ERRORS + wrapped
         try:
-            return api_retry(
-                fn, self.patience, API_BACKOFF, self.sleep, self.clock, started=started, errors=CALL_ERRORS
-            )
-        except (DynamicApiError, Urllib3Error, cd.ComputeDomainError, ConnectionError, TimeoutError) as exc:
-            if isinstance(exc, cd.ComputeDomainError) and not is_transient(exc):
+            return api_retry(fn, self.patience, API_BACKOFF, self.sleep, self.clock, started=started, errors=errors)
+        except errors as exc:
+            if wrapped and isinstance(exc, wrapped) and not is_transient(exc):
                 raise
             endpoint = str(getattr(getattr(self.client, "configuration", None), "host", "") or "")
             raise ApiUnavailable(f"{what}: {error_text(exc, self.clock() - started, endpoint)}") from exc

@@ -27,13 +27,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
     NotRun,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_poll, is_transient
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import (
-    Api,
-    ApiUnavailable,
-    Right,
-    grant,
-    refused,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import Api, ApiUnavailable, refused
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
     PRIORITY_API_VERSION,
     Preempted,
@@ -50,6 +44,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     record_for,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff, WaitTimeout
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rights import Right, grant
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
     RackPlan,
@@ -509,6 +504,7 @@ class RackRun:
             lambda: cd.ensure(
                 self.api.client, self.domain_request(state, wait_nodes), sleep=self.sleep, clock=self.clock
             ),
+            wrapped=(cd.ComputeDomainError,),
         )
 
     def create_compute_domain(self) -> None:

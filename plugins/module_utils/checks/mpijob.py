@@ -19,8 +19,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
     skipped_note,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import grant
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import preempted, preemption_of
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rights import grant
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, rights
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
@@ -136,7 +136,7 @@ def test_a_review_that_names_no_user_is_an_error_not_an_empty_subject():
 def test_a_right_is_asked_once_unless_asked_again_after_a_grant():
     reviews = Reviews(allowed=[False, True])
     api = kube_api.Api(reviews, sleep=lambda s: None, clock=lambda: 0.0)
-    logs = kube_api.Right("get", "", "pods", "log")
+    logs = rights.Right("get", "", "pods", "log")
     assert api.can(logs, "v") is False
     assert api.can(logs, "v") is False  # the answer kept
     assert api.can(logs, "v", again=True) is True
@@ -155,3 +155,41 @@ def test_only_a_refusal_of_the_identity_is_refused():
     assert kube_api.refused(unavailable(403)) and kube_api.refused(unavailable(401))
     assert not kube_api.refused(unavailable(404)) and not kube_api.refused(unavailable(500))
     assert not kube_api.refused(kube_api.ApiUnavailable("list Node: cannot reach the Kubernetes API for 90 s"))
+
+
+class HelperError(Exception):
+    """A helper's own error (as compute_domain.ComputeDomainError), raised from the API error that caused it."""
+
+
+def raised_from(status: int) -> HelperError:
+    exc = HelperError(f"helper failed on {status}")
+    exc.__cause__ = api_exception(ApiException(status=status, reason="r"))
+    return exc
+
+
+def raising(exc: BaseException):
+    def call():
+        raise exc
+
+    return call
+
+
+def test_a_helpers_error_from_a_transient_one_is_retried_and_any_other_goes_to_the_caller_as_it_is():
+    slept: list = []
+    api = kube_api.Api(None, patience=60, sleep=slept.append, clock=lambda: 0.0)
+    tries = iter([raised_from(503), raised_from(503), "done"])
+
+    def helper():
+        answer = next(tries)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert api.call("ensure ComputeDomain ns/d", helper, wrapped=(HelperError,)) == "done"
+    assert slept == [1.0, 2.0]
+    with pytest.raises(HelperError, match="helper failed on 404"):
+        api.call("ensure ComputeDomain ns/d", raising(raised_from(404)), wrapped=(HelperError,))
+    # a helper's error the caller does not name is not the API's: it goes through untouched, never retried
+    with pytest.raises(HelperError, match="helper failed on 503"):
+        api.call("read x", raising(raised_from(503)))
+    assert slept == [1.0, 2.0]
