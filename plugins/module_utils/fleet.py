@@ -36,9 +36,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import Api, ApiUnavailable
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun, Settings
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
+    FLEET,
     OUTCOME_ERROR,
     Record,
     completed,
+    error_records,
     incomplete_record,
     nothing_due_record,
     now_rfc3339,
@@ -59,8 +61,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import pod_tolerations
 
-# The record of a check that did not get as far as the racks (no GPU node, or no answer from the API server).
-FLEET = RackPlan(name="fleet", cliques=[], found=[], nodes=[], skipped=[], gpus_per_tray=0, gpu_product="")
 UNKNOWN_CLUSTER = {"server_version": "unknown", "host": "unknown"}
 # Why the trays of a declared rack were not read when the cluster could not be.
 NOT_READ = "not read: the API server did not answer"
@@ -206,21 +206,6 @@ def detect_openshift(api: Api) -> bool:
 
 
 # -- what the run says --------------------------------------------------------------------------------
-
-
-def error_records(check: str, plans: Sequence[RackPlan], message: str, run_id: str) -> List[Record]:
-    """An ``error`` record (the check could not run; nothing said of the fabric) for each of ``plans``."""
-    return [
-        record_for(
-            check,
-            plan,
-            OUTCOME_ERROR,
-            message if plan is FLEET else f"rack {plan.name}: {message}",
-            {"violations": [message]},
-            run_id=run_id,
-        )
-        for plan in plans
-    ]
 
 
 def absent_summary(check: str, plan: RackPlan) -> str:

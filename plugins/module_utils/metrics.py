@@ -253,7 +253,7 @@ def current_passes(report: Mapping[str, Any]) -> Dict[str, float]:
 
 # ----------------------------------------------------------------------------------------- the last known verdict
 
-# fleet.FLEET's name: the rack of the records of a run whose API server answered for no rack (a test ties the two;
+# record.FLEET's name: the rack of the records of a run whose API server answered for no rack (a test ties the two;
 # a reader does not import the runner). It names no rack, so it is never a rack's last known verdict.
 NO_RACK_REACHED = "fleet"
 CHECK_VERDICTS = (PASSED, FAILED)  # what a check's last verdict can be: an error said nothing of the fabric

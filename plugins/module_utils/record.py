@@ -115,6 +115,25 @@ def record_for(
     )
 
 
+# The record of a check that did not get as far as the racks (no GPU node, or no answer from the API server).
+FLEET = RackPlan(name="fleet", cliques=[], found=[], nodes=[], skipped=[], gpus_per_tray=0, gpu_product="")
+
+
+def error_records(check: str, plans: Sequence[RackPlan], message: str, run_id: str) -> List[Record]:
+    """An ``error`` record (the check could not run; nothing said of the fabric) for each of ``plans``."""
+    return [
+        record_for(
+            check,
+            plan,
+            OUTCOME_ERROR,
+            message if plan is FLEET else f"rack {plan.name}: {message}",
+            {"violations": [message]},
+            run_id=run_id,
+        )
+        for plan in plans
+    ]
+
+
 def completed(
     record: Record,
     started: str,

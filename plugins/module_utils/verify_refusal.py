@@ -23,8 +23,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog imp
     check_names,
     selected,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.fleet import FLEET, error_records
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import OUTCOME_ERROR, Record
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import FLEET, OUTCOME_ERROR, Record, error_records
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 # The checks playbooks/verify.yml runs through roles of their own, each under its own tag and the role's name.

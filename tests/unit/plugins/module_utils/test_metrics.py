@@ -280,7 +280,7 @@ def racks_labelled(found, name: str) -> set[str]:
 
 
 def test_the_fleet_s_records_are_those_of_the_runner_s_unreached_fleet():
-    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.fleet import FLEET
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import FLEET
 
     assert FLEET.name == metrics.NO_RACK_REACHED
     assert {r["rack"] for r in unreached_records()} == {metrics.NO_RACK_REACHED}
