@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -24,11 +23,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import metrics
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     FileChange,
     FileEditError,
-    file_kind,
     read_text,
     replace_file,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError, locked, write_json
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_textfile import MetricsError, textfile_change
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import (
     PushError,
     PushTarget,
@@ -39,10 +38,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway impor
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import ReportError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_run import ReportRequest, read_report
 
-TEXTFILE_SUFFIX = ".prom"  # the only files node-exporter's textfile collector reads
 PUSH_FAILURE = ("fail", "warn")
 # The textfile is small (a 54-tray fleet: about 60 KiB); a larger file at the path is not ours.
-MAX_TEXTFILE_BYTES = 16 * 1024 * 1024
 # What the metrics last published of each rack (its last-pass time, each check's last verdict on it and when), kept in
 # the history directory. Why a file of its own rather than the kept records alone: retention removes runs by count and
 # age (and is another module's rule), so a rack that has not passed in the kept runs would lose its last-pass sample,
@@ -52,10 +49,6 @@ MAX_TEXTFILE_BYTES = 16 * 1024 * 1024
 STATE_FILE = "metrics-state.json"
 STATE_VERSION = 2  # 2: each check's last verdict per rack (check_last_verdict); 1 kept one verdict per rack
 MAX_STATE_BYTES = 4 * 1024 * 1024
-
-
-class MetricsError(Exception):
-    """The metrics could not be made, written or pushed; one line saying what to do."""
 
 
 @dataclass(frozen=True)
@@ -206,48 +199,6 @@ def render_metrics(
     return report, families, metrics.render(families), known, warnings
 
 
-def _textfile_change(path: str, text: str) -> FileChange:
-    """The textfile's change; only a regular file (or none) at ``path``, in a directory that exists.
-
-    A symbolic link at the path is refused rather than followed: the textfile directory is often writable by more
-    than the one who runs the play, and a link planted there would have the module overwrite whatever it points to.
-    """
-    if not path.endswith(TEXTFILE_SUFFIX):
-        raise MetricsError(
-            f"textfile {path} does not end in {TEXTFILE_SUFFIX}; node-exporter's textfile collector reads only "
-            f"*{TEXTFILE_SUFFIX} files in its --collector.textfile.directory"
-        )
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        raise MetricsError(
-            f"textfile {path} cannot be written: its directory {directory} does not exist; create it (node-exporter's "
-            "--collector.textfile.directory) or set textfile (report_metrics_textfile) to a file in that directory"
-        )
-    try:
-        status = os.lstat(path)
-    except FileNotFoundError:
-        status = None
-    except OSError as exc:
-        raise MetricsError(
-            f"cannot look at textfile {path}: {exc.strerror}; run with become or fix its permissions"
-        ) from exc
-    if status is not None and stat.S_ISLNK(status.st_mode):
-        raise MetricsError(
-            f"textfile {path} is a symbolic link (to {os.readlink(path)}); the metrics are written to a regular file "
-            "only, never through a link: remove the link, or set textfile (report_metrics_textfile) to the file itself"
-        )
-    if status is not None and file_kind(status.st_mode) != "a regular file":
-        inside = f", e.g. {os.path.join(path, 'gpu_fabric.prom')}" if stat.S_ISDIR(status.st_mode) else ""
-        raise MetricsError(
-            f"textfile {path} is {file_kind(status.st_mode)}, not a regular file; set textfile "
-            f"(report_metrics_textfile) to a {TEXTFILE_SUFFIX} file{inside}"
-        )
-    try:
-        return FileChange(path=path, before=read_text(path, "textfile", MAX_TEXTFILE_BYTES), after=text)
-    except FileEditError as exc:
-        raise MetricsError(str(exc)) from exc
-
-
 def textfile_writer(module: Any = None) -> Callable[[FileChange], None]:
     """How the module writes the textfile: ``files.replace_file`` on the path itself, a temporary file in the same
     directory renamed over it, which replaces a link planted there after the check rather than writing where it
@@ -290,7 +241,7 @@ def write_metrics(
     }
     if request.textfile:
         path = os.path.abspath(request.textfile)
-        change = _textfile_change(path, text)
+        change = textfile_change(path, text)
         if change.changed:
             result["changed"] = True
             result["diff"].append(change.diff())

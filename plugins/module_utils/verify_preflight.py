@@ -19,7 +19,7 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import check_catalog, checks, metrics_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import check_catalog, checks, metrics_textfile
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import check_names
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_failure_text
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import PushTarget, target_problems
@@ -93,8 +93,8 @@ def textfile_problems(path: str) -> List[str]:
         return []
     try:
         # the writer's own rule; it reads the file as it is (text "" stands for the metrics, which do not exist yet)
-        metrics_run._textfile_change(os.path.abspath(os.path.expanduser(path)), "")
-    except metrics_run.MetricsError as exc:
+        metrics_textfile.textfile_change(os.path.abspath(os.path.expanduser(path)), "")
+    except metrics_textfile.MetricsError as exc:
         return [f"{TEXTFILE_VARIABLE}: {one_line(exc)}"]
     return []
 
