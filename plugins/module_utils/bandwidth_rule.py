@@ -67,6 +67,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresho
     positive_or_none,
     reference_table_problems,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_index import node_of
 
 MAX_SUMMARY_ITEMS = 5
 
@@ -182,13 +183,6 @@ def row_pairs(matrix: Any, rows: List[List[Cell]], testcase: Optional[str]) -> O
     return [(i, (i + len(rows) // 2) % len(rows)) for i in range(len(rows))]
 
 
-def _node_of(gpu: int, nodes: Optional[Sequence[str]], gpus_per_node: Optional[int]) -> Optional[str]:
-    if not nodes or not gpus_per_node or gpus_per_node < 1:
-        return None
-    index = gpu // gpus_per_node
-    return str(nodes[index]) if 0 <= index < len(nodes) else None
-
-
 def _num(value: float) -> str:
     """A value as nvbandwidth showed it (up to 3 decimals, no trailing zeros)."""
     return f"{value:.3f}".rstrip("0").rstrip(".")
@@ -265,7 +259,7 @@ def judge(
     total = float(reported_sum) if reported_sum is not None else (round(sum(values), 2) if values else None)
 
     def node(gpu: int) -> Optional[str]:
-        return _node_of(gpu, nodes, gpus_per_node)
+        return node_of(gpu, nodes, gpus_per_node)
 
     def fraction(value: Optional[float]) -> Optional[float]:
         return round(value / median, 4) if value is not None and median else None

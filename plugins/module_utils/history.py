@@ -30,7 +30,7 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import _node_of
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_index import node_of
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import PASSED
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record_validation import record_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
@@ -511,7 +511,7 @@ def tray_lowest_pairs(
                 continue
             gpus = row_pairs[r] if paired else (r, c)
             for gpu in gpus if isinstance(gpus, (list, tuple)) else ():
-                node = _node_of(gpu, nodes, gpus_per_node) if isinstance(gpu, int) else None
+                node = node_of(gpu, nodes, gpus_per_node) if isinstance(gpu, int) else None
                 if node is not None and (node not in lowest or gbps < lowest[node]):
                     lowest[node] = gbps
     return lowest
