@@ -42,10 +42,14 @@ API_LAYER = {
     "verify_refusal",
     "verify_schedule",
 }
-# The longest chain of module-level imports from a module of module_utils, the client counted (12 when this test
-# was written: verify_refusal, fleet, checks, a check, mpijob, base, rack_run, kube_api, compute_domain,
-# kube_watch, k8s, kubernetes; the layout the project works towards has 7). It may shrink, never grow.
-LONGEST_CHAIN = 12
+# The longest chain of module-level imports from a module of module_utils, the client counted. 12 when this test
+# was written (verify_refusal, fleet, checks, a check, mpijob, base, rack_run, kube_api, compute_domain,
+# kube_watch, k8s, kubernetes); 9 since the checks' base and the rights stand on no API module, kube_api names no
+# ComputeDomain error, verify_refusal reads the error records from ``record``, and the report's chain lost the
+# history's reach into the bandwidth rule and the preflight's into the metrics writer (fleet, checks, a check,
+# mpijob, base, record, verification, tray_state, outcomes). The layout the project works towards has 7. It may
+# shrink, never grow.
+LONGEST_CHAIN = 9
 
 
 def module_name(path: Path) -> str:
