@@ -9,6 +9,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, rac
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
+from fake_clock import Clock
 from mpi_settings import MPI
 
 READ_CE = "multinode_device_to_device_memcpy_read_ce"
@@ -102,21 +103,6 @@ def test_a_wait_that_runs_out_says_what_the_model_expected():
         "no pod was created; the run models to 16 min 18 s (5112 pairs) after the start, the wait was "
         "10 min 0 s: if the rack is only slow, raise verify_nvbandwidth_timeout"
     )
-
-
-class Clock:
-    """Moves only when slept: a wait takes no time in the tests."""
-
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-        self.slept: list = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def test_a_rack_wait_reads_until_its_deadline_and_says_how_often_it_read():

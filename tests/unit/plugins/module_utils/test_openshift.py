@@ -14,6 +14,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import bas
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import imex_pod_manifest
+from fake_clock import Clock
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 from mpi_settings import MPI
@@ -148,17 +149,6 @@ class NamespaceApi:
         self.reads += 1
         annotations = {openshift.UID_RANGE_ANNOTATION: "1000680000/10000"} if self.reads > self.after else {}
         return {"metadata": {"name": name, "annotations": annotations}}
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def test_the_namespace_annotation_is_waited_for_a_bounded_time():

@@ -12,22 +12,12 @@ import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, rack_run, verification
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
+from fake_clock import Clock
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
 
 USER = "system:serviceaccount:gpu-fabric:gpu-fabric-verify"
 NAMESPACE = "gpu-fabric-verify-imex-channel-rack0"
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 class GrantApi:

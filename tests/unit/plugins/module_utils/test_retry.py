@@ -10,22 +10,10 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import k8s, retry
+from fake_clock import Clock
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError, api_exception
 from urllib3.exceptions import MaxRetryError, NewConnectionError
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-        self.sleeps = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def api_error(status):
@@ -40,7 +28,7 @@ def test_poll_returns_once_the_judge_holds():
     found = k8s.api_poll(
         lambda: next(reads), lambda read: read.endswith("Ready"), 60, 5, sleep=clock.sleep, clock=clock
     )
-    assert found == "a Ready" and clock.sleeps == [5, 5]
+    assert found == "a Ready" and clock.slept == [5, 5]
 
 
 def test_poll_times_out_with_the_last_read():
@@ -49,7 +37,7 @@ def test_poll_times_out_with_the_last_read():
         k8s.api_poll(lambda: "a Running", lambda read: False, 12, 5, sleep=clock.sleep, clock=clock)
     assert caught.value.last == "a Running"
     # the last pause is cut short: the last read is at the deadline, not one delay after it
-    assert (clock.sleeps, clock.now, caught.value.reads) == ([5, 5, 2], 12, 4)
+    assert (clock.slept, clock.now, caught.value.reads) == ([5, 5, 2], 12, 4)
 
 
 def test_poll_reads_again_after_a_transient_error_and_not_after_a_refusal():
@@ -63,14 +51,14 @@ def test_poll_reads_again_after_a_transient_error_and_not_after_a_refusal():
         return outcome
 
     assert k8s.api_poll(read, bool, 60, 2, sleep=clock.sleep, clock=clock) == ["ok"]
-    assert clock.sleeps == [2, 2]
+    assert clock.slept == [2, 2]
 
     def refused():
         raise api_error(403)
 
     with pytest.raises(DynamicApiError):
         k8s.api_poll(refused, bool, 60, 2, sleep=clock.sleep, clock=clock)
-    assert clock.sleeps == [2, 2]  # not read again
+    assert clock.slept == [2, 2]  # not read again
 
 
 def test_poll_gives_up_on_transient_errors_at_the_deadline():
@@ -81,7 +69,7 @@ def test_poll_gives_up_on_transient_errors_at_the_deadline():
 
     with pytest.raises(DynamicApiError):
         k8s.api_poll(read, bool, 10, 4, sleep=clock.sleep, clock=clock)
-    assert (clock.sleeps, clock.now) == ([4, 4, 2], 10)
+    assert (clock.slept, clock.now) == ([4, 4, 2], 10)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,7 +106,7 @@ def test_retry_backs_off_until_the_patience_and_tries_once_more_at_its_end():
     call = failing(api_error(503))
     with pytest.raises(DynamicApiError):
         k8s.api_retry(call, 60, retry.Backoff(1.0, 2.0, 10.0), sleep=clock.sleep, clock=clock)
-    assert clock.sleeps == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0, 5.0]
+    assert clock.slept == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0, 5.0]
     assert (clock.now, call.calls) == (60, 10)
 
 
@@ -126,7 +114,7 @@ def test_retry_returns_the_first_answer_and_raises_a_refusal_at_once():
     clock = Clock()
     call = failing(api_error(503), ConnectionRefusedError(), "answer")
     assert k8s.api_retry(call, 60, 2.0, sleep=clock.sleep, clock=clock) == "answer"
-    assert (clock.sleeps, call.calls) == ([2.0, 2.0], 3)
+    assert (clock.slept, call.calls) == ([2.0, 2.0], 3)
     refused = failing(api_error(403))
     with pytest.raises(DynamicApiError):
         k8s.api_retry(refused, 60, 2.0, sleep=pytest.fail, clock=clock)
@@ -165,7 +153,7 @@ def test_the_deadline_counts_from_when_the_caller_started():
     clock.now = 100.0
     with pytest.raises(retry.WaitTimeout) as caught:
         k8s.api_poll(lambda: None, bool, 10, 3, sleep=clock.sleep, clock=clock, started=95.0)
-    assert (clock.sleeps, clock.now, caught.value.reads) == ([3, 2], 105.0, 3)
+    assert (clock.slept, clock.now, caught.value.reads) == ([3, 2], 105.0, 3)
 
 
 def test_a_deadline_already_passed_reads_once():
@@ -192,7 +180,7 @@ def test_errors_widen_what_is_tried_again_and_transient_still_decides():
     refused.__cause__ = api_error(403)
     with pytest.raises(Wrapped):
         k8s.api_retry(failing(refused), 60, 1.0, sleep=pytest.fail, clock=clock, errors=(Wrapped,))
-    assert clock.sleeps == [1.0]
+    assert clock.slept == [1.0]
 
 
 def test_a_bug_in_the_read_is_never_retried():

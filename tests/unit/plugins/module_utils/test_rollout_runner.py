@@ -14,6 +14,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rollout_runner im
     dra_driver_ready,
     gpu_operator_ready,
 )
+from fake_clock import Clock
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError, api_exception
 
@@ -29,17 +30,6 @@ from tests.unit.plugins.module_utils.rollout_cluster import (
     resource_slice,
     tray,
 )
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def api_error(status, reason="Forbidden"):
