@@ -39,7 +39,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render imp
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_run import ReportRequest, read_report
 
 PUSH_FAILURE = ("fail", "warn")
-# The textfile is small (a 54-tray fleet: about 60 KiB); a larger file at the path is not ours.
 # What the metrics last published of each rack (its last-pass time, each check's last verdict on it and when), kept in
 # the history directory. Why a file of its own rather than the kept records alone: retention removes runs by count and
 # age (and is another module's rule), so a rack that has not passed in the kept runs would lose its last-pass sample,

@@ -16,6 +16,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
 )
 
 TEXTFILE_SUFFIX = ".prom"  # the only files node-exporter's textfile collector reads
+# The textfile is small (a 54-tray fleet: about 60 KiB); a larger file at the path is not ours.
 MAX_TEXTFILE_BYTES = 16 * 1024 * 1024
 
 

@@ -122,6 +122,8 @@ class RackRun:
         # the version is the newest the cluster serves (dra_kinds): v1, v1beta2 (1.33) or v1beta1 (1.32)
         ("ResourceClaim", dra.DRA_API_VERSIONS[0]),
     )
+    # Seconds the API server's authorizer is given to hold the log RoleBinding just created (grant_logs).
+    grant_wait: float = 30.0
     # What every check needs in a given namespace; each check adds its own (Check.rights).
     rights: Tuple[Right, ...] = (
         Right("get", "", "namespaces"),
@@ -161,7 +163,6 @@ class RackRun:
         self.created_domain = False
         self.uid_range: Optional[openshift.UidRange] = None  # the namespace's SCC user range (OpenShift)
         self.timings: Dict[str, float] = {}  # step -> seconds, in the record: where a rack's time went
-        self.grant_wait = 30.0  # seconds the authorizer is given to hold a RoleBinding just created (grant_logs)
 
     def timed(self, step: str, fn: Callable[[], Any]) -> Any:
         start = self.clock()
