@@ -12,8 +12,9 @@ empty and huge strings, non-ASCII digits. The case goes through every reader of 
 
 - ``tray_state.read_state``, ``due_reason`` (the tray, and each check), ``not_due_reason``, ``standing``;
 - ``verification.select_due`` over a rack of three trays (the broken one and two sound ones);
-- ``node_verdict``'s planning: ``time_problems`` of the run's time, ``node_time_problems``, ``plan_node``,
-  ``plan_refresh``, ``plan_expired``, and ``write_verdicts`` in check mode against an in-memory API.
+- ``node_verdict``'s planning: ``tray_verdict.time_problems`` of the run's time, ``node_plan``'s
+  ``node_time_problems``, ``plan_node``, ``plan_refresh``, ``plan_expired``, and ``node_verdict.write_verdicts`` in
+  check mode against an in-memory API.
 
 A crash is an exception other than the documented refusal (``NodeVerdictError`` with one clean line), a refusal
 whose message is not one line, a label value that is not Unix seconds, or an annotation written that does not read
@@ -44,7 +45,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 import_collection()
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import node_verdict, tray_state  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import (  # noqa: E402
+    node_plan,
+    node_verdict,
+    tray_state,
+    tray_verdict,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import select_due  # noqa: E402
 
 NOW = datetime(2026, 12, 6, 17, 40, tzinfo=timezone.utc)
@@ -220,7 +226,7 @@ def _one_line(message: str) -> None:
         raise Crash(f"refusal that is not one clean line: {message[:200]!r}")
 
 
-def _plan_sound(plan: Optional[node_verdict.NodePlan]) -> None:
+def _plan_sound(plan: Optional[node_plan.NodePlan]) -> None:
     """What a plan writes is what the Nodes accept and what the readers read back."""
     if plan is None or plan.metadata_patch is None:
         return
@@ -261,30 +267,30 @@ def run_select_due(case: Case) -> int:
     return 0
 
 
-def _tray(outcome: str = "passed") -> node_verdict.TrayVerdict:
-    return node_verdict.TrayVerdict(
+def _tray(outcome: str = "passed") -> tray_verdict.TrayVerdict:
+    return tray_verdict.TrayVerdict(
         node="gb200-r0-t0", verdict=outcome, outcomes=tuple((name, outcome, "") for name in CHECKS)
     )
 
 
 def run_planning(case: Case) -> int:
-    settings = node_verdict.Settings(taint_failed=True, condition=True)
+    settings = node_plan.Settings(taint_failed=True, condition=True)
     node = tray_node("gb200-r0-t0", case.annotation)
     refused = 0
-    time_problems = node_verdict.time_problems(case.run_time, settings.valid_hours)
-    node_problems = node_verdict.node_time_problems({"gb200-r0-t0": node}, ["gb200-r0-t0"], settings)
+    time_problems = tray_verdict.time_problems(case.run_time, settings.valid_hours)
+    node_problems = node_plan.node_time_problems({"gb200-r0-t0": node}, ["gb200-r0-t0"], settings)
     for problem in time_problems + node_problems:
         _one_line(problem)
     if time_problems or node_problems:
         refused = 1
     else:  # what write_verdicts would plan after its checks passed
         for outcome in ("passed", "failed"):
-            _plan_sound(node_verdict.plan_node(node, _tray(outcome), case.run_time, settings, "r9", NOW))
-        skipped = node_verdict.TrayVerdict("gb200-r0-t0", "skipped", skip_reasons=("cordoned",))
-        _plan_sound(node_verdict.plan_node(node, skipped, case.run_time, settings, "r9", NOW))
+            _plan_sound(node_plan.plan_node(node, _tray(outcome), case.run_time, settings, "r9", NOW))
+        skipped = tray_verdict.TrayVerdict("gb200-r0-t0", "skipped", skip_reasons=("cordoned",))
+        _plan_sound(node_plan.plan_node(node, skipped, case.run_time, settings, "r9", NOW))
     if not node_problems:
-        _plan_sound(node_verdict.plan_refresh(node, NOW + timedelta(days=30), settings))
-    node_verdict.plan_expired(node, NOW + timedelta(days=30), settings)
+        _plan_sound(node_plan.plan_refresh(node, NOW + timedelta(days=30), settings))
+    node_plan.plan_expired(node, NOW + timedelta(days=30), settings)
     return refused
 
 
@@ -294,7 +300,7 @@ def run_write_verdicts(case: Case) -> int:
         name: {"verdict": "passed", "checks": {check: {"outcome": "passed"} for check in CHECKS}}
         for name in ("gb200-r0-t0", "gb200-r0-t1")
     }
-    settings = node_verdict.Settings(taint_failed=True, condition=True)
+    settings = node_plan.Settings(taint_failed=True, condition=True)
     refused = 0
     for state in ("present", "refreshed"):
         request = node_verdict.Request(trays, case.run_time, settings, check_mode=True, now=NOW, state=state)

@@ -242,15 +242,17 @@ changed_nodes:
 """
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import auth_argument_spec
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import (
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_condition import DEFAULT_CONDITION_TYPE
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_plan import (
     DEFAULT_ANNOTATION_KEY,
-    DEFAULT_CONDITION_TYPE,
     DEFAULT_LABEL_KEY,
-    DEFAULT_TAINT_KEY,
     DEFAULT_VALID_UNTIL_LABEL_KEY,
+    Settings,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_taint import DEFAULT_TAINT_KEY
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import (
     NodeVerdictError,
     Request,
-    Settings,
     call_with_retries,
     write_verdicts,
 )

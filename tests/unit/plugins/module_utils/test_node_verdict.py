@@ -1,32 +1,26 @@
 # Copyright (c) gpu_fabric.mnnvl contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""node_verdict: the patch each GB200 tray needs, and writing it through a fake API server."""
+"""node_verdict: writing each GB200 tray's verdict through a fake API server, and the errors of its calls."""
 
 from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_plan import Settings as VerdictSettings
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_plan import desired_patch, plan_node
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import (
     JSON_MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
     NodeVerdictError,
     Request,
-    TrayVerdict,
-    desired_patch,
-    desired_taints,
     error_line,
-    parse_trays,
-    plan_expired,
-    plan_node,
-    plan_removal,
-    time_problems,
     write_verdicts,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import Settings as VerdictSettings
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_verdict import TrayVerdict
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import (
     ConflictError,
@@ -36,361 +30,29 @@ from kubernetes.dynamic.exceptions import (
     TooManyRequestsError,
 )
 from urllib3.exceptions import MaxRetryError, NewConnectionError
+from verdict_nodes import (
+    ANNOTATION,
+    CONDITIONS,
+    FAILED_SUMMARY,
+    GPU_TAINT,
+    LABEL,
+    LATER,
+    NOW,
+    OUR_TAINT,
+    RUN,
+    TAINTING,
+    TIME,
+    UNTIL,
+    Settings,
+    annotation,
+    failed,
+    gb200_tray,
+    labels,
+    until,
+    verified_tray,
+)
 
-TIME = "2026-12-01T10:21:37Z"
-LATER = "2026-12-02T08:00:05Z"
-LABEL = "gpu-fabric.nvidia.com/verified"
-UNTIL = "gpu-fabric.nvidia.com/verified-until"
-ANNOTATION = "gpu-fabric.nvidia.com/verification"
-TAINT = "gpu-fabric.nvidia.com/unverified"
-OUR_TAINT = {"key": TAINT, "value": "true", "effect": "NoSchedule"}
-# What the GPU Operator's users commonly put on GPU nodes to keep CPU pods away.
-GPU_TAINT = {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
-FAILED_SUMMARY = "rack0 nvbandwidth: GPU 12 -> 5 402.11 GB/s, below 765.00 GB/s (gb200-r0-t3 -> gb200-r0-t1)"
-# The site of these tests requires nvbandwidth only: one check's pass makes a tray pass.
-REQUIRED = ("nvbandwidth",)
-ONE_CHECK_PASSED = (("nvbandwidth", "passed", ""),)
-
-
-def Settings(**options):
-    return VerdictSettings(**{"required_checks": REQUIRED, **options})
-
-
-TAINTING = Settings(taint_failed=True)
-
-
-def gb200_tray(rack=0, tray=0, labels=None, annotations=None, taints=None, resource_version="4711"):
-    """Node gb200-r<rack>-t<tray> as sim/simrack/nodes.py tray_node creates it, read back from the API server."""
-    name = f"gb200-r{rack}-t{tray}"
-    resources = {"cpu": "144", "memory": "880Gi", "ephemeral-storage": "3Ti", "pods": "110", "nvidia.com/gpu": "4"}
-    node = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "uid": "b0c4e0b2-5f7e-4c55-9a36-0f0b0d1c2e3f",
-            "resourceVersion": resource_version,
-            "creationTimestamp": "2026-12-01T09:58:12Z",
-            "labels": {
-                "type": "kwok",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/arch": "arm64",
-                "kubernetes.io/os": "linux",
-                "beta.kubernetes.io/arch": "arm64",
-                "beta.kubernetes.io/os": "linux",
-                "nvidia.com/gpu.clique": "1d6a4f8e-7f0e-5d1c-9b0a-4d1f1e2a3b4c.32766",
-                "nvidia.com/gpu.present": "true",
-                "nvidia.com/gpu.product": "NVIDIA-GB200",
-                "nvidia.com/gpu.count": "4",
-                "nvidia.com/gpu.memory": "189471",
-                "feature.node.kubernetes.io/pci-10de.present": "true",
-                **(labels or {}),
-            },
-            "annotations": {
-                "gpu-fabric.sim/rack": str(rack),
-                "kwok.x-k8s.io/node": "fake",
-                "node.alpha.kubernetes.io/ttl": "0",
-                **(annotations or {}),
-            },
-        },
-        "spec": {},
-        "status": {
-            "capacity": dict(resources),
-            "allocatable": dict(resources),
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-            "nodeInfo": {"architecture": "arm64", "kubeletVersion": "v1.34.4", "osImage": "Ubuntu 24.04.3 LTS"},
-        },
-    }
-    if taints is not None:
-        node["spec"]["taints"] = taints
-    return node
-
-
-def failed(node="gb200-r0-t3", summary=FAILED_SUMMARY):
-    return TrayVerdict(
-        node=node,
-        verdict="failed",
-        summary=summary,
-        rack="rack0",
-        checks_failed=("nvbandwidth",),
-        outcomes=(("nvbandwidth", "failed", summary),),
-    )
-
-
-def passed(node="gb200-r0-t3", summary="rack0: 4 of 4 checks passed"):
-    return TrayVerdict(node=node, verdict="passed", summary=summary, rack="rack0", outcomes=ONE_CHECK_PASSED)
-
-
-def annotation(verdict, summary, time=TIME, run="", hours=168.0):
-    """The per-check annotation of a tray whose nvbandwidth check ``verdict`` at ``time``."""
-    moment = datetime.fromisoformat(time.replace("Z", "+00:00"))
-    until = (moment + timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    entry = {"outcome": verdict, "time": time, "run": run, "valid_until": until}
-    record = {"verdict": verdict, "time": time, "run": run}
-    if verdict == "failed":
-        entry["summary"] = summary
-        record["summary"] = f"nvbandwidth failed: {summary}"
-    else:
-        record["summary"] = "passed nvbandwidth"
-        record["valid_until"] = until
-    record["checks"] = {"nvbandwidth": entry}
-    return json.dumps(record, separators=(",", ":"))
-
-
-def until(time=TIME, hours=168.0):
-    """The verified-until label of a verdict written at ``time``: Unix seconds."""
-    moment = datetime.fromisoformat(time.replace("Z", "+00:00"))
-    return str(int((moment + timedelta(hours=hours)).timestamp()))
-
-
-def labels(verdict, time=TIME):
-    """A tray's labels: verified-until only while it passed."""
-    return {LABEL: verdict, UNTIL: until(time)} if verdict == "passed" else {LABEL: verdict}
-
-
-# --- the patches --------------------------------------------------------------------------------
-
-
-def test_a_fresh_tray_that_passed_gets_the_label_and_the_annotation():
-    plan = desired_patch(gb200_tray(0, 3), passed(), TIME, Settings())
-    assert plan.metadata_patch == {
-        "metadata": {
-            "labels": {LABEL: "passed", UNTIL: "1796725297"},
-            "annotations": {
-                ANNOTATION: '{"verdict":"passed","time":"2026-12-01T10:21:37Z","run":"","summary":"passed nvbandwidth",'
-                '"valid_until":"2026-12-08T10:21:37Z","checks":{"nvbandwidth":{"outcome":"passed",'
-                '"time":"2026-12-01T10:21:37Z","run":"","valid_until":"2026-12-08T10:21:37Z"}}}'
-            },
-        }
-    }
-    assert plan.taints_patch is None
-    assert (plan.label, plan.taint) == ("passed", "unchanged")
-    assert plan.before == {"labels": {}, "annotations": {}, "taints": []}
-    assert plan.after == {
-        "labels": {LABEL: "passed", UNTIL: "1796725297"},
-        "annotations": {ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed")},
-        "taints": [],
-    }
-
-
-def test_a_tray_that_passed_before_and_fails_now_flips_its_label():
-    node = gb200_tray(
-        0, 3, labels=labels("passed"), annotations={ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed")}
-    )
-    plan = desired_patch(node, failed(), LATER, Settings())
-    assert plan.metadata_patch == {
-        "metadata": {
-            # verified-until only while the tray passed
-            "labels": {LABEL: "failed", UNTIL: None},
-            "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY, LATER)},
-        }
-    }
-    assert plan.taints_patch is None
-    assert plan.before["labels"] == labels("passed")
-    assert plan.after["labels"] == labels("failed", LATER)
-
-
-def test_a_new_run_time_rewrites_the_annotation_and_the_expiry_only():
-    node = gb200_tray(0, 3, labels=labels("passed"), annotations={ANNOTATION: annotation("passed", "")})
-    plan = desired_patch(node, passed(), LATER, Settings())
-    assert plan.metadata_patch == {
-        "metadata": {
-            "labels": {UNTIL: until(LATER)},
-            "annotations": {ANNOTATION: annotation("passed", "", LATER)},
-        }
-    }
-
-
-def test_a_failed_tray_is_tainted_after_the_taints_it_already_has():
-    node = gb200_tray(0, 3, taints=[dict(GPU_TAINT)], resource_version="91234")
-    plan = desired_patch(node, failed(), TIME, TAINTING)
-    assert plan.taints_patch == {
-        "metadata": {"resourceVersion": "91234"},
-        "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, OUR_TAINT]},
-    }
-    assert plan.metadata_patch == {
-        "metadata": {
-            "labels": labels("failed"),
-            "annotations": {ANNOTATION: annotation("failed", FAILED_SUMMARY)},
-        }
-    }
-    assert plan.taint == "added"
-    assert plan.before["taints"] == [GPU_TAINT]
-    assert plan.after["taints"] == [GPU_TAINT, OUR_TAINT]
-
-
-def test_a_tray_that_passes_loses_only_our_taint_and_the_others_keep_their_order():
-    unreachable = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": "2026-12-01T09:59:00Z"}
-    node = gb200_tray(
-        0,
-        3,
-        labels=labels("failed"),
-        annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)},
-        taints=[dict(GPU_TAINT), dict(OUR_TAINT), dict(unreachable)],
-        resource_version="91240",
-    )
-    plan = desired_patch(node, passed(), LATER, TAINTING)
-    assert plan.taints_patch == {
-        "metadata": {"resourceVersion": "91240"},
-        "spec": {"taints": [GPU_TAINT, unreachable]},
-    }
-    assert plan.metadata_patch == {
-        "metadata": {
-            "labels": labels("passed", LATER),
-            "annotations": {ANNOTATION: annotation("passed", "rack0: 4 of 4 checks passed", LATER)},
-        }
-    }
-    assert (plan.label, plan.taint) == ("passed", "removed")
-
-
-def test_removing_the_last_taint_sends_an_empty_list():
-    node = gb200_tray(0, 3, labels={LABEL: "passed"}, taints=[dict(OUR_TAINT)])
-    plan = desired_patch(node, passed(), TIME, Settings(label=False, taint_failed=True))
-    assert plan.taints_patch == {"metadata": {"resourceVersion": "4711"}, "spec": {"taints": []}}
-    assert plan.metadata_patch is None
-    assert plan.label == "passed"
-
-
-def test_a_skipped_tray_is_left_as_it_is():
-    node = gb200_tray(
-        1,
-        2,
-        labels={LABEL: "failed"},
-        annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)},
-        taints=[dict(OUR_TAINT)],
-    )
-    skipped = TrayVerdict(node="gb200-r1-t2", verdict="skipped", summary="gb200-r1-t2 cordoned")
-    assert desired_patch(node, skipped, LATER, TAINTING) is None
-    plan = plan_node(node, skipped, LATER, TAINTING)
-    assert (plan.label, plan.taint, plan.needed) == ("failed", "unchanged", False)
-
-
-def test_a_tray_that_already_carries_its_verdict_needs_no_patch():
-    node = gb200_tray(
-        0,
-        3,
-        labels=labels("failed"),
-        annotations={ANNOTATION: annotation("failed", FAILED_SUMMARY)},
-        taints=[dict(GPU_TAINT), dict(OUR_TAINT)],
-    )
-    assert desired_patch(node, failed(), TIME, TAINTING) is None
-    passed_node = gb200_tray(
-        0, 3, labels=labels("passed"), annotations={ANNOTATION: annotation("passed", "ok")}, taints=[dict(GPU_TAINT)]
-    )
-    assert desired_patch(passed_node, passed(summary="ok"), TIME, TAINTING) is None
-
-
-def test_without_taint_failed_taints_are_never_touched():
-    node = gb200_tray(0, 3, labels={LABEL: "failed"}, taints=[dict(OUR_TAINT)])
-    plan = desired_patch(node, passed(), TIME, Settings())
-    assert plan.taints_patch is None
-    assert plan.taint == "unchanged"
-    assert plan.after["taints"] == [OUR_TAINT]
-
-
-def test_without_label_only_the_taint_is_written():
-    plan = desired_patch(gb200_tray(0, 3), failed(), TIME, Settings(label=False, taint_failed=True))
-    assert plan.metadata_patch is None
-    assert plan.taints_patch == {"metadata": {"resourceVersion": "4711"}, "spec": {"taints": [OUR_TAINT]}}
-    assert plan.label is None
-
-
-def test_custom_keys_are_used_everywhere():
-    settings = Settings(
-        taint_failed=True,
-        label_key="example.com/ok",
-        valid_until_label_key="example.com/until",
-        annotation_key="example.com/why",
-        taint_key="example.com/bad",
-    )
-    plan = desired_patch(gb200_tray(0, 3), failed(summary="x"), TIME, settings)
-    assert plan.metadata_patch == {
-        "metadata": {
-            "labels": {"example.com/ok": "failed"},
-            "annotations": {"example.com/why": annotation("failed", "x")},
-        }
-    }
-    assert plan.taints_patch["spec"]["taints"] == [{"key": "example.com/bad", "value": "true", "effect": "NoSchedule"}]
-
-
-# --- taints, annotation, input ------------------------------------------------------------------
-
-
-def test_our_taint_with_another_value_is_replaced_in_place():
-    current = [
-        dict(GPU_TAINT),
-        {"key": TAINT, "value": "false", "effect": "NoSchedule"},
-        {"key": "a", "effect": "NoExecute"},
-    ]
-    assert desired_taints(current, "failed", TAINT) == (
-        [GPU_TAINT, OUR_TAINT, {"key": "a", "effect": "NoExecute"}],
-        "added",
-    )
-
-
-def test_a_failure_keeps_a_taint_of_our_key_with_another_effect_and_a_pass_removes_both():
-    no_execute = {"key": TAINT, "value": "true", "effect": "NoExecute"}
-    assert desired_taints([no_execute], "failed", TAINT) == ([no_execute, OUR_TAINT], "added")
-    assert desired_taints([no_execute, OUR_TAINT], "passed", TAINT) == ([], "removed")
-    assert desired_taints([GPU_TAINT], "passed", TAINT) == ([GPU_TAINT], "unchanged")
-
-
-def test_annotation_is_compact_one_line_json_with_the_summaries_cut():
-    long_summary = "rack0 nvbandwidth:\n" + "low pair; " * 80
-    tray = TrayVerdict(
-        "gb200-r0-t3",
-        "failed",
-        long_summary,
-        outcomes=(("nvbandwidth", "failed", long_summary[:300]), ("nccl", "failed", long_summary[:300])),
-    )
-    plan = desired_patch(gb200_tray(0, 3), tray, TIME, Settings(valid_hours=24), "20261201T101500Z-ab12")
-    value = plan.metadata_patch["metadata"]["annotations"][ANNOTATION]
-    record = json.loads(value)
-    assert list(record) == ["verdict", "time", "run", "summary", "checks"]
-    assert (record["run"], record["time"], record["verdict"]) == ("20261201T101500Z-ab12", TIME, "failed")
-    assert record["checks"]["nccl"]["valid_until"] == "2026-12-02T10:21:37Z"
-    assert len(record["summary"]) == 500
-    assert record["summary"].startswith("nccl failed: rack0 nvbandwidth: low pair; low pair;")
-    assert record["summary"].endswith("...")
-    assert "\n" not in value
-    assert ", " not in value.replace(record["summary"], "")
-
-
-def test_parse_trays_takes_the_run_record_as_it_is_and_names_every_bad_entry():
-    trays, problems = parse_trays(
-        {
-            "gb200-r0-t1": {"verdict": "passed", "rack": "rack0", "checks_failed": [], "summary": "ok"},
-            "gb200-r0-t0": {"verdict": "failed", "rack": "rack0", "checks_failed": ["nccl"], "summary": "low busbw"},
-            "gb200-r1-t0": {"verdict": "pass"},
-            "gb200-r1-t1": "failed",
-        }
-    )
-    assert trays == [
-        TrayVerdict(
-            "gb200-r0-t0", "failed", "low busbw", "rack0", ("nccl",), outcomes=(("nccl", "failed", "low busbw"),)
-        )
-    ]
-    assert problems == [
-        "trays['gb200-r0-t1'] is passed but names no check that measured it; give its checks "
-        "(the report's per-tray checks, or checks_passed / checks_failed)",
-        "trays['gb200-r1-t0'].verdict is 'pass'; expected one of passed, failed, skipped",
-        "trays['gb200-r1-t1'] is str; expected a dict with verdict and summary",
-    ]
-
-
-@pytest.mark.parametrize("value", [TIME, "2026-12-01T10:21:37.123456Z", "2026-12-01T11:21:37+01:00"])
-def test_rfc3339_times_are_accepted(value):
-    assert time_problems(value) == []
-
-
-@pytest.mark.parametrize("value", ["2026-12-01 10:21", "yesterday", "", None])
-def test_other_times_are_refused(value):
-    assert time_problems(value) == [
-        f"time is {value!r}; expected an RFC 3339 date-time such as 2026-12-01T10:15:00Z (the run's finish)"
-    ]
-
-
-# --- API errors ---------------------------------------------------------------------------------
+# --- API errors ---------------------------------------------------------------------------------------------
 
 
 def api_error(cls, status, reason, message=None, content_type="application/json"):
@@ -437,7 +99,7 @@ def test_error_line_holds_the_message_and_no_headers():
     assert error_line(empty) == "503 Service Unavailable"
 
 
-# --- writing through a fake API server ----------------------------------------------------------
+# --- writing through a fake API server ----------------------------------------------------------------------
 
 
 class NodeResource(str):
@@ -683,107 +345,7 @@ def test_bad_input_fails_before_any_call():
     assert api.calls == 0
 
 
-# --- the run, the expiry and skipped trays -------------------------------------------------------
-
-RUN = "20261201T101500Z-ab12"
-CONDITIONS = Settings(taint_failed=True, condition=True)
-NOW = datetime(2026, 12, 1, 10, 30, tzinfo=timezone.utc)
-BUSY = "GPUs in use: 4 of 4 nvidia.com/gpu held by training/llm-pretrain-worker-3 (4)"
-
-
-def skipped(node="gb200-r0-t3", *reasons):
-    summary = f"skipped: {'; '.join(reasons)}" if reasons else "not measured by any check of this run"
-    return TrayVerdict(node=node, verdict="skipped", summary=summary, rack="rack0", skip_reasons=tuple(reasons))
-
-
-def verified_tray(verdict="passed", summary="rack0: 4 of 4 checks passed", time=TIME, **kwargs):
-    return gb200_tray(
-        0, 3, labels=labels(verdict, time), annotations={ANNOTATION: annotation(verdict, summary, time)}, **kwargs
-    )
-
-
-def test_the_annotation_names_the_run_and_the_expiry_of_valid_hours():
-    plan = desired_patch(gb200_tray(0, 3), passed(), TIME, Settings(valid_hours=24), RUN)
-    written = json.loads(plan.metadata_patch["metadata"]["annotations"][ANNOTATION])
-    assert (written["run"], written["valid_until"]) == (RUN, "2026-12-02T10:21:37Z")
-    assert written["checks"]["nvbandwidth"] == {
-        "outcome": "passed",
-        "time": TIME,
-        "run": RUN,
-        "valid_until": "2026-12-02T10:21:37Z",
-    }
-    assert plan.metadata_patch["metadata"]["labels"][UNTIL] == until(hours=24)
-
-
-def test_a_tray_skipped_for_its_own_state_keeps_its_verdict_and_gains_skipped():
-    node = verified_tray()
-    plan = desired_patch(node, skipped("gb200-r0-t3", BUSY), LATER, TAINTING, RUN)
-    assert plan.taints_patch is None
-    assert list(plan.metadata_patch["metadata"]) == ["annotations"]  # the labels stay
-    written = json.loads(plan.metadata_patch["metadata"]["annotations"][ANNOTATION])
-    assert written == {
-        **json.loads(annotation("passed", "rack0: 4 of 4 checks passed")),
-        "skipped": {"time": LATER, "run": RUN, "reason": BUSY},
-    }
-    # the same skip again: nothing; the next verdict drops "skipped"
-    node["metadata"]["annotations"][ANNOTATION] = plan.metadata_patch["metadata"]["annotations"][ANNOTATION]
-    assert desired_patch(node, skipped("gb200-r0-t3", BUSY), LATER, TAINTING, RUN) is None
-    verdict = desired_patch(node, passed(), LATER, TAINTING, RUN)
-    assert "skipped" not in json.loads(verdict.metadata_patch["metadata"]["annotations"][ANNOTATION])
-
-
-def test_a_skip_the_run_chose_a_never_verified_tray_and_a_skip_without_reason_are_not_written():
-    node = verified_tray()
-    not_due = skipped("gb200-r0-t3", "not due (passed until 2026-12-08T10:21:37Z)")
-    assert desired_patch(node, not_due, LATER, Settings()) is None
-    assert (
-        desired_patch(node, skipped("gb200-r0-t3", "not selected (gpu_fabric_verify_nodes)"), LATER, Settings()) is None
-    )
-    assert desired_patch(node, skipped("gb200-r0-t3"), LATER, Settings()) is None
-    assert desired_patch(gb200_tray(0, 3), skipped("gb200-r0-t3", BUSY), LATER, Settings()) is None
-    # a selection skip beside a skip of its own: only the tray's own reason is written
-    plan = desired_patch(node, skipped("gb200-r0-t3", "not due (x)", "cordoned"), LATER, Settings(), RUN)
-    assert json.loads(plan.metadata_patch["metadata"]["annotations"][ANNOTATION])["skipped"]["reason"] == "cordoned"
-
-
-def test_parse_trays_keeps_the_skip_reasons():
-    trays, problems = parse_trays({"a": {"verdict": "skipped", "summary": "skipped: busy", "skip_reasons": ["busy"]}})
-    assert problems == []
-    assert trays[0].skip_reasons == ("busy",) and trays[0].own_skip_reason == "busy"
-
-
-def test_the_condition_of_a_pass_a_failure_and_its_transition_time():
-    plan = desired_patch(gb200_tray(0, 3), passed(), TIME, CONDITIONS, RUN)
-    assert plan.status_patch == {
-        "status": {
-            "conditions": [
-                {
-                    "type": "GPUFabricVerified",
-                    "status": "True",
-                    "reason": "Passed",
-                    "message": "passed nvbandwidth",
-                    "lastHeartbeatTime": TIME,
-                    "lastTransitionTime": TIME,
-                }
-            ]
-        }
-    }
-    assert plan.condition == "True"
-    assert plan.before["condition"] is None
-    assert plan.after["condition"]["status"] == "True"
-    node = verified_tray()
-    node["status"]["conditions"].append(plan.status_patch["status"]["conditions"][0])
-    # the same verdict passed again later: a new heartbeat, the transition kept
-    again = desired_patch(node, passed(), LATER, CONDITIONS, RUN)
-    condition = again.status_patch["status"]["conditions"][0]
-    assert (condition["lastHeartbeatTime"], condition["lastTransitionTime"]) == (LATER, TIME)
-    # it fails: False, the failing check and pair in the message, a new transition
-    failure = desired_patch(node, failed(), LATER, CONDITIONS, RUN)
-    condition = failure.status_patch["status"]["conditions"][0]
-    assert (condition["status"], condition["reason"]) == ("False", "CheckFailed")
-    assert condition["message"] == f"nvbandwidth failed: {FAILED_SUMMARY}"
-    assert (condition["lastHeartbeatTime"], condition["lastTransitionTime"]) == (LATER, LATER)
-    assert failure.condition == "False"
+# --- the run, the expiry and conditions ---------------------------------------------------------------------
 
 
 def test_a_verdict_with_its_condition_already_written_needs_no_patch():
@@ -792,26 +354,6 @@ def test_a_verdict_with_its_condition_already_written_needs_no_patch():
     node = api.nodes["gb200-r0-t3"]
     assert desired_patch(node, failed(), TIME, CONDITIONS, RUN) is None
     assert [c["type"] for c in node["status"]["conditions"]] == ["Ready", "GPUFabricVerified"]
-
-
-def test_an_expired_verdict_turns_the_condition_unknown_once():
-    expired = NOW + timedelta(hours=200)
-    node = verified_tray()
-    plan = plan_expired(node, expired, CONDITIONS)
-    condition = plan.status_patch["status"]["conditions"][0]
-    assert condition == {
-        "type": "GPUFabricVerified",
-        "status": "Unknown",
-        "reason": "VerdictExpired",
-        "message": "incomplete: nvbandwidth expired at 2026-12-08T10:21:37Z; verify the tray again",
-        "lastHeartbeatTime": "2026-12-08T10:21:37Z",
-        "lastTransitionTime": "2026-12-08T10:21:37Z",
-    }
-    assert (plan.metadata_patch, plan.taints_patch, plan.condition) == (None, None, "Unknown")
-    node["status"]["conditions"].append(condition)
-    assert plan_expired(node, expired + timedelta(hours=1), CONDITIONS) is None
-    assert plan_expired(verified_tray(), NOW, CONDITIONS) is None  # still valid
-    assert plan_expired(gb200_tray(0, 3), expired, CONDITIONS) is None  # never verified
 
 
 def test_a_run_with_conditions_writes_each_tray_and_marks_expired_nodes_it_did_not_verify():
@@ -853,17 +395,7 @@ def test_valid_hours_must_be_positive():
         write_verdicts(FakeNodes(), Request(TRAYS, TIME, Settings(valid_hours=0)))
 
 
-# --- the uninstall -----------------------------------------------------------------------------
-
-
-def test_the_removal_takes_both_labels_the_annotation_our_taint_and_the_condition_only():
-    node = verified_tray("failed", FAILED_SUMMARY, taints=[dict(GPU_TAINT), dict(OUR_TAINT)])
-    node["status"]["conditions"].append({"type": "GPUFabricVerified", "status": "False", "reason": "CheckFailed"})
-    plan = plan_removal(node, Settings())
-    assert plan.metadata_patch == {"metadata": {"labels": {LABEL: None}, "annotations": {ANNOTATION: None}}}
-    assert plan.taints_patch == {"metadata": {"resourceVersion": "4711"}, "spec": {"taints": [GPU_TAINT]}}
-    assert plan.status_patch == {"status": {"conditions": [{"type": "GPUFabricVerified", "$patch": "delete"}]}}
-    assert plan_removal(gb200_tray(0, 4, taints=[dict(GPU_TAINT)]), Settings()) is None
+# --- the uninstall ------------------------------------------------------------------------------------------
 
 
 def test_the_removal_cleans_every_node_then_has_nothing_left():
@@ -880,7 +412,7 @@ def test_the_removal_cleans_every_node_then_has_nothing_left():
     assert write_verdicts(api, Request({}, "", state="absent"))["changed"] is False
 
 
-# --- per-check state, forward only, times that cannot be read, the refresh ----------------------------------------
+# --- per-check state, forward only, times that cannot be read, the refresh ----------------------------------
 
 DEFAULT_SITE = VerdictSettings(condition=True)  # the default required checks: cliques, imex_channel, nvbandwidth
 
