@@ -197,6 +197,311 @@ def _pair_label(description: str, rows: int, src: int, dst: int) -> str:
     return f"GPU {src} -> GPU {dst}"
 
 
+def _checked_rows(
+    matrix: Any,
+    thresholds: Thresholds,
+    peak_table: Optional[Sequence[Mapping[str, Any]]],
+    product_references: Optional[Sequence[Mapping[str, Any]]],
+) -> List[List[Cell]]:
+    """The matrix's rows, once the thresholds, the tables and every cell can be applied; else ValueError."""
+    problems = thresholds.problems() + peak_table_problems(peak_table) + reference_table_problems(product_references)
+    rows = _rows_of(matrix)
+    problems += _cell_problems(rows)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return rows
+
+
+@dataclass
+class _Layout:
+    """What a matrix's cells are: GPU pairs (square, or rows that are pairs) or other cells, and each GPU's tray."""
+
+    rows: List[List[Cell]]
+    description: str
+    gpu_to_gpu: bool
+    square: bool
+    paired: Optional[List[Tuple[int, int]]]
+    nodes: Optional[Sequence[str]]
+    gpus_per_node: Optional[int]
+
+    @classmethod
+    def of(
+        cls,
+        matrix: Any,
+        rows: List[List[Cell]],
+        testcase: Optional[str],
+        nodes: Optional[Sequence[str]],
+        gpus_per_node: Optional[int],
+    ) -> _Layout:
+        gpu_to_gpu = _is_gpu_to_gpu(matrix, rows)
+        square = _is_square_peer(rows, gpu_to_gpu)
+        paired = row_pairs(matrix, rows, testcase) if gpu_to_gpu and not square else None
+        layout = cls(rows, str(getattr(matrix, "description", "") or ""), gpu_to_gpu, square, paired, nodes, None)
+        if nodes and (gpus_per_node is None or gpus_per_node < 1):
+            count = layout.gpus or max((len(r) for r in rows), default=0)
+            gpus_per_node = max(1, count // len(nodes)) if count and count % len(nodes) == 0 else 1
+        layout.gpus_per_node = gpus_per_node
+        return layout
+
+    @property
+    def per_cell(self) -> bool:
+        """A cell is judged against its own reference where the rows and columns are GPUs, or the rows are pairs."""
+        return self.square or self.paired is not None
+
+    @property
+    def gpus(self) -> int:
+        return len(self.rows) if self.per_cell else 0
+
+    def gpus_of(self, r: int, c: int) -> Tuple[int, int]:
+        return self.paired[r] if self.paired is not None else (r, c)
+
+    def node(self, gpu: int) -> Optional[str]:
+        return node_of(gpu, self.nodes, self.gpus_per_node)
+
+    def judged(self) -> List[Tuple[int, int, Cell]]:
+        """The cells judged: every off-diagonal cell of a square peer matrix, every cell otherwise."""
+        return [(r, c, v) for r, row in enumerate(self.rows) for c, v in enumerate(row) if not (self.square and r == c)]
+
+
+@dataclass
+class _Cells:
+    """The judged cells of a matrix, those measured, and their median and sum (nvbandwidth's SUM where printed)."""
+
+    judged: List[Tuple[int, int, Cell]]
+    measured: List[Tuple[int, int, Cell]]
+    values: List[float]
+    median: Optional[float]
+    total: Optional[float]
+
+    @classmethod
+    def of(cls, matrix: Any, layout: _Layout) -> _Cells:
+        judged = layout.judged()
+        measured = [(r, c, v) for r, c, v in judged if v is not None]
+        values = [cell[2] for cell in measured]
+        median = statistics.median(values) if values else None
+        reported_sum = getattr(matrix, "reported_sum", None)
+        total = float(reported_sum) if reported_sum is not None else (round(sum(values), 2) if values else None)
+        return cls(judged, measured, values, median, total)
+
+
+@dataclass
+class _Judging:
+    """One matrix held against the floor and the references: its failing pairs, low GPUs, blamed nodes and words."""
+
+    matrix: Any
+    thresholds: Thresholds
+    gpu_product: Optional[str]
+    layout: _Layout
+    cells: _Cells
+    floor: Floor
+    median_fraction: Optional[float]
+    references: References
+    rack_reference: Optional[Reference]
+
+    def fraction(self, value: Optional[float]) -> Optional[float]:
+        median = self.cells.median
+        return round(value / median, 4) if value is not None and median else None
+
+    def failing_pairs(self) -> Tuple[List[Dict[str, Any]], List[Optional[Reference]]]:
+        """Each judged cell below the floor or its reference rule (or not measured in a peer matrix), in order."""
+        layout, rack_reference, median_fraction = self.layout, self.rack_reference, self.median_fraction
+        failing: List[Dict[str, Any]] = []
+        failing_references: List[Optional[Reference]] = []
+        for r, c, value in self.cells.judged:
+            src, dst = layout.gpus_of(r, c)
+            reference = self.references.of_pair(r, c, f"{src}->{dst}") if layout.per_cell else rack_reference
+            threshold = median_fraction * reference.gbps if reference is not None and median_fraction else None
+            if value is None:
+                if not layout.square:
+                    continue  # N/A outside a peer matrix is not a GPU pair
+                rule = RULE_NOT_MEASURED
+            elif self.floor.gbps is not None and value < self.floor.gbps:
+                rule = RULE_FLOOR
+            elif threshold is not None and value < threshold:
+                rule = reference.kind
+            else:
+                continue
+            failing_references.append(reference)
+            failing.append(
+                {
+                    "src": src,
+                    "dst": dst,
+                    "gbps": value,
+                    # A 1-row matrix has the CPU (or nothing) as its row; an N x 1 one no peer in its column.
+                    "src_node": layout.node(src) if layout.per_cell or len(layout.rows) > 1 else None,
+                    "dst_node": layout.node(dst) if layout.per_cell or len(layout.rows) == 1 else None,
+                    "fraction_of_median": self.fraction(value),
+                    "rule": rule,
+                    "reference_gbps": reference.gbps if reference is not None else None,
+                    "threshold_gbps": round(threshold, 4) if threshold is not None else None,
+                    "low_gpu": None,
+                }
+            )
+        return failing, failing_references
+
+    def low_gpus(self) -> Tuple[List[Dict[str, Any]], Dict[int, float]]:
+        """GPUs whose every measured pair, as source and as destination, is below its pair's reference rule.
+
+        Not for rows that are pairs: bisect pairs GPU i with its peer both ways (i -> peer, peer -> i), so a lost
+        link on either end shows on the same two rows, and both ends are named with their pair.
+        """
+        layout, rack_reference, rows, gpus = self.layout, self.rack_reference, self.layout.rows, self.layout.gpus
+        low_gpus: List[Dict[str, Any]] = []
+        means: Dict[int, float] = {}
+        if not (layout.square and rack_reference is not None and gpus >= 3):
+            return low_gpus, means
+        for gpu in range(gpus):
+            cells = [(gpu, c) for c in range(gpus) if c != gpu] + [(r, gpu) for r in range(gpus) if r != gpu]
+            cells = [(r, c) for r, c in cells if rows[r][c] is not None]
+            if len(cells) >= 2 and all(self.below_rule(r, c) for r, c in cells):
+                gbps = [rows[r][c] for r, c in cells]
+                mean = means[gpu] = sum(gbps) / len(gbps)
+                low_gpus.append(
+                    {
+                        "gpu": gpu,
+                        "node": layout.node(gpu),
+                        "pairs": len(gbps),
+                        "mean_gbps": round(mean, 3),
+                        "median_gbps": round(statistics.median(gbps), 3),
+                        "min_gbps": min(gbps),
+                        "fraction_of_median": self.fraction(mean),
+                        "fraction_of_reference": round(mean / rack_reference.gbps, 4),
+                    }
+                )
+        return low_gpus, means
+
+    def below_rule(self, r: int, c: int) -> bool:
+        return self.layout.rows[r][c] < self.median_fraction * self.references.of_pair(r, c).gbps
+
+    def domain_violations(self, failing: List[Dict[str, Any]], low_gpus: List[Dict[str, Any]]) -> List[str]:
+        """The whole NVLink domain, when every GPU is low (or every pair of a matrix whose rows are pairs)."""
+        layout, gpus = self.layout, self.layout.gpus
+        every_pair_low = (
+            layout.paired is not None
+            and all(p["rule"] not in (RULE_FLOOR, RULE_NOT_MEASURED) for p in failing)
+            and len(failing) == len(layout.rows)
+        )
+        if not ((layout.square and len(low_gpus) == gpus) or every_pair_low):
+            return []
+        return [
+            f"every one of the {gpus} GPUs is below {self.median_fraction:g} x {self.rack_reference.words()} on "
+            "each of its pairs: a fault of the whole NVLink domain (a switch tray, the fabric manager, a driver or "
+            "clock setting), not of one GPU"
+        ]
+
+    def pair_violation(self, pair: Dict[str, Any], reference: Optional[Reference]) -> str:
+        label = _pair_label(self.layout.description, len(self.layout.rows), pair["src"], pair["dst"])
+        median, median_fraction = self.cells.median, self.median_fraction
+        if pair["rule"] == RULE_NOT_MEASURED:
+            return f"{label}: not measured (N/A), the pair has no peer access over NVLink"
+        if pair["rule"] == RULE_FLOOR:
+            return f"{label}: {_num(pair['gbps'])} GB/s is below the threshold {_num(self.floor.gbps)}"
+        if pair["rule"] == RULE_MEDIAN:
+            return (
+                f"{label}: {_num(pair['gbps'])} GB/s is {pair['gbps'] / median:.3f} of the median "
+                f"{median:.2f}, below {median_fraction:g} x the median ({pair['threshold_gbps']:.2f})"
+            )
+        return (
+            f"{label}: {_num(pair['gbps'])} GB/s is {pair['gbps'] / reference.gbps:.3f} of {reference.words()}, "
+            f"below {median_fraction:g} x that ({pair['threshold_gbps']:.2f})"
+        )
+
+    def matrix_violations(self) -> List[str]:
+        """The matrix-wide violations: no peak for the floor, nothing measured, a SUM below min_sum_gbps."""
+        other: List[str] = []
+        if self.floor.peak_unknown:
+            other.append(
+                f"no NVLink peak is known for GPU product '{self.gpu_product}' (label nvidia.com/gpu.product), so "
+                f"{self.thresholds.min_fraction_of_peak:g} x the peak cannot be worked out: set min_gbps, or "
+                "peak_gbps, or add the product to the peak table"
+            )
+        if not self.cells.measured:
+            other.append("no GPU pair was measured: every cell is N/A")
+        min_sum, total = self.thresholds.min_sum_gbps, self.cells.total
+        if min_sum is not None and total is not None and total < float(min_sum):
+            key = getattr(self.matrix, "key", "") or "of the matrix"
+            other.append(f"SUM {key} {_num(total)} is below min_sum_gbps {_num(float(min_sum))}")
+        return other
+
+    def judgement(self) -> Judgement:
+        layout, cells, floor, rack_reference = self.layout, self.cells, self.floor, self.rack_reference
+        failing, failing_references = self.failing_pairs()
+        low_gpus, means = self.low_gpus()
+        unexplained = _explained_by_low_gpus(failing, failing_references, low_gpus, layout.per_cell)
+        gpu_items = [_low_gpu_words(gpu, means[gpu["gpu"]], rack_reference) for gpu in low_gpus]
+        pair_items = [
+            _pair_words(pair, floor, cells.median, layout.description, len(layout.rows)) for pair, _ref in unexplained
+        ]
+        failed_nodes, node_problems = _blamed_nodes(low_gpus, gpu_items, unexplained, pair_items)
+        other = self.matrix_violations()
+        violations = self.domain_violations(failing, low_gpus) + gpu_items
+        violations += [self.pair_violation(pair, reference) for pair, reference in unexplained] + other
+        median_threshold = self.median_fraction * rack_reference.gbps if rack_reference is not None else None
+        values = cells.values
+        judgement = Judgement(
+            passed=not violations,
+            summary="",
+            threshold_gbps=floor.gbps,
+            threshold_explanation=floor.explanation,
+            peak_gbps=floor.peak_gbps,
+            min_fraction_of_peak=(
+                positive_or_none(self.thresholds.min_fraction_of_peak) if floor.source != "min_gbps" else None
+            ),
+            min_fraction_of_median=self.median_fraction,
+            median_gbps=round(cells.median, 4) if cells.median is not None else None,
+            median_threshold_gbps=round(median_threshold, 4) if median_threshold is not None else None,
+            pairs=len(cells.judged) if layout.square else len(cells.measured),
+            measured_pairs=len(cells.measured),
+            min_gbps=min(values) if values else None,
+            max_gbps=max(values) if values else None,
+            sum_gbps=cells.total,
+            failing_pairs=failing,
+            low_gpus=low_gpus,
+            failed_nodes=failed_nodes,
+            node_problems=node_problems,
+            violations=violations,
+            reference=rack_reference.to_dict() if rack_reference is not None else None,
+            references=[r.to_dict() for r in self.references.listed()],
+            warnings=self.references.warnings,
+            row_pairs=[list(p) for p in layout.paired] if layout.paired is not None else None,
+        )
+        judgement.summary = _summary(judgement, rack_reference, layout.gpu_to_gpu, gpu_items + pair_items, other)
+        return judgement
+
+
+def _explained_by_low_gpus(
+    failing: List[Dict[str, Any]],
+    failing_references: List[Optional[Reference]],
+    low_gpus: List[Dict[str, Any]],
+    per_cell: bool,
+) -> List[Tuple[Dict[str, Any], Optional[Reference]]]:
+    """Marks each failing pair with the low GPU that explains it; returns the pairs (and references) none explains."""
+    low = {g["gpu"] for g in low_gpus}
+    for pair in failing:
+        explained = [g for g in (pair["src"], pair["dst"]) if g in low]
+        pair["low_gpu"] = explained[0] if explained and per_cell else None
+    return [(p, ref) for p, ref in zip(failing, failing_references) if p["low_gpu"] is None]
+
+
+def _blamed_nodes(
+    low_gpus: List[Dict[str, Any]],
+    gpu_items: List[str],
+    unexplained: List[Tuple[Dict[str, Any], Optional[Reference]]],
+    pair_items: List[str],
+) -> Tuple[List[str], Dict[str, str]]:
+    """The nodes blamed, and what each is blamed for: those of the low GPUs, and both ends of each pair no low
+    GPU explains."""
+    findings: Dict[str, List[str]] = {}
+    for gpu, words in zip(low_gpus, gpu_items):
+        if gpu["node"]:
+            findings.setdefault(gpu["node"], []).append(words)
+    for (pair, _ref), words in zip(unexplained, pair_items):
+        for name in dict.fromkeys(n for n in (pair["src_node"], pair["dst_node"]) if n):
+            findings.setdefault(name, []).append("pair " + words)
+    failed_nodes = sorted(findings)
+    return failed_nodes, {name: _join_items(findings[name]) for name in failed_nodes}
+
+
 def judge(
     matrix: Any,
     thresholds: Optional[Thresholds] = None,
@@ -225,209 +530,27 @@ def judge(
     cannot be applied.
     """
     thresholds = thresholds or Thresholds()
-    problems = thresholds.problems() + peak_table_problems(peak_table) + reference_table_problems(product_references)
-    rows = _rows_of(matrix)
-    problems += _cell_problems(rows)
-    if problems:
-        raise ValueError("; ".join(problems))
-    description = str(getattr(matrix, "description", "") or "")
-    gpu_to_gpu = _is_gpu_to_gpu(matrix, rows)
-    square = _is_square_peer(rows, gpu_to_gpu)
-    paired = row_pairs(matrix, rows, testcase) if gpu_to_gpu and not square else None
-    # A cell is judged against its own reference where the rows and columns are GPUs, or the rows are pairs.
-    per_cell = square or paired is not None
-    gpus = len(rows) if per_cell else 0
-    if nodes and (gpus_per_node is None or gpus_per_node < 1):
-        count = gpus or max((len(r) for r in rows), default=0)
-        gpus_per_node = max(1, count // len(nodes)) if count and count % len(nodes) == 0 else 1
-
+    rows = _checked_rows(matrix, thresholds, peak_table, product_references)
+    layout = _Layout.of(matrix, rows, testcase, nodes, gpus_per_node)
     floor = pair_floor(thresholds, gpu_product, peak_table)
-    product = gpu_product or named_product
-    median_fraction = positive_or_none(thresholds.min_fraction_of_median) if gpu_to_gpu else None
-
-    def gpus_of(r: int, c: int) -> Tuple[int, int]:
-        return paired[r] if paired is not None else (r, c)
-
-    # The cells judged: every off-diagonal cell of a square peer matrix, every cell otherwise.
-    judged: List[Tuple[int, int, Cell]] = [
-        (r, c, v) for r, row in enumerate(rows) for c, v in enumerate(row) if not (square and r == c)
-    ]
-    measured = [(r, c, v) for r, c, v in judged if v is not None]
-    values = [cell[2] for cell in measured]
-    median = statistics.median(values) if values else None
-    reported_sum = getattr(matrix, "reported_sum", None)
-    total = float(reported_sum) if reported_sum is not None else (round(sum(values), 2) if values else None)
-
-    def node(gpu: int) -> Optional[str]:
-        return node_of(gpu, nodes, gpus_per_node)
-
-    def fraction(value: Optional[float]) -> Optional[float]:
-        return round(value / median, 4) if value is not None and median else None
-
+    median_fraction = positive_or_none(thresholds.min_fraction_of_median) if layout.gpu_to_gpu else None
+    cells = _Cells.of(matrix, layout)
     references = References.of(
         median_fraction,
-        median,
-        product,
+        cells.median,
+        gpu_product or named_product,
         testcase,
         driver_version,
         product_references,
         baseline,
         rows,
         nodes,
-        gpus_per_node,
+        layout.gpus_per_node,
     )
-    rack_reference = references.rack()
-    median_threshold = median_fraction * rack_reference.gbps if rack_reference is not None else None
-
-    failing: List[Dict[str, Any]] = []
-    failing_references: List[Optional[Reference]] = []
-    for r, c, value in judged:
-        src, dst = gpus_of(r, c)
-        reference = references.of_pair(r, c, f"{src}->{dst}") if per_cell else rack_reference
-        threshold = median_fraction * reference.gbps if reference is not None and median_fraction else None
-        if value is None:
-            if not square:
-                continue  # N/A outside a peer matrix is not a GPU pair
-            rule = RULE_NOT_MEASURED
-        elif floor.gbps is not None and value < floor.gbps:
-            rule = RULE_FLOOR
-        elif threshold is not None and value < threshold:
-            rule = reference.kind
-        else:
-            continue
-        failing_references.append(reference)
-        failing.append(
-            {
-                "src": src,
-                "dst": dst,
-                "gbps": value,
-                # A 1-row matrix has the CPU (or nothing) as its row; an N x 1 one no peer in its column.
-                "src_node": node(src) if per_cell or len(rows) > 1 else None,
-                "dst_node": node(dst) if per_cell or len(rows) == 1 else None,
-                "fraction_of_median": fraction(value),
-                "rule": rule,
-                "reference_gbps": reference.gbps if reference is not None else None,
-                "threshold_gbps": round(threshold, 4) if threshold is not None else None,
-                "low_gpu": None,
-            }
-        )
-
-    # GPUs whose every measured pair, as source and as destination, is below its pair's reference rule. Not for
-    # rows that are pairs: bisect pairs GPU i with its peer both ways (i -> peer, peer -> i), so a lost link on
-    # either end shows on the same two rows, and both ends are named with their pair.
-    low_gpus: List[Dict[str, Any]] = []
-    means: Dict[int, float] = {}
-    if square and rack_reference is not None and gpus >= 3:
-        for gpu in range(gpus):
-            cells = [(gpu, c) for c in range(gpus) if c != gpu] + [(r, gpu) for r in range(gpus) if r != gpu]
-            cells = [(r, c) for r, c in cells if rows[r][c] is not None]
-            if len(cells) >= 2 and all(rows[r][c] < median_fraction * references.of_pair(r, c).gbps for r, c in cells):
-                gbps = [rows[r][c] for r, c in cells]
-                mean = means[gpu] = sum(gbps) / len(gbps)
-                low_gpus.append(
-                    {
-                        "gpu": gpu,
-                        "node": node(gpu),
-                        "pairs": len(gbps),
-                        "mean_gbps": round(mean, 3),
-                        "median_gbps": round(statistics.median(gbps), 3),
-                        "min_gbps": min(gbps),
-                        "fraction_of_median": fraction(mean),
-                        "fraction_of_reference": round(mean / rack_reference.gbps, 4),
-                    }
-                )
-    low = {g["gpu"] for g in low_gpus}
-    for pair in failing:
-        explained = [g for g in (pair["src"], pair["dst"]) if g in low]
-        pair["low_gpu"] = explained[0] if explained and per_cell else None
-    unexplained = [(p, ref) for p, ref in zip(failing, failing_references) if p["low_gpu"] is None]
-
-    # The nodes blamed: those of the low GPUs, and both ends of each pair that no low GPU explains.
-    gpu_items = [_low_gpu_words(gpu, means[gpu["gpu"]], rack_reference) for gpu in low_gpus]
-    pair_items = [_pair_words(pair, floor, median, description, len(rows)) for pair, _ref in unexplained]
-    findings: Dict[str, List[str]] = {}
-    for gpu, words in zip(low_gpus, gpu_items):
-        if gpu["node"]:
-            findings.setdefault(gpu["node"], []).append(words)
-    for (pair, _ref), words in zip(unexplained, pair_items):
-        for name in dict.fromkeys(n for n in (pair["src_node"], pair["dst_node"]) if n):
-            findings.setdefault(name, []).append("pair " + words)
-    failed_nodes = sorted(findings)
-    node_problems = {name: _join_items(findings[name]) for name in failed_nodes}
-
-    # Violations: the whole domain when every GPU is low, one per low GPU, one per pair no low GPU explains,
-    # then the matrix-wide ones.
-    violations: List[str] = []
-    every_pair_low = (
-        paired is not None
-        and all(p["rule"] not in (RULE_FLOOR, RULE_NOT_MEASURED) for p in failing)
-        and len(failing) == len(rows)
+    judging = _Judging(
+        matrix, thresholds, gpu_product, layout, cells, floor, median_fraction, references, references.rack()
     )
-    if (square and len(low_gpus) == gpus) or every_pair_low:
-        violations.append(
-            f"every one of the {gpus} GPUs is below {median_fraction:g} x {rack_reference.words()} on each of "
-            "its pairs: a fault of the whole NVLink domain (a switch tray, the fabric manager, a driver or clock "
-            "setting), not of one GPU"
-        )
-    violations.extend(gpu_items)
-    for pair, reference in unexplained:
-        label = _pair_label(description, len(rows), pair["src"], pair["dst"])
-        if pair["rule"] == RULE_NOT_MEASURED:
-            violations.append(f"{label}: not measured (N/A), the pair has no peer access over NVLink")
-        elif pair["rule"] == RULE_FLOOR:
-            violations.append(f"{label}: {_num(pair['gbps'])} GB/s is below the threshold {_num(floor.gbps)}")
-        elif pair["rule"] == RULE_MEDIAN:
-            violations.append(
-                f"{label}: {_num(pair['gbps'])} GB/s is {pair['gbps'] / median:.3f} of the median "
-                f"{median:.2f}, below {median_fraction:g} x the median ({pair['threshold_gbps']:.2f})"
-            )
-        else:
-            violations.append(
-                f"{label}: {_num(pair['gbps'])} GB/s is {pair['gbps'] / reference.gbps:.3f} of {reference.words()}, "
-                f"below {median_fraction:g} x that ({pair['threshold_gbps']:.2f})"
-            )
-    other: List[str] = []
-    if floor.peak_unknown:
-        other.append(
-            f"no NVLink peak is known for GPU product '{gpu_product}' (label nvidia.com/gpu.product), so "
-            f"{thresholds.min_fraction_of_peak:g} x the peak cannot be worked out: set min_gbps, or peak_gbps, or "
-            "add the product to the peak table"
-        )
-    if not measured:
-        other.append("no GPU pair was measured: every cell is N/A")
-    min_sum = thresholds.min_sum_gbps
-    if min_sum is not None and total is not None and total < float(min_sum):
-        key = getattr(matrix, "key", "") or "of the matrix"
-        other.append(f"SUM {key} {_num(total)} is below min_sum_gbps {_num(float(min_sum))}")
-    violations.extend(other)
-
-    judgement = Judgement(
-        passed=not violations,
-        summary="",
-        threshold_gbps=floor.gbps,
-        threshold_explanation=floor.explanation,
-        peak_gbps=floor.peak_gbps,
-        min_fraction_of_peak=positive_or_none(thresholds.min_fraction_of_peak) if floor.source != "min_gbps" else None,
-        min_fraction_of_median=median_fraction,
-        median_gbps=round(median, 4) if median is not None else None,
-        median_threshold_gbps=round(median_threshold, 4) if median_threshold is not None else None,
-        pairs=len(judged) if square else len(measured),
-        measured_pairs=len(measured),
-        min_gbps=min(values) if values else None,
-        max_gbps=max(values) if values else None,
-        sum_gbps=total,
-        failing_pairs=failing,
-        low_gpus=low_gpus,
-        failed_nodes=failed_nodes,
-        node_problems=node_problems,
-        violations=violations,
-        reference=rack_reference.to_dict() if rack_reference is not None else None,
-        references=[r.to_dict() for r in references.listed()],
-        warnings=references.warnings,
-        row_pairs=[list(p) for p in paired] if paired is not None else None,
-    )
-    judgement.summary = _summary(judgement, rack_reference, gpu_to_gpu, gpu_items + pair_items, other)
-    return judgement
+    return judging.judgement()
 
 
 def direction_violations(directions: Sequence[Any], min_fraction_of_median: Optional[float]) -> List[str]:

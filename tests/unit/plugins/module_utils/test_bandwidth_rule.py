@@ -549,3 +549,53 @@ def test_generated_rack_many_findings_are_cut_after_five():
     assert judgement.failed_nodes == sorted(
         ["gb200-r0-t10"] + [f"gb200-r0-t{t}" for t in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12)]
     )
+
+
+def test_gpus_per_node_follows_from_the_nodes_when_not_given():
+    rows = real_gb200_rows()
+    rows[0][5] = 775.0
+    judgement = judge(rows, Thresholds(), GB200, None, NODES)  # 8 GPUs on 2 trays: 4 each
+    assert (judgement.failing_pairs[0]["src_node"], judgement.failing_pairs[0]["dst_node"]) == tuple(NODES)
+    assert judgement.failed_nodes == NODES
+    uneven = judge(rows, Thresholds(), GB200, 0, [*NODES, "gb200-r0-t2"])  # 8 GPUs on 3 trays: one GPU each
+    assert (uneven.failing_pairs[0]["src_node"], uneven.failing_pairs[0]["dst_node"]) == ("gb200-r0-t0", None)
+    assert uneven.summary == (
+        "1 of 56 GPU pairs below the threshold: 0->5 775.00 GB/s (gb200-r0-t0), 0.943 of the median 821.41"
+    )
+
+
+class HostToDevice:
+    """A 1-row host<->device matrix (invented): the CPU as the row, one GPU per column."""
+
+    rows = [[None, 50.0, 52.0]]
+    description = "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)"
+    key = "host_to_device_memcpy_ce"
+    reported_sum = None
+
+
+def test_a_cell_not_measured_outside_a_peer_matrix_is_no_pair():
+    judgement = judge(HostToDevice(), Thresholds(), GB200, 1, ["a", "b", "c"])
+    assert [(p["src"], p["dst"], p["rule"], p["src_node"], p["dst_node"]) for p in judgement.failing_pairs] == [
+        (0, 1, "floor", None, "b"),
+        (0, 2, "floor", None, "c"),
+    ]
+    assert (judgement.pairs, judgement.measured_pairs, judgement.min_fraction_of_median) == (2, 2, None)
+    assert judgement.violations == [
+        "CPU -> GPU 1: 50 GB/s is below the threshold 765",
+        "CPU -> GPU 2: 52 GB/s is below the threshold 765",
+    ]
+    assert judgement.summary == (
+        "2 of 2 cells below the threshold: CPU -> GPU 1 50.00 GB/s (b), below the floor 765.00; "
+        "CPU -> GPU 2 52.00 GB/s (c), below the floor 765.00"
+    )
+
+
+def test_a_matrix_with_no_cell_measured():
+    judgement = judge([[None, None], [None, None]], Thresholds(), GB200, 1, ["a", "b"])
+    assert [p["rule"] for p in judgement.failing_pairs] == ["not_measured", "not_measured"]
+    assert (judgement.median_gbps, judgement.sum_gbps, judgement.min_gbps) == (None, None, None)
+    assert judgement.violations[-1] == "no GPU pair was measured: every cell is N/A"
+    assert judgement.summary == (
+        "2 of 2 GPU pairs below the threshold: 0->1 not measured (N/A) (a -> b); 1->0 not measured (N/A) (b -> a); "
+        "no GPU pair was measured: every cell is N/A"
+    )
