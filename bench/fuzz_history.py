@@ -14,8 +14,8 @@ in a shuffled order, and half the time a pinned run. It then applies one mutatio
 - **time**: one run's start in the index replaced by a text that names no time.
 
 and records one more run (``verify_history``'s ``record_run``, random ``keep_runs`` and ``keep_days``), then reads
-the history as the report, the metrics and the nvbandwidth check do (``history.trends``,
-``metrics.history_last_passes``, ``history.baseline_for``). Each case is judged on:
+the history as the report, the metrics and the nvbandwidth check do (``history_trends.trends``,
+``metrics.history_last_passes``, ``history_baseline.baseline_for``). Each case is judged on:
 
 - **crashes**: any exception, but the HistoryError by which ``baseline_for`` refuses a bad record as a baseline;
 - **lost what matters**: the pinned run, or a check's last passing run of a rack, gone from the disk or the index,
@@ -54,7 +54,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 import_collection()
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history, metrics  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import (  # noqa: E402
+    history,
+    history_baseline,
+    history_runs,
+    history_trends,
+    metrics,
+)
 
 FAMILIES = ("reordered", "index", "record", "time")
 CHECKS = ("nvbandwidth", "cliques")
@@ -129,11 +135,11 @@ def build(rng: random.Random, directory: str) -> Case:
         runs.append(Run(f"r{number:02d}", moment, rfc3339_in(moment, rng.choice(ZONES)), verdicts))
     for run in rng.sample(runs, len(runs)):
         records = [make_record(run, key, rng) for key in run.verdicts]
-        history.record_run(directory, run.run_id, records, keep_runs=0, keep_days=0, now=moment)
+        history_runs.record_run(directory, run.run_id, records, keep_runs=0, keep_days=0, now=moment)
     case = Case(directory, runs)
     if rng.random() < 0.5:
         case.pinned = rng.choice(runs).run_id
-        history.pin_run(directory, case.pinned)
+        history_runs.pin_run(directory, case.pinned)
     return case
 
 
@@ -279,14 +285,14 @@ def judge(case: Case, result: Dict[str, Any], keep_runs: int, keep_days: int, no
 def read_as_the_readers_do(case: Case) -> List[str]:
     """The report's trend, the metrics' last pass and each baseline; the warnings they gave."""
     warnings: List[str] = []
-    history.trends(case.directory, warnings=warnings)
+    history_trends.trends(case.directory, warnings=warnings)
     metrics.history_last_passes(case.directory, warnings)
     for run in case.runs[:1]:
         for key in run.verdicts:
             check, rack = key.split("/", 1)
             # HistoryError: the check's refusal of a bad record as its baseline, one line by design
             with contextlib.suppress(history.HistoryError):
-                history.baseline_for(case.directory, check, rack, exclude_run=NEW_RUN)
+                history_baseline.baseline_for(case.directory, check, rack, exclude_run=NEW_RUN)
     return warnings
 
 
@@ -305,7 +311,7 @@ def run_case(family: str, rng: random.Random) -> Tuple[str, Optional[str]]:
         keep_runs, keep_days = rng.randint(1, 4), rng.choice((0, 0, 2))
         now = new.instant + timedelta(hours=1)
         records = [make_record(new, key, rng) for key in new.verdicts]
-        result = history.record_run(case.directory, NEW_RUN, records, keep_runs, keep_days, now=now)
+        result = history_runs.record_run(case.directory, NEW_RUN, records, keep_runs, keep_days, now=now)
         case.runs.append(new)
         problems = judge(case, result, keep_runs, keep_days, now)
         warnings = read_as_the_readers_do(case)

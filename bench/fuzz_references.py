@@ -58,7 +58,7 @@ ONE_LOST_LINK = 17 / 18
 
 import_collection()
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history, nvbandwidth  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history_runs, nvbandwidth  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import Baseline  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun  # noqa: E402
@@ -229,9 +229,9 @@ def in_kept_record(where: str) -> Callable[[Rack, str, Any, random.Random], Verd
         pinned = rng.random() < 0.5
         with tempfile.TemporaryDirectory(prefix="fuzz-references-") as history_dir:
             record = {"check": "nvbandwidth", "rack": "rack0", "verdict": "passed", "details": details}
-            history.record_run(history_dir, "r1", [dict(record, started="2026-12-01T10:00:00Z")])
+            history_runs.record_run(history_dir, "r1", [dict(record, started="2026-12-01T10:00:00Z")])
             if pinned:
-                history.pin_run(history_dir, "r1")
+                history_runs.pin_run(history_dir, "r1")
             params = {
                 "history_dir": history_dir,
                 "run_id": "r2",

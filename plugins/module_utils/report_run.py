@@ -3,7 +3,7 @@
 
 """Write the reports of a directory of verification records: what the module ``verification_report`` runs.
 
-The records are read (``report_records``), the trend of the kept runs added (``history.trends``), the
+The records are read (``report_records``), the trend of the kept runs added (``history_trends.trends``), the
 report built (``report_model``) and rendered (``report_render``); each file is written only when its
 content differs. The writer is injected, so check mode and tests write nothing.
 """
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileChange, FileEditError, read_text
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError, trends
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_trends import trends
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import load_records
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import ReportError, render_report

@@ -123,14 +123,18 @@ pinned:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history, history_runs
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_retention import (
+    DEFAULT_KEEP_DAYS,
+    DEFAULT_KEEP_RUNS,
+)
 
 ARGUMENT_SPEC = dict(
     history_dir=dict(type="path", required=True),
     run_id=dict(type="str", default=""),
     records=dict(type="list", elements="dict", default=[]),
-    keep_runs=dict(type="int", default=history.DEFAULT_KEEP_RUNS),
-    keep_days=dict(type="int", default=history.DEFAULT_KEEP_DAYS),
+    keep_runs=dict(type="int", default=DEFAULT_KEEP_RUNS),
+    keep_days=dict(type="int", default=DEFAULT_KEEP_DAYS),
     pin=dict(type="str", default=""),
 )
 
@@ -155,9 +159,9 @@ def main() -> None:
     error = ""
     try:
         if params["pin"]:
-            result["changed"] = history.pin_run(directory, params["pin"], warnings)
+            result["changed"] = history_runs.pin_run(directory, params["pin"], warnings)
         if params["records"]:
-            kept = history.record_run(
+            kept = history_runs.record_run(
                 directory, params["run_id"], params["records"], params["keep_runs"], params["keep_days"]
             )
             warnings.extend(kept.pop("warnings"))

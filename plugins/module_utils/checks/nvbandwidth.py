@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history, history_baseline
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     DEFAULT_MIN_FRACTION_OF_PEAK,
@@ -88,7 +88,7 @@ class NvbandwidthCheck(MpiJobCheck):
         def options_of(rack: str) -> Dict[str, Any]:
             """The options with the rack's baseline; a kept record that cannot be one refuses the check."""
             try:
-                return history.options_with_baseline(nvb, history_dir, cls.name, rack, run_id)
+                return history_baseline.options_with_baseline(nvb, history_dir, cls.name, rack, run_id)
             except history.HistoryError as exc:
                 raise NotRun(str(exc)) from exc
 

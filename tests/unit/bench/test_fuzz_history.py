@@ -10,6 +10,8 @@ import random
 import sys
 from pathlib import Path
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history_retention, history_trends
+
 BENCH = Path(__file__).resolve().parents[3] / "bench" / "fuzz_history.py"
 sys.path.insert(0, str(BENCH.parent))  # as when the script runs: its helpers beside it
 _SPEC = importlib.util.spec_from_file_location("fuzz_history", BENCH)
@@ -42,7 +44,7 @@ def test_runs_ordered_by_the_text_of_their_start_are_caught(monkeypatch):
 
 
 def test_a_retention_that_keeps_no_last_pass_is_caught(monkeypatch):
-    monkeypatch.setattr(history, "last_passing_runs", lambda runs: {})
+    monkeypatch.setattr(history_retention, "last_passing_runs", lambda runs: {})
     assert any("lost the last pass of" in problem for problem in problems_of("reordered"))
 
 
@@ -61,7 +63,13 @@ def test_a_corrupt_index_refused_is_a_crash(monkeypatch):
 
 def test_a_bad_record_kept_unsaid_is_silent(monkeypatch):
     kept_record = history.kept_record
-    monkeypatch.setattr(history, "kept_record", lambda d, r, c, k, warnings=None: kept_record(d, r, c, k))
+
+    def unsaid(d, r, c, k, warnings=None):
+        return kept_record(d, r, c, k)
+
+    # both readers of a kept record: the rebuilt index and the trend
+    monkeypatch.setattr(history, "kept_record", unsaid)
+    monkeypatch.setattr(history_trends, "kept_record", unsaid)
     assert any(problem.startswith("silent: no reader named") for problem in problems_of("record"))
 
 

@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import ONE_LOST_LINK_OF_18
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import pin_run, record_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import pin_run, record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
 HERE = Path(__file__).resolve().parent

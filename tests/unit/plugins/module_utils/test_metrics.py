@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import metrics
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import record_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import load_records, normalise_record
 

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import metrics, metrics_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileChange, replace_file
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import record_run, write_json
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import write_json
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.metrics_run import (
     MetricsError,
     MetricsRequest,

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import bandwidth_thresholds, history
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError, baseline_for, record_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import HistoryError
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_baseline import baseline_for
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record_validation import (
     baseline_problems,
     figure_problem,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import FileChange
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import record_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import ReportError
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_run import (
     ReportRequest,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import pin_run, record_run, trends
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import pin_run, record_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_trends import trends
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_model import build_report
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import normalise_record
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render import render_html, render_markdown
@@ -16,7 +17,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_render imp
 
 def record(run_id, median, low, verdict, day, matrix=None):
     details = {"testcase": "device_to_device_memcpy_read_ce", "median_gbps": median, "min": low}
-    # held against a product reference: a passing run of it is a baseline (history.baseline_for)
+    # held against a product reference: a passing run of it is a baseline (history_baseline.baseline_for)
     details["references"] = [{"kind": "product", "gbps": 821.41, "source": "GB200 NVL72, driver 580.95.05"}]
     if matrix is not None:  # 2 trays x 2 GPUs, placed as the check records them
         details.update(matrix=matrix, rank_nodes=["tray0", "tray1"], gpus_per_node=2)

@@ -243,7 +243,7 @@ def unreached_run(records_dir: Path, history: Path) -> None:
         error_records,
         unreachable_message,
     )
-    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import record_run
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import record_run
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import completed
 
     message = unreachable_message("the API server https://10.0.0.1:6443 did not answer")
@@ -257,7 +257,7 @@ def unreached_run(records_dir: Path, history: Path) -> None:
 
 
 def kept_fixture_run(history: Path) -> None:
-    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import record_run
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import record_run
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import load_records
 
     record_run(str(history), RUN, [r for r in load_records(str(RECORDS)) if r["run_id"] == RUN])

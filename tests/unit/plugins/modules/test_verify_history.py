@@ -7,7 +7,8 @@ import os
 
 import pytest
 from ansible.module_utils import basic
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import baseline_for, read_index
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import read_index
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_baseline import baseline_for
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import verify_history
 
 from tests.unit.plugins.modules.runner import run_module
@@ -128,7 +129,7 @@ def test_retention_keeps_the_racks_last_passing_run_and_names_it(tmp_path, warni
 def test_retention_keeps_the_run_that_is_the_baseline_when_the_last_pass_had_no_product_reference(tmp_path, warnings):
     directory = str(tmp_path / "runs")
     keep(directory, "r1", "2026-12-01T10:00:00Z", verdict="passed", keep_days=0)
-    # r2 passed against its own median alone: the newest pass, but no baseline (history.baseline_for)
+    # r2 passed against its own median alone: the newest pass, but no baseline (history_baseline.baseline_for)
     own = dict(record("r2", 810.0, day=2))
     own["details"] = dict(own["details"], references=[{"kind": "median", "gbps": 810.0}])
     run_module(verify_history.main, {"history_dir": directory, "run_id": "r2", "records": [own], "keep_days": 0})

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 from ansible.module_utils import basic
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import pin_run, record_run
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import pin_run, record_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import verification_metrics, verification_report
 
 from tests.conftest import FIXTURES
