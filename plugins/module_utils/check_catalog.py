@@ -37,6 +37,16 @@ def check_names(value: Any) -> List[str]:
     return [name for name in (str(item).strip() for item in items) if name]
 
 
+# The tags that select every check a verify run enables: no --tags, all, or the verify stage's own tag.
+WHOLE_RUN_TAGS: Tuple[str, ...] = ("all", "verify")
+# The generic role's own tag: --tags verify_checks runs the checks the site enables there, and none of the others.
+GENERIC_ROLE_TAG = "verify_checks"
+
+
+def _whole_run(run_tags: Sequence[str]) -> bool:
+    return not run_tags or bool(set(WHOLE_RUN_TAGS) & set(run_tags))
+
+
 def selected(
     run_tags: Sequence[str], skip_tags: Sequence[str], enabled: Sequence[str], own_roles: Sequence[str]
 ) -> List[str]:
@@ -44,8 +54,8 @@ def selected(
 
     ``own_roles``: the checks the playbook runs through roles of their own (left out here). A check runs when
     the run names it in ``--tags``, or when the site enables it (``gpu_fabric_verify_checks``) and the run is
-    not narrowed to other tags (no ``--tags``, or ``--tags verify``); never when ``--skip-tags`` names it.
-    An enabled name that is no check raises ValueError.
+    not narrowed to other tags (no ``--tags``, ``--tags verify``, or the role's own ``--tags verify_checks``);
+    never when ``--skip-tags`` names it. An enabled name that is no check raises ValueError.
     """
     unknown = [name for name in enabled if name not in CHECK_NAMES]
     if unknown:
@@ -53,9 +63,34 @@ def selected(
             f"gpu_fabric_verify_checks names {', '.join(unknown)}, which is no check; the checks are "
             + ", ".join(CHECK_NAMES)
         )
-    whole_run = not run_tags or bool({"all", "verify"} & set(run_tags))
+    whole_run = _whole_run(run_tags) or GENERIC_ROLE_TAG in run_tags
+    if GENERIC_ROLE_TAG in skip_tags:
+        return []
     return [
         name
         for name in CHECK_NAMES
         if name not in own_roles and name not in skip_tags and (name in run_tags or (whole_run and name in enabled))
     ]
+
+
+def own_role_checks(run_tags: Sequence[str], skip_tags: Sequence[str], nccl: bool) -> List[str]:
+    """The checks of ``OWN_ROLE_CHECKS`` that a verify run with these tags runs, each selected by its name or its
+    role's name (``verify_<name>``); nccl only when the site enables it (``gpu_fabric_verify_nccl``)."""
+    chosen = []
+    for name in OWN_ROLE_CHECKS:
+        tags = {name, f"verify_{name}"}
+        if name == "nccl" and not nccl:
+            continue
+        if tags & set(skip_tags) or not (_whole_run(run_tags) or tags & set(run_tags)):
+            continue
+        chosen.append(name)
+    return chosen
+
+
+def run_checks(run_tags: Sequence[str], skip_tags: Sequence[str], enabled: Any, nccl: bool) -> List[str]:
+    """Every check a ``verify.yml`` run with these tags runs, in the verify stage's order: its own roles', then the
+    checks of the catalog that ``enabled`` (gpu_fabric_verify_checks; the names that are no check left out) or
+    the tags select. Empty: the run verifies nothing (``--tags cluster``), so it has no report to write."""
+    known = [name for name in check_names(enabled) if name in CHECK_NAMES]
+    others = selected(list(run_tags), list(skip_tags), known, OWN_ROLE_CHECKS)
+    return own_role_checks(run_tags, skip_tags, nccl) + others

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Sequence, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.api_unreachable import unreachable_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dra import dra_problem, served_dra_version
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.openshift import is_openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.versions import version_at_least
@@ -108,10 +109,7 @@ def problems(state: ClusterState, policy: Policy, extra: Sequence[str] = ()) -> 
     found: List[str] = []
     floor = policy.min_kubernetes_version
     if not state.reachable:
-        found.append(
-            f"the Kubernetes API is not reachable: {state.unreachable_reason or 'unknown error'}; check the kubeconfig "
-            "(gpu_fabric_kubeconfig or K8S_AUTH_KUBECONFIG) and that the API server is up"
-        )
+        found.append(unreachable_line(state.unreachable_reason))
     else:
         server = semver(state.server_version)
         if not server or not version_at_least(server, floor):

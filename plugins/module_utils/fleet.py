@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, dra, mirror, openshift
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import compute_domain as cd
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.api_unreachable import ADVICE
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.files import (
     FileChange,
@@ -245,11 +246,7 @@ def with_missing(record: Record, plan: RackPlan) -> Record:
 
 def unreachable_message(text: str) -> str:
     """``text`` (what could not be done, one line) and what to do about it."""
-    return (
-        f"{text}; the check did not run, which says nothing of the fabric: check that the API server runs and "
-        "that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the host options point at it, "
-        "then run it again"
-    )
+    return f"{text}; the check did not run, which says nothing of the fabric: {ADVICE}"
 
 
 def fleet_summary(check: str, records: Sequence[Record]) -> str:

@@ -7,9 +7,11 @@ A mistake found only when the step that reads it runs costs the whole run before
 nvbandwidth: 16 minutes and more on a full NVL72) and ends with no report. So ``playbooks/verify.yml`` calls the
 module ``verify_preflight`` first, and it holds every setting of the run to the rule of the code that reads it
 later: the check names to the registry, the check settings to each check's own ``from_params``, the metrics file
-and Pushgateway to the metrics' rules, the kubeconfig to the Kubernetes client that loads it. It also says, in one
-line, when the cluster cannot enforce the admission policies of the shipped verify RBAC (no
-ValidatingAdmissionPolicy served: Kubernetes before 1.30).
+and Pushgateway to the metrics' rules, the kubeconfig to the Kubernetes client that loads it, and the API server
+to one question asked with the patience every check would give it: an API server that does not answer is said
+once, here, instead of by every check after waiting for it again. It also says, in one line, when the cluster
+cannot enforce the admission policies of the shipped verify RBAC (no ValidatingAdmissionPolicy served:
+Kubernetes before 1.30).
 """
 
 from __future__ import annotations
@@ -17,11 +19,20 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import check_catalog, checks, metrics_textfile
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.api_unreachable import unreachable_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import check_names
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_failure_text
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
+    API_ERRORS,
+    ApiException,
+    DynamicApiError,
+    api_failure_text,
+    api_retry,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kubeconfig import kubeconfig_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import PushTarget, target_problems
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
@@ -29,11 +40,6 @@ CHECKS_VARIABLE = "gpu_fabric_verify_checks"
 SETTINGS_VARIABLE = "gpu_fabric_verify_settings"
 TEXTFILE_VARIABLE = "gpu_fabric_verify_metrics_textfile"
 PUSHGATEWAY_VARIABLE = "gpu_fabric_verify_pushgateway_url"
-KUBECONFIG_VARIABLE = "gpu_fabric_kubeconfig"
-KUBECONFIG_ENVIRONMENT = "K8S_AUTH_KUBECONFIG"
-# Where kubernetes.core finds a cluster without a kubeconfig: its host option's environment, or inside a pod.
-NO_KUBECONFIG_NEEDED = ("K8S_AUTH_HOST", "KUBERNETES_SERVICE_HOST")
-DEFAULT_KUBECONFIG = "~/.kube/config"
 # What the parameters of fabric_verify give a check beyond its option groups; a check's from_params reads them,
 # and none of them changes whether its settings are valid.
 RUN_PARAMS: Dict[str, Any] = {"history_dir": "", "run_id": "", "gpus_per_tray": 0, "trays_per_clique": 0}
@@ -107,43 +113,6 @@ def pushgateway_problems(url: str) -> List[str]:
     return [f"{PUSHGATEWAY_VARIABLE}: {problem}"] if problem else []
 
 
-def kubeconfig_problems(
-    kubeconfig: str,
-    context: str,
-    environ: Mapping[str, str],
-    load: Callable[[str, Optional[str]], Any],
-    is_file: Callable[[str], bool] = os.path.isfile,
-) -> List[str]:
-    """The kubeconfig the checks will connect with: ``kubeconfig`` (gpu_fabric_kubeconfig), else the environment's
-    K8S_AUTH_KUBECONFIG, else kubernetes.core's defaults (KUBECONFIG, ~/.kube/config; none needed inside a pod or
-    with K8S_AUTH_HOST). It must exist and ``load(path, context)`` (the Kubernetes client's loader) must take it."""
-    if kubeconfig:
-        path, variable = kubeconfig, KUBECONFIG_VARIABLE
-    elif environ.get(KUBECONFIG_ENVIRONMENT):
-        path, variable = environ[KUBECONFIG_ENVIRONMENT], KUBECONFIG_ENVIRONMENT
-    elif any(environ.get(name) for name in NO_KUBECONFIG_NEEDED):
-        return []
-    else:
-        path = (environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or DEFAULT_KUBECONFIG
-        variable = "KUBECONFIG" if environ.get("KUBECONFIG") else ""
-        if not is_file(os.path.expanduser(path)):
-            return [
-                f"no kubeconfig: {KUBECONFIG_VARIABLE} and {KUBECONFIG_ENVIRONMENT} are unset and {path} does not "
-                f"exist; set {KUBECONFIG_VARIABLE} to the kubeconfig of the cluster to verify"
-            ]
-    named = f"the kubeconfig {path}" + (f" ({variable})" if variable else "")
-    if not is_file(os.path.expanduser(path)):
-        return [f"{named} does not exist: set {variable or KUBECONFIG_VARIABLE} to the kubeconfig file of the cluster"]
-    try:
-        load(os.path.expanduser(path), context or None)
-    except Exception as exc:  # the client's loader raises its ConfigException, YAML and OS errors alike
-        return [
-            f"{named} does not load: {one_line(exc, 300)}; give {variable or KUBECONFIG_VARIABLE} a kubeconfig of "
-            "the cluster" + (f" that has the context {context} (gpu_fabric_kube_context)" if context else "")
-        ]
-    return []
-
-
 def admission_policy_note(served: Optional[Sequence[str]]) -> str:
     """One line when the API server cannot enforce the shipped admission policies, else ''. ``served``: the resources
     the API server serves in admissionregistration.k8s.io/v1 (its discovery answer), None when it serves no such
@@ -158,29 +127,41 @@ def admission_policy_note(served: Optional[Sequence[str]]) -> str:
     )
 
 
-def admission_policy_notes(discover: Callable[[str], Optional[Sequence[str]]]) -> List[str]:
-    """The note of :func:`admission_policy_note` from ``discover(group_version)`` (the served resources, None when
-    not served); a discovery that fails is said as such, never taken as an answer."""
+# Between two questions to an API server that does not answer (each waits at most 15 s for its answer).
+ASK_AGAIN_SECONDS = 2.0
+
+
+def cluster_findings(
+    discover: Callable[[str], Optional[Sequence[str]]],
+    patience: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Tuple[List[str], List[str]]:
+    """The problems and notes of the API server the checks will use, from one question
+    (``discover(group_version)``: the served resources, None when not served), asked again while nothing
+    answers, for ``patience`` seconds (``gpu_fabric_verify_api_patience``, what each check would wait).
+
+    No answer for the whole patience is a problem, in the collection's one wording for it: every check would
+    wait as long again and then not run. An answer that is an error (refused, not found) is a note, never an
+    answer about the policies; the checks meet it again and say it in their records."""
+    started = clock()
     try:
-        served = discover(ADMISSION_GROUP_VERSION)
-    except Exception as exc:  # unreachable, refused, a TLS error: the checks meet it again and fail on it
-        return [
-            f"could not ask the API server whether it serves ValidatingAdmissionPolicy ({ADMISSION_GROUP_VERSION}), "
-            f"which the admission policies of {RBAC_FILE} need: {api_failure_text(exc)}"
-        ]
+        served = api_retry(lambda: discover(ADMISSION_GROUP_VERSION), patience, ASK_AGAIN_SECONDS, sleep, clock)
+    except (ApiException, DynamicApiError) as exc:  # the server answered, with an error
+        return [], [_not_asked(exc)]
+    except API_ERRORS as exc:  # pylint: disable=catching-non-exception  # no answer (refused, timed out, TLS)
+        return [unreachable_line(api_failure_text(exc, clock() - started))], []
+    except Exception as exc:  # anything else of the client: said, never taken as an answer
+        return [], [_not_asked(exc)]
     note = admission_policy_note(served)
-    return [note] if note else []
+    return [], [note] if note else []
 
 
-def kubeconfig_path(kubeconfig: str, environ: Mapping[str, str]) -> str:
-    """The kubeconfig the checks connect with (as :func:`kubeconfig_problems` finds it); '' without one."""
-    if kubeconfig:
-        return kubeconfig
-    if environ.get(KUBECONFIG_ENVIRONMENT):
-        return environ[KUBECONFIG_ENVIRONMENT]
-    if any(environ.get(name) for name in NO_KUBECONFIG_NEEDED):
-        return ""
-    return (environ.get("KUBECONFIG") or "").split(os.pathsep)[0] or DEFAULT_KUBECONFIG
+def _not_asked(exc: BaseException) -> str:
+    return (
+        f"could not ask the API server whether it serves ValidatingAdmissionPolicy ({ADMISSION_GROUP_VERSION}), "
+        f"which the admission policies of {RBAC_FILE} need: {api_failure_text(exc)}"
+    )
 
 
 def discovery(path: str, context: Optional[str], in_cluster: bool) -> Callable[[str], Optional[List[str]]]:
@@ -221,22 +202,19 @@ def discovery(path: str, context: Optional[str], in_cluster: bool) -> Callable[[
     return discover
 
 
-def load_kubeconfig(path: str, context: Optional[str]) -> None:
-    """Load ``path`` (and ``context``) as the Kubernetes client does, into a configuration of its own."""
-    from kubernetes.client import Configuration
-    from kubernetes.config import load_kube_config
-
-    load_kube_config(config_file=path, context=context, client_configuration=Configuration())
-
-
 def preflight(
     params: Mapping[str, Any],
     environ: Mapping[str, str],
     load: Callable[..., Any],
     discover: Optional[Callable[[str], Optional[Sequence[str]]]] = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Dict[str, Any]:
-    """Every problem of the verify run's settings, one line each, and the checks it names and selects; ``notes``:
-    what the cluster cannot enforce (asked through ``discover`` once the kubeconfig loads; None: not asked)."""
+    """Every problem of the verify run's settings, one line each (an API server that does not answer for the
+    run's ``api_patience`` among them), the checks it names, those it gives the generic role (``selected``) and
+    every check it runs (``runs``; none: the run verifies nothing, needs no cluster and has no report);
+    ``notes``: what the cluster cannot enforce (asked through ``discover`` once the kubeconfig loads; None: not
+    asked)."""
     names = check_names(params.get("checks"))
     problems = unknown_check_problems(names)
     known = [name for name in names if name in checks.REGISTRY]
@@ -246,12 +224,22 @@ def preflight(
         known,
         [str(c) for c in params.get("own_roles") or []],
     )
+    runs = check_catalog.run_checks(
+        [str(t) for t in params.get("run_tags") or []],
+        [str(t) for t in params.get("skip_tags") or []],
+        known,
+        bool(params.get("nccl")),
+    )
     problems += settings_problems(params.get("settings"), selected)
     problems += textfile_problems(params.get("metrics_textfile") or "")
     problems += pushgateway_problems(params.get("pushgateway_url") or "")
-    kube_problems = kubeconfig_problems(params.get("kubeconfig") or "", params.get("kube_context") or "", environ, load)
-    problems += kube_problems
     notes: List[str] = []
-    if discover is not None and not kube_problems:
-        notes = admission_policy_notes(discover)
-    return {"checks": names, "selected": selected, "problems": problems, "notes": notes}
+    if not runs:  # a run of another stage (site.yml --tags hosts) needs no cluster here
+        return {"checks": names, "selected": selected, "runs": runs, "problems": problems, "notes": notes}
+    problems += kubeconfig_problems(params.get("kubeconfig") or "", params.get("kube_context") or "", environ, load)
+    # the cluster is asked only of a run its settings let go on: a refused run answers at once
+    if discover is not None and not problems:
+        unreachable, notes = cluster_findings(discover, float(params.get("api_patience") or 0), sleep, clock)
+        problems += unreachable
+        notes = notes if params.get("admission_policy", True) else []
+    return {"checks": names, "selected": selected, "runs": runs, "problems": problems, "notes": notes}

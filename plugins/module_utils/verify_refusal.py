@@ -17,41 +17,9 @@ import json
 import os
 from typing import Any, Callable, Dict, List, Mapping, Sequence
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import (
-    CHECK_NAMES,
-    OWN_ROLE_CHECKS,
-    check_names,
-    selected,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import run_checks
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import FLEET, OUTCOME_ERROR, Record, error_records
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
-
-# The checks playbooks/verify.yml runs through roles of their own, each under its own tag and the role's name.
-OWN_ROLES = OWN_ROLE_CHECKS
-# The tags that select every check of the verify stage (the whole run).
-WHOLE_RUN_TAGS = ("all", "verify")
-
-
-def own_role_checks(run_tags: Sequence[str], skip_tags: Sequence[str], nccl: bool) -> List[str]:
-    """The checks of ``OWN_ROLES`` that a verify run with these tags runs (nccl only when the site enables it)."""
-    whole = not run_tags or bool(set(WHOLE_RUN_TAGS) & set(run_tags))
-    chosen = []
-    for name in OWN_ROLES:
-        tags = {name, f"verify_{name}"}
-        if name == "nccl" and not nccl:
-            continue
-        if tags & set(skip_tags) or not (whole or tags & set(run_tags)):
-            continue
-        chosen.append(name)
-    return chosen
-
-
-def refused_checks(run_tags: Sequence[str], skip_tags: Sequence[str], enabled: Any, nccl: bool) -> List[str]:
-    """Every check the refused run would have run, in the verify stage's order: its own roles', then the checks of
-    the registry that ``enabled`` (gpu_fabric_verify_checks, the names that are checks) or the tags select."""
-    known = [name for name in check_names(enabled) if name in CHECK_NAMES]
-    others = selected(list(run_tags), list(skip_tags), known, OWN_ROLES)
-    return own_role_checks(run_tags, skip_tags, nccl) + others
 
 
 def refusal_message(task: str, message: Any) -> str:
@@ -98,7 +66,7 @@ def refusal_records(
 def refusal(params: Mapping[str, Any], read: Callable[[str], str]) -> Dict[str, Any]:
     """The module's result before writing: the message, the checks refused and their records, the verdict."""
     message = refusal_message(params.get("task") or "", params.get("reason"))
-    names = refused_checks(
+    names = run_checks(
         [str(t) for t in params.get("run_tags") or []],
         [str(t) for t in params.get("skip_tags") or []],
         params.get("checks"),

@@ -74,6 +74,9 @@ objects:
   sample: {"Deployment mpi-operator/mpi-operator": "differs", "Namespace mpi-operator": "unchanged"}
 """
 
+import os
+
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.api_unreachable import ADVICE
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     ApiUnreachable,
     ResourceNotFoundError,
@@ -84,6 +87,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     resource_api,
     retry,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kubeconfig import kubeconfig_problems, load_kubeconfig
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.server_side_apply import (
     apply_reason,
     object_key,
@@ -141,11 +145,15 @@ def main() -> None:
             for obj in objects:
                 live = retry(lambda obj=obj: read_live(client, obj), patience, f"cannot read {object_key(obj)}")
                 reasons[object_key(obj)] = apply_reason(live, obj, params["field_manager"])
-    except CoreException as exc:
+    except CoreException as exc:  # no client: a kubeconfig that is missing or does not load is named with its path
+        problems = kubeconfig_problems(
+            params.get("kubeconfig") or "", params.get("context") or "", os.environ, load_kubeconfig
+        )
+        if problems:
+            module.fail_json(msg=problems[0])
         module.fail_from_exception(exc)
     except ApiUnreachable as exc:
-        hint = "; check that the API server runs and that the kubeconfig points at it" if is_transient(exc) else ""
-        module.fail_json(msg=f"{exc}; nothing was applied{hint}")
+        module.fail_json(msg=f"{exc}; nothing was changed" + (f"; {ADVICE}" if is_transient(exc) else ""))
     module.exit_json(
         changed=False,
         apply=split_needed(groups, reasons),

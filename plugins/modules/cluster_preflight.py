@@ -132,6 +132,7 @@ summary:
   sample: Kubernetes v1.34.4, 5 nodes, resource.k8s.io/v1 served, v3.19.0+g3d8990f; OpenShift not detected
 """
 
+import time
 from typing import Any, Dict, List, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_preflight import (
@@ -150,12 +151,13 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cluster_preflight
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     Urllib3Error,
+    api_error_text,
+    api_failure_text,
     api_retry,
     auth_argument_spec,
     json_page,
     list_all,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_verdict import error_line
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -190,17 +192,18 @@ def read_helm(module: AnsibleK8SModule, binary: str) -> Tuple[bool, str, str]:
 
 def read_cluster(module: AnsibleK8SModule, patience: float) -> Dict[str, Any]:
     """The API server's version, served groups and nodes, as ClusterState's fields."""
+    started = time.monotonic()
     try:
         client = get_api_client(module=module)
     except CoreException as exc:  # no usable kubeconfig
-        return dict(reachable=False, unreachable_reason=str(exc))
+        return dict(reachable=False, unreachable_reason=f"the kubeconfig does not load: {api_error_text(exc)}")
     except (
         DynamicApiError,
         Urllib3Error,
         ConnectionError,
         TimeoutError,
     ) as exc:  # the client's discovery on creation got no answer
-        return dict(reachable=False, unreachable_reason=error_line(exc))
+        return dict(reachable=False, unreachable_reason=api_failure_text(exc, time.monotonic() - started))
 
     def read(path: str) -> Dict[str, Any]:  # the JSON body: /version has no kind for the client's model objects
         return json_page(api_retry(lambda: client.client.request("get", path, serialize=False), patience, 1.0))
@@ -209,13 +212,13 @@ def read_cluster(module: AnsibleK8SModule, patience: float) -> Dict[str, Any]:
         version = read("/version")
         served = read("/apis")
     except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
-        return dict(reachable=False, unreachable_reason=error_line(exc))
+        return dict(reachable=False, unreachable_reason=api_failure_text(exc, time.monotonic() - started))
     fields: Dict[str, Any] = dict(reachable=True, server_version=str(version.get("gitVersion") or ""), served=served)
     try:
         nodes: List[Dict[str, Any]] = api_retry(lambda: list_all(client, "v1", "Node"), patience, 1.0)
         fields["nodes"] = tuple(node_info(node) for node in nodes)
     except (DynamicApiError, Urllib3Error, ConnectionError, TimeoutError) as exc:
-        fields["nodes_error"] = error_line(exc)
+        fields["nodes_error"] = api_failure_text(exc, time.monotonic() - started)
     return fields
 
 

@@ -114,7 +114,10 @@ verification_schedule:
   version_added: 0.4.0
 """
 
+import os
+
 from ansible.module_utils.basic import missing_required_lib
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.api_unreachable import ADVICE
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     ApiUnreachable,
     auth_argument_spec,
@@ -123,6 +126,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     list_served,
     retry,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kubeconfig import kubeconfig_problems, load_kubeconfig
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.uninstall import (
     COMPUTE_DOMAIN_API_VERSION,
     MPIJOB_API_VERSION,
@@ -193,14 +197,15 @@ def main() -> None:
             patience,
             "cannot list the scheduled verification's objects and the checks' PriorityClass",
         )
-    except CoreException as exc:
+    except CoreException as exc:  # no client: a kubeconfig that is missing or does not load is named with its path
+        problems = kubeconfig_problems(
+            params.get("kubeconfig") or "", params.get("context") or "", os.environ, load_kubeconfig
+        )
+        if problems:
+            module.fail_json(msg=problems[0])
         module.fail_from_exception(exc)
     except ApiUnreachable as exc:
-        hint = (
-            "; check that the API server runs and that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) "
-            "or the host options point at it"
-        )
-        module.fail_json(msg=f"{exc}; nothing was removed" + (hint if is_transient(exc) else ""))
+        module.fail_json(msg=f"{exc}; nothing was removed" + (f"; {ADVICE}" if is_transient(exc) else ""))
     users, ours = partition_workloads(domains, mpijobs)
     our_namespaces = verification_namespaces(namespaces)
     objects, aggregating, crds = manifest_removal(documents, params["include_crds"])

@@ -24,10 +24,13 @@ description:
   - The kubeconfig (O(kubeconfig), else the environment's C(K8S_AUTH_KUBECONFIG), else C(KUBECONFIG) or
     C(~/.kube/config); none is needed inside a pod or with C(K8S_AUTH_HOST)) must exist and load with the context
     O(kube_context), as the Kubernetes client loads it.
-  - With O(admission_policy), once the kubeconfig loads, the API server is asked whether it serves
-    ValidatingAdmissionPolicy (C(admissionregistration.k8s.io/v1), Kubernetes 1.30 or later); when it does not, the
-    admission policies of C(docs/rbac/verify-stage.yaml) do not apply, and one line says so in RV(notes) and as a
-    warning. The run goes on.
+  - Once the kubeconfig loads, the API server is asked one question (which resources it serves in
+    C(admissionregistration.k8s.io/v1)), asked again while nothing answers, for O(api_patience) seconds. An API server
+    that does not answer for that long is a problem, in one line naming the server and what to set: every check
+    would wait for it as long again and then not run, so it is said once, here.
+  - With O(admission_policy), when the API server does not serve ValidatingAdmissionPolicy (Kubernetes 1.30 or
+    later), the admission policies of C(docs/rbac/verify-stage.yaml) do not apply, and one line says so in
+    RV(notes) and as a warning. The run goes on.
 extends_documentation_fragment:
   - gpu_fabric.mnnvl.attributes
   - gpu_fabric.mnnvl.attributes.INFO_MODULE
@@ -72,10 +75,19 @@ options:
     type: str
     default: ""
   admission_policy:
-    description: Ask the API server whether it serves ValidatingAdmissionPolicy, which the shipped verify RBAC's
-      admission policies need, and note when it does not.
+    description: Note when the API server does not serve ValidatingAdmissionPolicy, which the shipped verify RBAC's
+      admission policies need.
     type: bool
     default: true
+  api_patience:
+    description: Seconds an API server that does not answer is asked again before the run is refused (what each
+      check would wait for it; C(gpu_fabric_verify_api_patience)).
+    type: int
+    default: 90
+  nccl:
+    description: Whether the site runs the nccl check (C(gpu_fabric_verify_nccl)), for RV(runs).
+    type: bool
+    default: false
 author:
   - gpu_fabric.mnnvl contributors (@gpu-fabric)
 """
@@ -104,6 +116,13 @@ selected:
   type: list
   elements: str
   sample: [gpu_health]
+runs:
+  description: Every check this run runs, in the verify stage's order (its own roles', then the others). Empty when
+    the tags select no check of the verify stage (C(--tags cluster)): the run has no record and so no report.
+  returned: always
+  type: list
+  elements: str
+  sample: [cliques, imex_channel, nvbandwidth]
 problems:
   description: Every problem found, one line each; the module fails when there is one.
   returned: always
@@ -113,7 +132,7 @@ problems:
     cliques, imex_channel, nvbandwidth, nccl, gpu_health, dcgm_diag"]
 notes:
   description: What the cluster cannot enforce, one line each (also given as warnings); empty when it can or when
-    O(admission_policy) is false or the kubeconfig has a problem.
+    O(admission_policy) is false, the kubeconfig has a problem or the API server does not answer.
   returned: always
   type: list
   elements: str
@@ -125,13 +144,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import OWN_ROLE_CHECKS
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kubeconfig import kubeconfig_path, load_kubeconfig
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pushgateway import given_secrets
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import (
-    discovery,
-    kubeconfig_path,
-    load_kubeconfig,
-    preflight,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verify_preflight import discovery, preflight
 
 ARGUMENT_SPEC = dict(
     checks=dict(type="raw"),
@@ -144,6 +159,8 @@ ARGUMENT_SPEC = dict(
     kubeconfig=dict(type="str", default=""),
     kube_context=dict(type="str", default=""),
     admission_policy=dict(type="bool", default=True),
+    api_patience=dict(type="int", default=90),
+    nccl=dict(type="bool", default=False),
 )
 
 
@@ -157,11 +174,10 @@ def main() -> None:
     module = build_module()
     params = module.params
     discover = None
-    if params["admission_policy"]:
-        path = kubeconfig_path(params["kubeconfig"], os.environ)
-        in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-        if path or in_cluster:  # with K8S_AUTH_HOST alone the connection's options are kubernetes.core's own
-            discover = discovery(path, params["kube_context"] or None, in_cluster)
+    path = kubeconfig_path(params["kubeconfig"], os.environ)
+    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if path or in_cluster:  # with K8S_AUTH_HOST alone the connection's options are kubernetes.core's own
+        discover = discovery(path, params["kube_context"] or None, in_cluster)
     result = preflight(params, os.environ, load_kubeconfig, discover)
     for note in result["notes"]:
         module.warn(note)

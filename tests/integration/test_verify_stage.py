@@ -9,6 +9,8 @@ so each rack's nvbandwidth MPIJob has 72 ranks and its matrix is 72 x 72.
 
 from __future__ import annotations
 
+import re
+import shutil
 from typing import TYPE_CHECKING
 
 import pytest
@@ -187,10 +189,17 @@ def test_verify_nccl_without_an_image_fails_with_the_hint(cluster_stage: SimRack
 
 
 def test_check_mode_creates_nothing(cluster_stage: SimRack, tmp_path):
+    # an earlier run's records in the report directory are not this run's: check mode reports none of them
+    # (before, it read them as its own, found none of this run and failed with rc 2)
+    earlier = tmp_path / "report" / "records"
+    shutil.copytree(REPO_ROOT / "tests" / "fixtures" / "verification_records" / "records", earlier)
+    kept = {path: path.read_bytes() for path in earlier.rglob("*.json")}
     run = run_verify(cluster_stage, tmp_path / "report", "--check")
 
     assert run.process.returncode == 0, run.output[-6000:]
-    assert not (tmp_path / "report" / "records").exists()
+    assert {path: path.read_bytes() for path in earlier.rglob("*.json")} == kept
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["records"]
+    assert re.search(r"check mode: run \d{8}T\d+Z has no records in \S+/records", " ".join(run.output.split()))
     assert "check mode: the IMEX channel check would create one ComputeDomain per rack" in run.output
     assert verification_objects(cluster_stage, run.prefix) == ZERO
 

@@ -116,3 +116,45 @@ def test_a_missing_kubeconfig_gives_the_verdict_naming_it(tmp_path):
         f"ERROR: the run was refused at the task '{PREFLIGHT}': the kubeconfig {tmp_path / 'kubeconfig'} "
         "(K8S_AUTH_KUBECONFIG) does not exist: set K8S_AUTH_KUBECONFIG to the kubeconfig file of the cluster"
     )
+
+
+UNREACHABLE = (
+    "cannot reach the Kubernetes API at https://127.0.0.1:1 for 3 s: connection refused; check that the API server "
+    "runs and that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the host options point at it, then "
+    "run it again"
+)
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_an_api_server_that_does_not_answer_is_said_once_and_fails_the_run(tmp_path, check_mode):
+    report_dir = tmp_path / "report"
+    extra = ["--check"] if check_mode else []
+    rc, stats, _output = verify(
+        tmp_path, "-e", "gpu_fabric_verify_api_patience=3", "-e", f"gpu_fabric_report_dir={report_dir}", *extra
+    )
+    # before: rc 0 in check mode, and each check waited out the patience again (90 s each) in both modes
+    assert rc == 2
+    assert stats["gpu_fabric_verdict"] == "error"
+    if check_mode:
+        assert stats["gpu_fabric_summary"] == f"ERROR: the run was refused at the task '{PREFLIGHT}': {UNREACHABLE}"
+        return
+    report = json.loads((report_dir / "report.json").read_text())
+    assert [(c["check"], c["verdict"]) for c in report["checks"]] == [
+        ("cliques", "error"),
+        ("imex_channel", "error"),
+        ("nvbandwidth", "error"),
+    ]
+    assert {c["summary"] for c in report["checks"]} == {
+        f"{check} did not run, which says nothing of the fabric; the run was refused at the task '{PREFLIGHT}': "
+        f"{UNREACHABLE}"
+        for check in ("cliques", "imex_channel", "nvbandwidth")
+    }
+
+
+@pytest.mark.parametrize("tags", ["cluster", "verify_checks"])
+def test_a_run_that_verifies_nothing_needs_no_cluster_and_writes_no_report(tmp_path, tags):
+    report_dir = tmp_path / "report"
+    rc, stats, _output = verify(tmp_path, "--tags", tags, "-e", f"gpu_fabric_report_dir={report_dir}", kubeconfig=False)
+    # before: the report step failed ("the records directory ... does not exist; run the verify roles first")
+    assert rc == 0
+    assert stats == {} and not report_dir.exists()

@@ -102,3 +102,70 @@ def test_a_refresh_schedule_of_false_or_empty_leaves_the_refresh_cronjob_out_and
             "metadata": {"name": "gpu-fabric-verify-refresh", "namespace": "gpu-fabric"},
         }
     ]
+
+
+# A kubeconfig that loads, of an API server nothing listens on.
+CLOSED_PORT = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+"""
+
+
+def failures(tmp_path: Path, kubeconfig: Path, state: str) -> list:
+    """The message of every failed task of playbooks/schedule.yml run with ``kubeconfig`` in ``state``."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {sys.executable}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("K8S_AUTH_", "KUBECONFIG"))}
+    env.update(
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"
+    )
+    variables = {
+        "verify_schedule_image": "registry.example.com/gpu-fabric-ee:0.4.0",
+        "verify_schedule_kubeconfig": str(kubeconfig),
+        "verify_schedule_state": state,
+        "verify_schedule_api_patience": 0,
+    }
+    run = subprocess.run(
+        [ANSIBLE_PLAYBOOK, "-i", str(inventory), str(REPO / "playbooks" / "schedule.yml"), "-e", json.dumps(variables)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 2, run.stdout[-3000:]
+    return [
+        result["msg"]
+        for play in json.loads(run.stdout)["plays"]
+        for task in play["tasks"]
+        for result in task["hosts"].values()
+        if result.get("failed")
+    ]
+
+
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_an_api_server_that_does_not_answer_is_one_line_naming_it_in_both_states(tmp_path, state):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(CLOSED_PORT)
+    # the removal said urllib3's "HTTPSConnectionPool(host='127.0.0.1', port=1): Max retries exceeded ..." before
+    assert failures(tmp_path, kubeconfig, state) == [
+        "cannot reach the Kubernetes API at https://127.0.0.1:1: connection refused; nothing was changed; check that "
+        "the API server runs and that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the host options "
+        "point at it, then run it again"
+    ]
+
+
+def test_a_kubeconfig_that_is_no_file_is_named_with_its_path(tmp_path):
+    # before: "Could not create API client: Invalid kube-config file. No configuration found."
+    assert failures(tmp_path, tmp_path / "absent", "present") == [
+        f"the kubeconfig {tmp_path / 'absent'} (K8S_AUTH_KUBECONFIG) does not exist: set K8S_AUTH_KUBECONFIG to the "
+        "kubeconfig file of the cluster"
+    ]

@@ -39,6 +39,7 @@ API_LAYER = {
     "node_verdict",
     "uninstall",
     "verify_preflight",
+    "kubeconfig",
     "verify_refusal",
     "verify_schedule",
 }

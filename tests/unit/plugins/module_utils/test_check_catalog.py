@@ -66,3 +66,25 @@ def test_the_checks_with_roles_of_their_own_are_the_catalogs_and_the_roles_defau
     defaults = yaml.safe_load((Path(checks.__file__).parents[3] / "roles/verify_checks/defaults/main.yml").read_text())
     assert list(check_catalog.OWN_ROLE_CHECKS) == defaults["verify_checks_own_roles"]
     assert set(check_catalog.OWN_ROLE_CHECKS) <= set(check_catalog.CHECK_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("run_tags", "skip_tags", "enabled", "nccl", "expected"),
+    [
+        ([], [], [], False, ["cliques", "imex_channel", "nvbandwidth"]),
+        (["all"], [], "gpu_health", True, ["cliques", "imex_channel", "nvbandwidth", "nccl", "gpu_health"]),
+        (["verify"], ["imex_channel"], ["dcgm_diag", "gpu_helth"], False, ["cliques", "nvbandwidth", "dcgm_diag"]),
+        (["nvbandwidth"], [], ["gpu_health"], False, ["nvbandwidth"]),
+        (["verify_cliques", "dcgm_diag"], [], [], False, ["cliques", "dcgm_diag"]),
+        (["nccl"], [], [], False, []),
+        (["verify"], ["verify_nvbandwidth", "cliques"], [], False, ["imex_channel"]),
+        # the generic role's own tag runs the checks the site enables there, and no other
+        (["verify_checks"], [], ["gpu_health", "cliques"], True, ["gpu_health"]),
+        ([], ["verify_checks"], ["gpu_health"], False, ["cliques", "imex_channel", "nvbandwidth"]),
+        # a tag of another stage verifies nothing: the run has no report to write
+        (["cluster"], [], ["gpu_health"], True, []),
+        (["verify_checks"], [], [], False, []),
+    ],
+)
+def test_the_checks_a_verify_run_runs(run_tags, skip_tags, enabled, nccl, expected):
+    assert check_catalog.run_checks(run_tags, skip_tags, enabled, nccl) == expected

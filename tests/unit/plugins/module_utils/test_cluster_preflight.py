@@ -64,17 +64,18 @@ def test_a_healthy_cluster_has_no_problem_and_a_summary():
 
 
 def test_an_unreachable_api_is_one_problem_and_helm_still_counts():
-    state = ClusterState(reachable=False, unreachable_reason="MaxRetryError: Connection refused", helm_error="boom")
+    reason = "cannot reach the Kubernetes API at https://10.0.0.1:6443 for 10 s: connection refused"
+    state = ClusterState(reachable=False, unreachable_reason=reason, helm_error="boom")
     found = problems(state, Policy(helm_binary="/opt/helm"))
     assert found == [
-        "the Kubernetes API is not reachable: MaxRetryError: Connection refused; check the kubeconfig "
-        "(gpu_fabric_kubeconfig or K8S_AUTH_KUBECONFIG) and that the API server is up",
+        f"{reason}; check that the API server runs and that the kubeconfig (gpu_fabric_kubeconfig, "
+        "K8S_AUTH_KUBECONFIG) or the host options point at it, then run it again",
         "Helm is not usable: `/opt/helm version` failed (boom); the cluster stage needs Helm 3.17.0 or later on the"
         " controller: install Helm (https://helm.sh/docs/intro/install/; the collection's execution environment"
         " carries it) or set gpu_fabric_helm_binary to its path",
     ]
     assert dra_api_version(state) == "" and openshift(state) is False
-    assert failure_message(found).startswith("Cluster preflight found 2 problem(s): the Kubernetes API is not")
+    assert failure_message(found).startswith("Cluster preflight found 2 problem(s): cannot reach the Kubernetes API")
     assert " | Helm is not usable" in failure_message(found)
 
 

@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_preflight as vp
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import ApiException
+from fake_clock import Clock
 
 CHECKS = "cliques, imex_channel, nvbandwidth, nccl, gpu_health, dcgm_diag"
 
@@ -85,45 +87,6 @@ def test_a_pushgateway_url_without_a_scheme_is_refused():
     assert vp.pushgateway_problems("http://pushgateway.monitoring:9091") == []
 
 
-def test_a_missing_kubeconfig_names_the_path_and_the_variable(tmp_path):
-    path = tmp_path / "admin.kubeconfig"
-    assert vp.kubeconfig_problems(str(path), "", {}, never_loaded) == [
-        f"the kubeconfig {path} (gpu_fabric_kubeconfig) does not exist: set gpu_fabric_kubeconfig to the kubeconfig "
-        "file of the cluster"
-    ]
-    assert vp.kubeconfig_problems("", "", {"K8S_AUTH_KUBECONFIG": str(path)}, never_loaded) == [
-        f"the kubeconfig {path} (K8S_AUTH_KUBECONFIG) does not exist: set K8S_AUTH_KUBECONFIG to the kubeconfig "
-        "file of the cluster"
-    ]
-
-
-def test_no_kubeconfig_at_all_says_which_variable_to_set(tmp_path):
-    assert vp.kubeconfig_problems("", "", {}, never_loaded, is_file=lambda path: False) == [
-        "no kubeconfig: gpu_fabric_kubeconfig and K8S_AUTH_KUBECONFIG are unset and ~/.kube/config does not exist; "
-        "set gpu_fabric_kubeconfig to the kubeconfig of the cluster to verify"
-    ]
-    # inside a pod (the scheduled run) or with a host given, the client needs no kubeconfig
-    assert vp.kubeconfig_problems("", "", {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, never_loaded) == []
-
-
-def test_a_kubeconfig_that_does_not_load_names_the_path_the_variable_and_the_loaders_reason(tmp_path):
-    path = tmp_path / "kubeconfig"
-    path.write_text("apiVersion: v1\nkind: Config\n")
-    assert vp.kubeconfig_problems(str(path), "rack0", {}, vp.load_kubeconfig) == [
-        f"the kubeconfig {path} (gpu_fabric_kubeconfig) does not load: Invalid kube-config file. Expected object "
-        f"with name rack0 in {path}/contexts list; give gpu_fabric_kubeconfig a kubeconfig of the cluster that has "
-        "the context rack0 (gpu_fabric_kube_context)"
-    ]
-
-
-def test_a_kubeconfig_that_loads_passes(tmp_path):
-    loaded: List[Tuple[str, Optional[str]]] = []
-    path = tmp_path / "kubeconfig"
-    path.write_text("")
-    assert vp.kubeconfig_problems(str(path), "rack0", {}, lambda *given: loaded.append(given)) == []
-    assert loaded == [(str(path), "rack0")]
-
-
 def test_the_preflight_gives_every_problem_and_the_checks_the_run_selects(tmp_path):
     params = {
         "checks": "gpu_health,dcgm_diagg",
@@ -186,18 +149,82 @@ def test_a_cluster_without_validating_admission_policy_is_said_in_one_line(tmp_p
     )
 
 
-def test_a_discovery_that_fails_is_said_as_such_and_a_kubeconfig_problem_asks_nothing(tmp_path):
+def test_an_api_server_that_does_not_answer_for_the_patience_is_one_problem_said_once(tmp_path):
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("apiVersion: v1\n")
+    asked: List[str] = []
+    clock = Clock()
+
+    def refused(group_version: str):
+        asked.append(group_version)
+        raise ConnectionRefusedError("[Errno 111] Connection refused")
+
+    result = vp.preflight(
+        {"kubeconfig": str(kubeconfig), "api_patience": 20}, {}, loaded, refused, sleep=clock.sleep, clock=clock
+    )
+    assert result["problems"] == [
+        "cannot reach the Kubernetes API for 20 s: connection refused; check that the API server runs and that the "
+        "kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the host options point at it, then run it again"
+    ]
+    assert result["notes"] == []
+    # asked again every 2 s for the whole patience, and no longer
+    assert len(asked) == 11 and clock.slept == [2.0] * 10 and clock.now == 20
+    missing = vp.preflight({"kubeconfig": str(tmp_path / "absent")}, {}, loaded, refused)
+    assert len(missing["problems"]) == 1 and missing["notes"] == [] and len(asked) == 11
+
+
+def test_an_api_server_that_answers_late_within_the_patience_is_no_problem(tmp_path):
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("apiVersion: v1\n")
+    answers = [ConnectionResetError("[Errno 104] Connection reset by peer"), SERVED_130]
+    clock = Clock()
+
+    def restarting(group_version: str):
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    result = vp.preflight(
+        {"kubeconfig": str(kubeconfig), "api_patience": 90}, {}, loaded, restarting, sleep=clock.sleep, clock=clock
+    )
+    assert (result["problems"], result["notes"], clock.slept) == ([], [], [2.0])
+
+
+def test_an_answer_that_is_an_error_is_a_note_never_taken_for_the_policies(tmp_path):
     kubeconfig = tmp_path / "kc"
     kubeconfig.write_text("apiVersion: v1\n")
 
-    def refused(group_version: str):
-        raise ConnectionRefusedError("[Errno 111] Connection refused")
+    def forbidden(group_version: str):
+        raise ApiException(status=403, reason="Forbidden")
 
-    result = vp.preflight({"kubeconfig": str(kubeconfig)}, {}, loaded, refused)
-    assert result["notes"] == [
+    clock = Clock()
+    result = vp.preflight(
+        {"kubeconfig": str(kubeconfig), "api_patience": 90}, {}, loaded, forbidden, clock.sleep, clock
+    )
+    assert result["problems"] == [] and clock.slept == []
+    [note] = result["notes"]
+    assert note.startswith(
         "could not ask the API server whether it serves ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1), "
-        "which the admission policies of docs/rbac/verify-stage.yaml need: "
-        "cannot reach the Kubernetes API: connection refused"
-    ]
-    missing = vp.preflight({"kubeconfig": str(tmp_path / "absent")}, {}, loaded, refused)
-    assert len(missing["problems"]) == 1 and missing["notes"] == []
+        "which the admission policies of docs/rbac/verify-stage.yaml need: 403"
+    )
+    quiet = vp.preflight({"kubeconfig": str(kubeconfig), "admission_policy": False}, {}, loaded, lambda gv: None)
+    assert (quiet["problems"], quiet["notes"]) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("tags", "nccl", "runs"),
+    [
+        ([], False, ["cliques", "imex_channel", "nvbandwidth", "gpu_health"]),
+        (["cluster"], True, []),
+        (["verify_checks"], False, ["gpu_health"]),
+        (["nccl"], True, ["nccl"]),
+    ],
+)
+def test_the_checks_the_run_runs_are_returned_so_a_run_of_none_writes_no_report(tags, nccl, runs):
+    params = {"checks": ["gpu_health"], "run_tags": tags, "nccl": nccl, "kubeconfig": "/nonexistent"}
+    result = vp.preflight(params, {}, never_loaded)
+    assert result["runs"] == runs
+    # a run of another stage (site.yml --tags cluster, --tags hosts on a site with no cluster yet) needs no kubeconfig
+    kubeconfig = [line for line in result["problems"] if "kubeconfig" in line]
+    assert len(kubeconfig) == (1 if runs else 0)

@@ -7,28 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verify_refusal as vr
 
 
 def read(path: str) -> str:
     return Path(path).read_text()
-
-
-@pytest.mark.parametrize(
-    ("run_tags", "skip_tags", "enabled", "nccl", "expected"),
-    [
-        ([], [], [], False, ["cliques", "imex_channel", "nvbandwidth"]),
-        (["all"], [], "gpu_health", True, ["cliques", "imex_channel", "nvbandwidth", "nccl", "gpu_health"]),
-        (["verify"], ["imex_channel"], ["dcgm_diag", "gpu_helth"], False, ["cliques", "nvbandwidth", "dcgm_diag"]),
-        (["nvbandwidth"], [], ["gpu_health"], False, ["nvbandwidth"]),
-        (["verify_cliques", "dcgm_diag"], [], [], False, ["cliques", "dcgm_diag"]),
-        (["nccl"], [], [], False, []),
-        (["verify"], ["verify_nvbandwidth", "cliques"], [], False, ["imex_channel"]),
-    ],
-)
-def test_the_checks_a_refused_run_would_have_run(run_tags, skip_tags, enabled, nccl, expected):
-    assert vr.refused_checks(run_tags, skip_tags, enabled, nccl) == expected
 
 
 def test_the_message_names_the_task_and_what_it_said_in_one_line():

@@ -20,7 +20,7 @@ from tests.unit.plugins.modules.runner import run_module
 
 HINT = (
     "; check that the API server runs and that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the "
-    "host options point at it"
+    "host options point at it, then run it again"
 )
 
 

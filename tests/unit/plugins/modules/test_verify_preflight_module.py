@@ -9,12 +9,28 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.modules import verify_prefligh
 from tests.unit.plugins.modules.runner import run_module
 
 
-def test_one_string_names_one_check_and_a_loadable_kubeconfig_passes(closed_port_kubeconfig):
+# The one line for an API server nothing listens on, asked once (api_patience 0), through the real client.
+UNREACHABLE = (
+    "cannot reach the Kubernetes API at https://127.0.0.1:1: connection refused; check that the API server runs and "
+    "that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the host options point at it, then run it "
+    "again"
+)
+
+
+def test_one_string_names_one_check_and_an_api_server_nothing_listens_on_is_one_problem(closed_port_kubeconfig):
     result = run_module(
-        verify_preflight.main, {"checks": "gpu_health", "kubeconfig": str(closed_port_kubeconfig)}, check_mode=True
+        verify_preflight.main,
+        {"checks": "gpu_health", "kubeconfig": str(closed_port_kubeconfig), "api_patience": 0},
+        check_mode=True,
     )
-    assert result["failed"] is False
-    assert (result["checks"], result["selected"], result["problems"]) == (["gpu_health"], ["gpu_health"], [])
+    assert result["failed"] is True and result["msg"] == UNREACHABLE
+    assert (result["checks"], result["selected"], result["problems"], result["notes"]) == (
+        ["gpu_health"],
+        ["gpu_health"],
+        [UNREACHABLE],
+        [],
+    )
+    assert result["runs"] == ["cliques", "imex_channel", "nvbandwidth", "gpu_health"]
 
 
 def test_every_problem_is_one_line_of_the_message(tmp_path, closed_port_kubeconfig):
@@ -25,6 +41,7 @@ def test_every_problem_is_one_line_of_the_message(tmp_path, closed_port_kubeconf
             "settings": {"gpu_health": {"xid_window_hours": -1}},
             "metrics_textfile": str(tmp_path / "metrics.txt"),
             "kubeconfig": str(closed_port_kubeconfig),
+            "api_patience": 0,
         },
     )
     assert result["failed"] is True
@@ -33,14 +50,4 @@ def test_every_problem_is_one_line_of_the_message(tmp_path, closed_port_kubeconf
         "gpu_fabric_verify_checks",
         "gpu_fabric_verify_settings:",
         "gpu_fabric_verify_metrics_textfile:",
-    ]
-
-
-def test_an_unreachable_api_server_is_a_note_not_a_problem_and_can_be_left_unasked(closed_port_kubeconfig):
-    args = {"checks": "gpu_health", "kubeconfig": str(closed_port_kubeconfig)}
-    asked = run_module(verify_preflight.main, args, check_mode=True)
-    assert asked["failed"] is False and asked["problems"] == []
-    (note,) = asked["notes"]
-    assert note.startswith("could not ask the API server whether it serves ValidatingAdmissionPolicy")
-    unasked = run_module(verify_preflight.main, dict(args, admission_policy=False), check_mode=True)
-    assert unasked["notes"] == []
+    ]  # and the cluster is not asked: a run refused for its settings answers at once
