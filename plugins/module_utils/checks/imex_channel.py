@@ -7,6 +7,8 @@ channel0 must show in each as a character device (the CDI injection of the NVIDI
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch, openshift
@@ -74,6 +76,87 @@ def unreported_text(pod: Optional[Mapping[str, Any]], name: str) -> Optional[str
     return None
 
 
+def all_scheduled(names: Mapping[str, str], objects: kube_watch.Objects) -> bool:
+    """Every tray's pod has a node; a preempted pod raises (the scheduler deletes it: its tray measured nothing)."""
+    pods = by_name(objects)
+    lost = preempted("IMEX channel", pods.values())
+    if lost:
+        raise lost
+    return all(((pods.get(name) or {}).get("spec") or {}).get("nodeName") for name in names.values())
+
+
+def all_started(names: Mapping[str, str], objects: kube_watch.Objects) -> bool:
+    """Every pod ran, or is gone: a pod deleted after it was scheduled never reports (judged by the verdict)."""
+    pods = by_name(objects)
+    lost = preempted("IMEX channel", pods.values())
+    if lost:
+        raise lost
+    return all(
+        name not in pods or ((pods[name].get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"))
+        for name in names.values()
+    )
+
+
+def pending_text(names: Mapping[str, str], pods: Mapping[str, Mapping[str, Any]]) -> str:
+    """What a wait that runs out says of the pods: the trays whose pod is still pending, and why."""
+    pending = {
+        node: pod_summary(pods[name]).split(": ", 1)[-1]
+        for node, name in names.items()
+        if name in pods and ((pods[name].get("status") or {}).get("phase") or "Pending") == "Pending"
+    }
+    return f"pending pods: {channel_findings(pending)}" if pending else "no pod is pending"
+
+
+def tray_pod_view(node: str, name: str, pod: Optional[Mapping[str, Any]], listing: str) -> Dict[str, Any]:
+    """What the record keeps of one tray's pod: its phase and settings as the API admitted them, and its listing."""
+    spec = (pod or {}).get("spec") or {}
+    return {
+        "node": node,
+        "pod": name,
+        "phase": ((pod or {}).get("status") or {}).get("phase"),
+        "security_context": spec.get("securityContext"),
+        # as the API admitted it: the class named, and the priority its admission resolved from it
+        "priority_class": spec.get("priorityClassName"),
+        "priority": spec.get("priority"),
+        "channel0": channel0_line(listing),
+        "listing": listing.splitlines(),
+    }
+
+
+@dataclass
+class TrayReports:
+    """Each tray's report: judged (passed, what was seen), or why there is none (no evidence either way)."""
+
+    seen: Dict[str, Tuple[bool, str]] = field(default_factory=dict)
+    unreported: Dict[str, str] = field(default_factory=dict)
+    pods: List[Dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, run: RackRun, names: Mapping[str, str], pods: Mapping[str, Mapping[str, Any]]) -> TrayReports:
+        reports = cls()
+        for node in run.plan.nodes:
+            listing, gone = read_listing(run, names[node], pods.get(names[node]))
+            if gone:
+                reports.unreported[node] = gone
+            else:
+                reports.seen[node] = judge_channel_listing(listing)
+            reports.pods.append(tray_pod_view(node, names[node], pods.get(names[node]), listing))
+        return reports
+
+
+def read_listing(run: RackRun, name: str, pod: Optional[Mapping[str, Any]]) -> Tuple[str, Optional[str]]:
+    """(the pod's listing, why it has none): a pod deleted or evicted, or a log that could not be read."""
+    gone = unreported_text(pod, name)
+    try:
+        listing = "" if gone else run.read_log(name)
+    except ApiUnavailable as exc:
+        if refused(exc):
+            raise  # a right the identity lacks, the same on every tray: the run's error, not the tray's
+        gone = f"its pod's log could not be read ({one_line(str(exc))})"
+        listing = ""
+    return listing, gone
+
+
 class ImexChannelCheck(Check):
     name = "imex_channel"
     uses_gpus = False
@@ -111,13 +194,19 @@ class ImexChannelCheck(Check):
         return {p["metadata"]["name"]: p for p in pods}
 
     def measure(self, run: RackRun) -> Result:
-        nodes = run.plan.nodes
-        names = {node: imex_pod_name(node) for node in nodes}
+        names = {node: imex_pod_name(node) for node in run.plan.nodes}
+        user = self._create_pods(run)
+        self._wait_for_pods(run, names)
+        reports = TrayReports.read(run, names, self._pods(run))
+        return self._verdict(run, user, reports)
+
+    def _create_pods(self, run: RackRun) -> Optional[int]:
+        """The namespace, the ComputeDomain and one pod per tray claiming its channel; the user the pods run as."""
         run.create_namespace()
         run.create_compute_domain()
         # on OpenShift, a user outside the namespace's range is left to the SCC: ls runs as any user
         user = openshift.pod_run_as_user(self.run_as_user, run.uid_range, arbitrary_uid_works=True)
-        for node in nodes:
+        for node in run.plan.nodes:
             run.create_pod(
                 imex_pod_manifest(
                     node,
@@ -131,69 +220,24 @@ class ImexChannelCheck(Check):
                     run.settings.priority_class,
                 )
             )
+        return user
 
-        def scheduled(objects: kube_watch.Objects) -> bool:
-            pods = by_name(objects)
-            lost = preempted("IMEX channel", pods.values())
-            if lost:  # the scheduler deletes the pod: its tray measured nothing
-                raise lost
-            return all(((pods.get(names[n]) or {}).get("spec") or {}).get("nodeName") for n in nodes)
+    def _wait_for_pods(self, run: RackRun, names: Mapping[str, str]) -> None:
+        """Every pod placed, the ComputeDomain's nodes ready, then every pod run (or gone); a preemption raises."""
 
         def describe_pods() -> str:
-            pods = self._pods(run)
-            pending = {
-                n: pod_summary(pods[names[n]]).split(": ", 1)[-1]
-                for n in nodes
-                if names[n] in pods and ((pods[names[n]].get("status") or {}).get("phase") or "Pending") == "Pending"
-            }
-            return f"pending pods: {channel_findings(pending)}" if pending else "no pod is pending"
+            return pending_text(names, self._pods(run))
 
-        run.watch_for("the IMEX channel pods to be scheduled", "Pod", "v1", scheduled, describe_pods)
-        run.wait_domain_nodes(nodes)
+        run.watch_for(
+            "the IMEX channel pods to be scheduled", "Pod", "v1", partial(all_scheduled, names), describe_pods
+        )
+        run.wait_domain_nodes(run.plan.nodes)
+        run.watch_for("the IMEX channel pods to run", "Pod", "v1", partial(all_started, names), describe_pods)
 
-        def started(objects: kube_watch.Objects) -> bool:
-            """Every pod ran, or is gone: a pod deleted after it was scheduled never reports (judged below)."""
-            pods = by_name(objects)
-            lost = preempted("IMEX channel", pods.values())
-            if lost:
-                raise lost
-            return all(
-                names[n] not in pods
-                or ((pods[names[n]].get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"))
-                for n in nodes
-            )
-
-        run.watch_for("the IMEX channel pods to run", "Pod", "v1", started, describe_pods)
-        seen: Dict[str, Tuple[bool, str]] = {}
-        unreported: Dict[str, str] = {}  # tray -> why its pod has no report: no evidence either way
-        pods_out: List[Dict[str, Any]] = []
-        pods = self._pods(run)
-        for node in nodes:
-            gone = unreported_text(pods.get(names[node]), names[node])
-            try:
-                listing = "" if gone else run.read_log(names[node])
-            except ApiUnavailable as exc:
-                if refused(exc):
-                    raise  # a right the identity lacks, the same on every tray: the run's error, not the tray's
-                gone = f"its pod's log could not be read ({one_line(str(exc))})"
-                listing = ""
-            if gone:
-                unreported[node] = gone
-            else:
-                seen[node] = judge_channel_listing(listing)
-            pods_out.append(
-                {
-                    "node": node,
-                    "pod": names[node],
-                    "phase": ((pods.get(names[node]) or {}).get("status") or {}).get("phase"),
-                    "security_context": ((pods.get(names[node]) or {}).get("spec") or {}).get("securityContext"),
-                    # as the API admitted it: the class named, and the priority its admission resolved from it
-                    "priority_class": ((pods.get(names[node]) or {}).get("spec") or {}).get("priorityClassName"),
-                    "priority": ((pods.get(names[node]) or {}).get("spec") or {}).get("priority"),
-                    "channel0": channel0_line(listing),
-                    "listing": listing.splitlines(),
-                }
-            )
+    def _verdict(self, run: RackRun, user: Optional[int], reports: TrayReports) -> Result:
+        """Passed when every tray showed channel0; failed on the trays that showed none; no verdict when some trays
+        gave no report and none failed."""
+        nodes, seen, unreported = run.plan.nodes, reports.seen, reports.unreported
         bad = {node: text for node, (ok, text) in seen.items() if not ok}
         missing = (
             f"; no report from {plural(len(unreported), 'tray')}: {channel_findings(unreported)}" if unreported else ""
@@ -202,7 +246,7 @@ class ImexChannelCheck(Check):
             "compute_domain": run.compute_domain,
             "run_as_user": user,
             "uid_range": str(run.uid_range) if run.uid_range else None,
-            "pods": pods_out,
+            "pods": reports.pods,
             "unreported": unreported,
             "violations": [f"{node}: {text}" for node, text in {**bad, **unreported}.items()],
         }

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, rack_run, verification
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.imex_channel import ImexChannelCheck
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import Preempted
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import imex_pod_name
 
 LISTING = (Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "imex-channel-injection-pod.log").read_text()
@@ -83,6 +84,40 @@ def test_every_tray_showing_channel0_passes():
     assert result.details["unreported"] == {}
 
 
+def test_the_record_keeps_each_pod_as_the_api_admitted_it_and_its_listing():
+    ended = {t: pod(t) for t in TRAYS}
+    ended["gb200-r0-t1"]["spec"].update(
+        securityContext={"runAsNonRoot": True}, priorityClassName="gpu-fabric-verify", priority=-1000000
+    )
+    logs: Dict[str, Union[str, BaseException]] = dict.fromkeys(TRAYS, LISTING)
+    logs["gb200-r0-t0"], logs["gb200-r0-t2"] = MISSING, UNREADABLE
+    result = measure(ended, logs)
+    assert result.failed_nodes == ["gb200-r0-t0"]
+    assert result.details["pods"][1:] == [
+        {
+            "node": "gb200-r0-t1",
+            "pod": "imex-channel-gb200-r0-t1",
+            "phase": "Succeeded",
+            "security_context": {"runAsNonRoot": True},
+            "priority_class": "gpu-fabric-verify",
+            "priority": -1000000,
+            "channel0": "crw-rw-rw- 1 root root 501, 0 Jan  5 08:31 channel0",
+            "listing": LISTING.splitlines(),
+        },
+        {
+            "node": "gb200-r0-t2",
+            "pod": "imex-channel-gb200-r0-t2",
+            "phase": "Succeeded",
+            "security_context": None,
+            "priority_class": None,
+            "priority": None,
+            "channel0": None,
+            "listing": [],
+        },
+    ]
+    assert (result.details["run_as_user"], result.details["uid_range"]) == (65534, None)
+
+
 def test_a_pod_deleted_before_it_reported_is_an_error_naming_its_tray():
     ended = {t: pod(t) for t in TRAYS if t != "gb200-r0-t1"}
     with pytest.raises(NotRun) as caught:
@@ -141,3 +176,66 @@ def test_a_log_the_identity_may_not_read_is_the_runs_error_not_each_trays():
     with pytest.raises(kube_api.ApiUnavailable) as caught:
         measure({t: pod(t) for t in TRAYS}, logs)
     assert caught.value is refused
+
+
+def preempted_pod(tray: str, phase: str) -> Dict[str, Any]:
+    """A tray's pod as the scheduler leaves it when it preempts it (shaped as in test_priority)."""
+    victim = pod(tray, phase)
+    victim["metadata"]["deletionTimestamp"] = "2026-12-06T18:01:02Z"
+    victim["spec"]["schedulerName"] = "default-scheduler"
+    victim["status"]["conditions"] = [
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": "default-scheduler: preempting to accommodate a higher priority pod",
+        }
+    ]
+    return victim
+
+
+@pytest.mark.parametrize("while_", ["scheduled", "running"])
+def test_a_preempted_pod_makes_the_rack_incomplete_naming_its_tray(while_):
+    run = Run({t: pod(t) for t in TRAYS}, dict.fromkeys(TRAYS, LISTING))
+    pods = run.placed if while_ == "scheduled" else run.ended
+    pods[imex_pod_name("gb200-r0-t1")] = preempted_pod("gb200-r0-t1", "Running")
+    with pytest.raises(Preempted) as caught:
+        ImexChannelCheck("ubuntu:22.04").measure(run)
+    assert caught.value.nodes == ["gb200-r0-t1"]
+    assert caught.value.summary == (
+        "IMEX channel: incomplete, 1 pod preempted: pod imex-channel-gb200-r0-t1 on tray gb200-r0-t1 was preempted "
+        "by a pod of higher priority (default-scheduler: preempting to accommodate a higher priority pod); the trays "
+        "stay due and are measured again on the next run"
+    )
+
+
+class WaitRanOut(Exception):
+    """The wait's timeout, with what the check says of its pods then."""
+
+
+class Stuck(Run):
+    """A rack run whose pods are never all placed: the wait runs out with the check's description of its pods."""
+
+    def watch_for(self, what: str, kind: str, api_version: str, judge: Any, describe: Any = None, *rest: Any) -> Any:
+        if judge({f"ns/{name}": obj for name, obj in self.placed.items()}):
+            return True
+        raise WaitRanOut(f"{what}: {describe()}")
+
+
+def test_pods_never_scheduled_are_named_with_what_holds_them():
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    pending = pod("gb200-r0-t1", "Pending", conditions=[dict(unschedulable, message="0/3 nodes are available")])
+    run = Stuck({"gb200-r0-t0": pod("gb200-r0-t0", "Running"), "gb200-r0-t1": pending}, {})
+    for tray in ("gb200-r0-t0", "gb200-r0-t2"):
+        run.placed[imex_pod_name(tray)] = pod(tray, "Running")
+    run.placed[imex_pod_name("gb200-r0-t1")]["spec"] = {}
+    with pytest.raises(WaitRanOut) as caught:
+        ImexChannelCheck("ubuntu:22.04").measure(run)
+    assert str(caught.value) == (
+        "the IMEX channel pods to be scheduled: pending pods: gb200-r0-t1: Pending (unschedulable: 0/3 nodes are "
+        "available)"
+    )
+    run.ended = {imex_pod_name("gb200-r0-t0"): pod("gb200-r0-t0", "Running")}
+    with pytest.raises(WaitRanOut) as caught:
+        ImexChannelCheck("ubuntu:22.04").measure(run)
+    assert str(caught.value) == "the IMEX channel pods to be scheduled: no pod is pending"
