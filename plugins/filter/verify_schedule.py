@@ -25,6 +25,17 @@ def verify_schedule_objects(settings: Any, rbac_text: Any) -> Dict[str, Any]:
         raise AnsibleFilterError(f"verify_schedule_objects: {exc}") from None
 
 
+def verify_schedule_problems(settings: Any, rbac_text: Any) -> str:
+    """What keeps the schedule's objects from being made of ``settings``, in one line; '' when they can be. For an
+    ``assert`` before the objects are rendered: a filter that fails inside ``set_fact`` reaches the user wrapped in
+    Ansible's "Finalization of task args ... Error while resolving value" text."""
+    try:
+        verify_schedule_objects(settings, rbac_text)
+    except AnsibleFilterError as exc:
+        return str(exc.message).removeprefix("verify_schedule_objects: ")
+    return ""
+
+
 def _defined(value: Any) -> Any:
     """json's hook for what it cannot write: Ansible's mark of an undefined value is refused with its message."""
     if isinstance(value, Undefined):
@@ -52,5 +63,6 @@ class FilterModule:
     def filters(self) -> Dict[str, Any]:
         return {
             "verify_schedule_objects": verify_schedule_objects,
+            "verify_schedule_problems": verify_schedule_problems,
             "verify_schedule_site_vars": verify_schedule_site_vars,
         }

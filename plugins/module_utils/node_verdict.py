@@ -29,11 +29,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.api_unreachable import ADVICE, unreachable_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     DynamicApiError,
     NotFoundError,
     Urllib3Error,
     api_error_text,
+    api_failure_text,
     api_retry,
     is_transient,
     list_all,
@@ -94,10 +96,11 @@ class NodeVerdictError(Exception):
 
 
 def error_line(exc: BaseException) -> str:
-    """One line for a failed call: the status and the API server's message, never headers or a traceback."""
+    """One line for a failed call: the status and the API server's message, or where the call went and why nothing
+    answered (``k8s.api_failure_text``); never headers, urllib3's objects or a traceback."""
     if isinstance(exc, DynamicApiError):
         return api_error_text(exc, ERROR_TEXT_LIMIT)
-    return f"{type(exc).__name__}: {one_line(exc, ERROR_TEXT_LIMIT, '...')}"
+    return one_line(api_failure_text(exc), ERROR_TEXT_LIMIT, "...")
 
 
 class _NodeGone(Exception):
@@ -349,7 +352,6 @@ def failure_message(what: str, exc: BaseException, attempts: int) -> str:
     status = getattr(exc, "status", None) or 0
     if isinstance(exc, DynamicApiError) and status >= 400 and not is_transient(exc):
         return f"the API server refused to {what}: {error_line(exc)}"
-    return (
-        f"cannot {what}{tries}: {error_line(exc)}; "
-        "check that the API server is reachable (kubeconfig/host options or K8S_AUTH_KUBECONFIG)"
-    )
+    if not isinstance(exc, DynamicApiError):  # no answer: the collection's one wording, then what was tried
+        return unreachable_line(f"{error_line(exc)} ({what}{tries})")
+    return f"cannot {what}{tries}: {error_line(exc)}; {ADVICE}"

@@ -73,4 +73,7 @@ def test_without_the_node_state_on_nothing_is_refreshed(tmp_path):
 def test_with_the_labels_on_it_calls_node_verdict_on_the_cluster(tmp_path):
     result = run(tmp_path, "-e", "gpu_fabric_verify_label_nodes=true")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "cannot connect to the Kubernetes API after 4 attempts" in result.stdout + result.stderr
+    assert (
+        "cannot reach the Kubernetes API at https://127.0.0.1:9: connection refused (connect to the Kubernetes API "
+        "after 4 attempts)" in " ".join((result.stdout + result.stderr).split())
+    )

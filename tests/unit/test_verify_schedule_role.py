@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,7 @@ current-context: c
 """
 
 
-def failures(tmp_path: Path, kubeconfig: Path, state: str) -> list:
+def failures(tmp_path: Path, kubeconfig: Path, state: str, **settings: Any) -> list:
     """The message of every failed task of playbooks/schedule.yml run with ``kubeconfig`` in ``state``."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
@@ -131,6 +132,7 @@ def failures(tmp_path: Path, kubeconfig: Path, state: str) -> list:
         "verify_schedule_kubeconfig": str(kubeconfig),
         "verify_schedule_state": state,
         "verify_schedule_api_patience": 0,
+        **settings,
     }
     run = subprocess.run(
         [ANSIBLE_PLAYBOOK, "-i", str(inventory), str(REPO / "playbooks" / "schedule.yml"), "-e", json.dumps(variables)],
@@ -168,4 +170,12 @@ def test_a_kubeconfig_that_is_no_file_is_named_with_its_path(tmp_path):
     assert failures(tmp_path, tmp_path / "absent", "present") == [
         f"the kubeconfig {tmp_path / 'absent'} (K8S_AUTH_KUBECONFIG) does not exist: set K8S_AUTH_KUBECONFIG to the "
         "kubeconfig file of the cluster"
+    ]
+
+
+def test_a_setting_the_schedule_cannot_be_made_from_is_its_own_line(tmp_path):
+    # before: "Finalization of task args for 'ansible.builtin.set_fact' failed: Error while resolving value for
+    # 'verify_schedule_objects': The filter plugin 'gpu_fabric.mnnvl.verify_schedule_objects' failed: ..."
+    assert failures(tmp_path, tmp_path / "absent", "present", verify_schedule_extra_args=[""]) == [
+        "verify_schedule_extra_args holds an empty argument"
     ]

@@ -13,6 +13,7 @@ from ansible.parsing.utils.yaml import from_yaml
 from ansible_collections.gpu_fabric.mnnvl.plugins.filter.verify_schedule import (
     FilterModule,
     verify_schedule_objects,
+    verify_schedule_problems,
     verify_schedule_site_vars,
 )
 from jinja2 import Undefined
@@ -33,6 +34,7 @@ def test_values_of_ansible_s_own_string_types_reach_the_inventory_as_plain_value
     assert inventory["all"]["vars"]["gpu_fabric_rack_label"] == "gpu-fabric.sim/rack"
     assert FilterModule().filters() == {
         "verify_schedule_objects": verify_schedule_objects,
+        "verify_schedule_problems": verify_schedule_problems,
         "verify_schedule_site_vars": verify_schedule_site_vars,
     }
 
@@ -97,3 +99,12 @@ def test_a_refresh_schedule_that_is_no_cron_text_fails_in_one_line_naming_the_va
         "verify_schedule_objects: verify_schedule_refresh_schedule is True: give a cron schedule such as "
         "'0 * * * *', or '' (or false) for no refresh job"
     )
+
+
+def test_the_problems_are_the_objects_line_without_the_filter_s_name_and_empty_when_they_can_be_made():
+    assert verify_schedule_problems({"image": "ee:1"}, RBAC_TEXT) == ""
+    assert verify_schedule_problems({"image": "ee:1", "extra_args": [""]}, RBAC_TEXT) == (
+        "verify_schedule_extra_args holds an empty argument"
+    )
+    with pytest.raises(AnsibleFilterError, match=r"^verify_schedule_objects: verify_schedule_extra_args holds"):
+        verify_schedule_objects({"image": "ee:1", "extra_args": [""]}, RBAC_TEXT)

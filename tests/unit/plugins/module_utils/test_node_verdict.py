@@ -304,7 +304,8 @@ def test_a_final_transient_failure_is_one_line_naming_the_node():
     message = caught.value.message
     assert message == (
         "cannot patch node gb200-r0-t3 after 4 attempts: 503 Service Unavailable: etcdserver: leader changed; "
-        "check that the API server is reachable (kubeconfig/host options or K8S_AUTH_KUBECONFIG)"
+        "check that the API server runs and that the kubeconfig (gpu_fabric_kubeconfig, K8S_AUTH_KUBECONFIG) or the "
+        "host options point at it, then run it again"
     )
     assert "\n" not in message and "Audit-Id" not in message
     assert pauses == [0.5, 1.0, 2.0]

@@ -131,7 +131,7 @@ def test_no_connection_to_the_api_server_names_no_node():
         dra_driver_ready(refused, dra_wait())
     assert (
         caught.value.message
-        == "cannot read the DRA driver's rollout: ConnectionRefusedError: [Errno 111] Connection refused"
+        == "cannot read the DRA driver's rollout: cannot reach the Kubernetes API: connection refused"
     )
     assert caught.value.result == {"gpu_nodes": []}
 

@@ -229,7 +229,14 @@ def test_verify_yml_against_a_closed_port_writes_the_report_with_the_error(tmp_p
     assert verdict["verdict"] == "error"
     record = json.loads((report / "records" / "cliques" / "fleet.json").read_text())
     assert record["verdict"] == "error"
-    assert record["summary"] == UNREACHABLE.replace("60 s", "1 s") + ADVICE  # the patience, not a pause past it
+    # said once, by the preflight, after the patience (not a pause past it); before, each check waited for it again
+    assert record["summary"] == (
+        "cliques did not run, which says nothing of the fabric; the run was refused at the task 'Refuse what the run "
+        "could not use before the first check runs': "
+        + UNREACHABLE.replace("60 s", "1 s")
+        + "; "
+        + ADVICE.split(": ", 1)[1]
+    )
     assert 'errors="1"' in (report / "report.junit.xml").read_text()
     assert re.search(r"CUSTOM STATS:.*gpu_fabric_verdict: error", output, re.S), output
 

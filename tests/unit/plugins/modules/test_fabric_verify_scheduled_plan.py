@@ -8,8 +8,9 @@ variable, thresholds, NCCL and a check without a role of its own with its settin
 role renders its objects (playbooks/schedule.yml, stopped where it first reaches the API server) and the job's
 inventory is read from its ConfigMap. Then playbooks/verify.yml runs twice, by hand from the site's inventory and
 as the CronJob's command with the job's inventory. Each run's arguments of every check are what its
-``fabric_verify`` task was given (a callback keeps them; the API server's port is closed, so each check only
-says it could not reach it). They are the same but for the report's place and the run id; and ``fabric_verify``
+``fabric_verify`` task was given (a callback keeps them; the API server is a stand-in that answers the verify
+preflight's one question and is unavailable (503) to every other call, so each check only says it could not
+reach it). They are the same but for the report's place and the run id; and ``fabric_verify``
 in check mode on one fake fleet plans the same racks, under the site's names, with the same trays and the same
 objects, images and bars from both.
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.modules import fabric_verify
 
+from tests.unit.plugins.modules.conftest import unavailable_api_kubeconfig
 from tests.unit.plugins.modules.runner import run_module
 
 REPO = Path(__file__).resolve().parents[4]
@@ -166,18 +168,12 @@ def plan(args: dict, monkeypatch) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, unavailable_api):
     """The arguments of every check: from the run by hand, from the scheduled run; and the job's inventory."""
     tmp_path = tmp_path_factory.mktemp("schedule_plan")
     (tmp_path / "callbacks").mkdir()
     (tmp_path / "callbacks" / "capture.py").write_text(CAPTURE)
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        "clusters: [{name: closed, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n"
-        "users: [{name: nobody, user: {token: not-used}}]\n"
-        "contexts: [{name: closed, context: {cluster: closed, user: nobody}}]\ncurrent-context: closed\n"
-    )
+    kubeconfig = unavailable_api_kubeconfig(tmp_path / "kubeconfig", unavailable_api)
     site = tmp_path / "site"
     (site / "group_vars").mkdir(parents=True)
     (site / "hosts.yml").write_text(

@@ -3,8 +3,8 @@
 
 """playbooks/verify.yml keeps every run: two started at once both land in the history, a third pins the first.
 
-The kubeconfig points at a port nothing listens on, so each run is quick and writes one ``error`` record
-(rack ``fleet``); no cluster is needed.
+The kubeconfig points at an API server that answers the preflight and is unavailable to every other call, so
+each run is quick and writes one ``error`` record (rack ``fleet``); no cluster is needed.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.unit.plugins.modules.conftest import unavailable_api_kubeconfig
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -38,7 +40,8 @@ def finished(process: subprocess.Popen) -> str:
     return output
 
 
-def test_two_runs_at_once_both_kept_then_a_third_pins_the_first(tmp_path, closed_port_kubeconfig):
+def test_two_runs_at_once_both_kept_then_a_third_pins_the_first(tmp_path, unavailable_api):
+    unavailable_api_kubeconfig(tmp_path / "kubeconfig", unavailable_api)
     (tmp_path / "hosts.yml").write_text(
         "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
         f"      ansible_python_interpreter: {sys.executable}\n"

@@ -8,7 +8,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.modules import verify_prefligh
 
 from tests.unit.plugins.modules.runner import run_module
 
-
 # The one line for an API server nothing listens on, asked once (api_patience 0), through the real client.
 UNREACHABLE = (
     "cannot reach the Kubernetes API at https://127.0.0.1:1: connection refused; check that the API server runs and "
