@@ -10,6 +10,7 @@ collection creates is unit-tested and written once for every check.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import pod_priority
@@ -261,6 +262,78 @@ def imex_pod_manifest(
     }
 
 
+@dataclass(frozen=True)
+class _MpiPods:
+    """What the launcher and the workers of one MPIJob share: the check's labels, the key of the replica label,
+    the user, the image, the tolerations and the PriorityClass."""
+
+    labels: Dict[str, str]
+    replica: str
+    user: int
+    image: str
+    tolerations: Sequence[Mapping[str, Any]]
+    priority_class: str
+
+    def template(self, role: str, affinity: Dict[str, Any], container: Dict[str, Any], **more: Any) -> Dict[str, Any]:
+        """The pod template of ``role`` (mpi-launcher, mpi-worker): no API token, the restricted user, one
+        container named after the role."""
+        return {
+            "metadata": {"labels": dict(self.labels, **{self.replica: role})},
+            "spec": {
+                "automountServiceAccountToken": False,
+                "securityContext": pod_security(self.user),
+                "affinity": affinity,
+                "tolerations": pod_tolerations(self.tolerations),
+                **pod_priority(self.priority_class),
+                "containers": [{"name": role, "image": self.image, **container}],
+                **more,
+            },
+        }
+
+    def launcher(self, args: List[str], affinity: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+        """The launcher: ``mpirun`` with ``args``, where ``affinity`` puts it (else near the control plane)."""
+        container = {"securityContext": container_security(self.user), "command": ["mpirun"], "args": args}
+        return self.template("mpi-launcher", dict(affinity or DEFAULT_LAUNCHER_AFFINITY), container)
+
+    def worker(self, command: List[str], nodes: Sequence[str], slots: int, claim_template: str) -> Dict[str, Any]:
+        """A worker: one per tray of ``nodes``, every GPU of it (``slots``) and the ComputeDomain's channel, its
+        sshd running ``command``."""
+        container = {
+            "securityContext": container_security(self.user, SSHD_CAPABILITIES),
+            "command": command[:1],
+            "args": command[1:],
+            "resources": {"limits": {"nvidia.com/gpu": slots}, "claims": [{"name": "compute-domain-channel"}]},
+        }
+        claims = [{"name": "compute-domain-channel", "resourceClaimTemplateName": claim_template}]
+        return self.template("mpi-worker", self.one_per_tray(nodes), container, resourceClaims=claims)
+
+    def one_per_tray(self, nodes: Sequence[str]) -> Dict[str, Any]:
+        """The workers' affinity: on the rack's trays only, never two on one tray."""
+        return {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": list(nodes)}
+                            ]
+                        }
+                    ]
+                }
+            },
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {
+                            "matchExpressions": [{"key": self.replica, "operator": "In", "values": ["mpi-worker"]}]
+                        },
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            },
+        }
+
+
 def mpijob_manifest(
     name: str,
     namespace: str,
@@ -286,8 +359,8 @@ def mpijob_manifest(
     launcher and workers of one rack are found by label in a namespace that other racks share.
     """
     labels = common_labels(check, rack, run_id)
-    replica = f"{dns_label(check)}-replica"
     user = int(mpi["run_as_user"])
+    pods = _MpiPods(labels, f"{dns_label(check)}-replica", user, image, tolerations, priority_class)
     mpirun = ["--bind-to", "core", "--map-by", f"ppr:{slots}:node", "-np", str(slots * len(nodes))]
     worker_command = list(mpi["worker_command"])
     return {
@@ -305,82 +378,11 @@ def mpijob_manifest(
                     # Never, not the operator's OnFailure: with OnFailure and backoffLimit 0 the Job controller
                     # deletes the failed launcher pod, and with it the log the failure message quotes.
                     "restartPolicy": "Never",
-                    "template": {
-                        "metadata": {"labels": dict(labels, **{replica: "mpi-launcher"})},
-                        "spec": {
-                            "automountServiceAccountToken": False,
-                            "securityContext": pod_security(user),
-                            "affinity": dict(mpi.get("launcher_affinity") or DEFAULT_LAUNCHER_AFFINITY),
-                            "tolerations": pod_tolerations(tolerations),
-                            **pod_priority(priority_class),
-                            "containers": [
-                                {
-                                    "name": "mpi-launcher",
-                                    "image": image,
-                                    "securityContext": container_security(user),
-                                    "command": ["mpirun"],
-                                    "args": mpirun + list(launcher_args),
-                                }
-                            ],
-                        },
-                    },
+                    "template": pods.launcher(mpirun + list(launcher_args), mpi.get("launcher_affinity")),
                 },
                 "Worker": {
                     "replicas": len(nodes),
-                    "template": {
-                        "metadata": {"labels": dict(labels, **{replica: "mpi-worker"})},
-                        "spec": {
-                            "automountServiceAccountToken": False,
-                            "securityContext": pod_security(user),
-                            "affinity": {
-                                "nodeAffinity": {
-                                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                                        "nodeSelectorTerms": [
-                                            {
-                                                "matchExpressions": [
-                                                    {
-                                                        "key": "kubernetes.io/hostname",
-                                                        "operator": "In",
-                                                        "values": list(nodes),
-                                                    }
-                                                ]
-                                            }
-                                        ]
-                                    }
-                                },
-                                "podAntiAffinity": {
-                                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                                        {
-                                            "labelSelector": {
-                                                "matchExpressions": [
-                                                    {"key": replica, "operator": "In", "values": ["mpi-worker"]}
-                                                ]
-                                            },
-                                            "topologyKey": "kubernetes.io/hostname",
-                                        }
-                                    ]
-                                },
-                            },
-                            "tolerations": pod_tolerations(tolerations),
-                            **pod_priority(priority_class),
-                            "containers": [
-                                {
-                                    "name": "mpi-worker",
-                                    "image": image,
-                                    "securityContext": container_security(user, SSHD_CAPABILITIES),
-                                    "command": worker_command[:1],
-                                    "args": worker_command[1:],
-                                    "resources": {
-                                        "limits": {"nvidia.com/gpu": slots},
-                                        "claims": [{"name": "compute-domain-channel"}],
-                                    },
-                                }
-                            ],
-                            "resourceClaims": [
-                                {"name": "compute-domain-channel", "resourceClaimTemplateName": claim_template}
-                            ],
-                        },
-                    },
+                    "template": pods.worker(worker_command, nodes, slots, claim_template),
                 },
             },
         },

@@ -242,3 +242,202 @@ def test_the_log_binding_gives_the_log_reader_role_to_the_identity_alone_in_the_
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gpu-fabric-verify-logs"},
         "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice@example.com"}],
     }
+
+
+LAUNCHER_AFFINITY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "node-role.kubernetes.io/launcher", "operator": "Exists"}]}
+            ]
+        }
+    }
+}
+
+
+def test_the_whole_mpijob_field_by_field_with_a_launcher_affinity_a_run_id_and_a_priority_class():
+    mpi = dict(MPI, worker_command=["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"])
+    mpi["run_as_user"], mpi["ssh_auth_mount_path"], mpi["backoff_limit"] = 1000, "/home/mpiuser/.ssh", 0
+    mpi["launcher_affinity"] = LAUNCHER_AFFINITY
+    gpu = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    trays = ["gb200-r0-t0", "gb200-r0-t1"]
+    args = ["all_reduce_perf", "-b", "8"]
+    job = mpijob_manifest(
+        "nccl-rack0", "ns", "nccl", "rack0", trays, 4, "cd-channel", "img", args, mpi, "run-1", gpu, "gpu-fabric-verify"
+    )
+    assert job == {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {
+            "name": "nccl-rack0",
+            "namespace": "ns",
+            "labels": {
+                "app.kubernetes.io/part-of": "gpu-fabric-verify",
+                "gpu-fabric.nvidia.com/check": "nccl",
+                "gpu-fabric.nvidia.com/rack": "rack0",
+                "gpu-fabric.nvidia.com/run-id": "run-1",
+            },
+        },
+        "spec": {
+            "slotsPerWorker": 4,
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+            "sshAuthMountPath": "/home/mpiuser/.ssh",
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "metadata": {
+                            "labels": {
+                                "app.kubernetes.io/part-of": "gpu-fabric-verify",
+                                "gpu-fabric.nvidia.com/check": "nccl",
+                                "gpu-fabric.nvidia.com/rack": "rack0",
+                                "gpu-fabric.nvidia.com/run-id": "run-1",
+                                "nccl-replica": "mpi-launcher",
+                            }
+                        },
+                        "spec": {
+                            "automountServiceAccountToken": False,
+                            "securityContext": {
+                                "runAsNonRoot": True,
+                                "runAsUser": 1000,
+                                "runAsGroup": 1000,
+                                "seccompProfile": {"type": "RuntimeDefault"},
+                            },
+                            "affinity": LAUNCHER_AFFINITY,
+                            "tolerations": [
+                                {
+                                    "key": "gpu-fabric.nvidia.com/unverified",
+                                    "operator": "Exists",
+                                    "effect": "NoSchedule",
+                                },
+                                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                            ],
+                            "priorityClassName": "gpu-fabric-verify",
+                            "containers": [
+                                {
+                                    "name": "mpi-launcher",
+                                    "image": "img",
+                                    "securityContext": {
+                                        "privileged": False,
+                                        "allowPrivilegeEscalation": False,
+                                        "capabilities": {"drop": ["ALL"]},
+                                        "seccompProfile": {"type": "RuntimeDefault"},
+                                        "runAsNonRoot": True,
+                                        "runAsUser": 1000,
+                                        "runAsGroup": 1000,
+                                    },
+                                    "command": ["mpirun"],
+                                    "args": [
+                                        "--bind-to",
+                                        "core",
+                                        "--map-by",
+                                        "ppr:4:node",
+                                        "-np",
+                                        "8",
+                                        "all_reduce_perf",
+                                        "-b",
+                                        "8",
+                                    ],
+                                }
+                            ],
+                        },
+                    },
+                },
+                "Worker": {
+                    "replicas": 2,
+                    "template": {
+                        "metadata": {
+                            "labels": {
+                                "app.kubernetes.io/part-of": "gpu-fabric-verify",
+                                "gpu-fabric.nvidia.com/check": "nccl",
+                                "gpu-fabric.nvidia.com/rack": "rack0",
+                                "gpu-fabric.nvidia.com/run-id": "run-1",
+                                "nccl-replica": "mpi-worker",
+                            }
+                        },
+                        "spec": {
+                            "automountServiceAccountToken": False,
+                            "securityContext": {
+                                "runAsNonRoot": True,
+                                "runAsUser": 1000,
+                                "runAsGroup": 1000,
+                                "seccompProfile": {"type": "RuntimeDefault"},
+                            },
+                            "affinity": {
+                                "nodeAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                                        "nodeSelectorTerms": [
+                                            {
+                                                "matchExpressions": [
+                                                    {
+                                                        "key": "kubernetes.io/hostname",
+                                                        "operator": "In",
+                                                        "values": ["gb200-r0-t0", "gb200-r0-t1"],
+                                                    }
+                                                ]
+                                            }
+                                        ]
+                                    }
+                                },
+                                "podAntiAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                                        {
+                                            "labelSelector": {
+                                                "matchExpressions": [
+                                                    {"key": "nccl-replica", "operator": "In", "values": ["mpi-worker"]}
+                                                ]
+                                            },
+                                            "topologyKey": "kubernetes.io/hostname",
+                                        }
+                                    ]
+                                },
+                            },
+                            "tolerations": [
+                                {
+                                    "key": "gpu-fabric.nvidia.com/unverified",
+                                    "operator": "Exists",
+                                    "effect": "NoSchedule",
+                                },
+                                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                            ],
+                            "priorityClassName": "gpu-fabric-verify",
+                            "containers": [
+                                {
+                                    "name": "mpi-worker",
+                                    "image": "img",
+                                    "securityContext": {
+                                        "privileged": False,
+                                        "allowPrivilegeEscalation": False,
+                                        "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+                                        "seccompProfile": {"type": "RuntimeDefault"},
+                                        "runAsNonRoot": True,
+                                        "runAsUser": 1000,
+                                        "runAsGroup": 1000,
+                                    },
+                                    "command": ["/usr/sbin/sshd"],
+                                    "args": ["-De", "-f", "/home/mpiuser/.sshd_config"],
+                                    "resources": {
+                                        "limits": {"nvidia.com/gpu": 4},
+                                        "claims": [{"name": "compute-domain-channel"}],
+                                    },
+                                }
+                            ],
+                            "resourceClaims": [
+                                {"name": "compute-domain-channel", "resourceClaimTemplateName": "cd-channel"}
+                            ],
+                        },
+                    },
+                },
+            },
+        },
+    }
+    assert list(job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]) == [
+        "name",
+        "image",
+        "securityContext",
+        "command",
+        "args",
+        "resources",
+    ]
