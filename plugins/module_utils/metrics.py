@@ -19,7 +19,7 @@ import math
 import os
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import (
     newest_first,
@@ -387,6 +387,10 @@ def _name(suffix: str) -> str:
     return PREFIX + suffix
 
 
+def _gauge(suffix: str, help_text: str, *labels: str) -> Family:
+    return Family(_name(suffix), "gauge", help_text, labels)
+
+
 def metric_families(
     report: Mapping[str, Any],
     last_pass: Optional[Mapping[str, float]] = None,
@@ -408,128 +412,146 @@ def metric_families(
     checks_known = newest_verdicts(check_verdict or {}, current_check_verdicts(report))
     verdicts = rack_last_verdicts(checks_known, required, [str(rack) for rack in declared])
     fanned = racks_in(report, declared, set(passes) | set(verdicts))
+    records = _record_families()
+    for record in report.get("checks") or []:
+        rack = record["rack"]
+        _add_record(records, record, fanned if rack == NO_RACK_REACHED and fanned else [rack])
+    shown = set(passes) | set(verdicts)
+    if declared:  # a rack the site no longer declares leaves no stale sample behind
+        shown &= {str(rack) for rack in declared} | set(report.get("racks") or {})
+    return [
+        *_run_families(report),
+        *_rack_families(report, fanned),
+        _last_pass_family(passes, shown),
+        *_last_verdict_families(verdicts, shown),
+        *_check_last_families(checks_known, shown),
+        *(records[name] for name in ("passed", "check_verdict", "duration", "rack_min", "rack_median")),
+        records["nccl_average"],
+        records["nccl_max"],
+        _tray_verified_family(report),
+        *(records[name] for name in ("tray_min", "tray_median", "tray_weakest")),
+    ]
 
-    def racks_of(rack: str) -> List[str]:
-        return fanned if rack == NO_RACK_REACHED and fanned else [rack]
 
-    run_verdict = Family(
-        _name("verification_verdict"),
-        "gauge",
-        "The run's verdict (passed, failed, error: a check could not run), one-hot",
-        ("verdict",),
+def _run_families(report: Mapping[str, Any]) -> List[Family]:
+    """The run's own: its verdict, its id, when it finished and how long it ran."""
+    run_verdict = _gauge(
+        "verification_verdict", "The run's verdict (passed, failed, error: a check could not run), one-hot", "verdict"
     )
     for verdict in VERDICTS:
         run_verdict.add(int(report["verdict"] == verdict), verdict=verdict)
-    run_info = Family(_name("verification_run_info"), "gauge", "The verification run the metrics are of", ("run_id",))
+    run_info = _gauge("verification_run_info", "The verification run the metrics are of", "run_id")
     run_info.add(1, run_id=report.get("run_id") or "")
-    finished = Family(
-        _name("verification_finished_timestamp_seconds"),
-        "gauge",
-        "When the run's last check finished (Unix time)",
-        (),
-    )
+    finished = _gauge("verification_finished_timestamp_seconds", "When the run's last check finished (Unix time)")
     finished.add(timestamp_seconds(report.get("generated")))
     started = timestamp_seconds(report.get("started"))
     ended = timestamp_seconds(report.get("generated"))
-    run_duration = Family(
-        _name("verification_duration_seconds"),
-        "gauge",
-        "From the start of the run's first check to the end of its last",
-        (),
+    run_duration = _gauge(
+        "verification_duration_seconds", "From the start of the run's first check to the end of its last"
     )
     run_duration.add(round(ended - started, 3) if started is not None and ended is not None else None)
+    return [run_verdict, run_info, finished, run_duration]
 
-    passed = Family(
-        _name("verification_passed"),
-        "gauge",
-        "Whether the check passed on the rack (1) or not (0); an allowed incomplete check passes",
-        ("rack", "check"),
-    )
-    check_verdict = Family(
-        _name("check_verdict"),
-        "gauge",
-        "The verdict of a check on a rack (passed, failed, error), one-hot",
-        ("rack", "check", "verdict"),
-    )
-    duration = Family(_name("check_duration_seconds"), "gauge", "How long the check ran on the rack", ("rack", "check"))
-    rack_min = Family(
-        _name("rack_bandwidth_min_bytes_per_second"),
-        "gauge",
-        "The lowest GPU pair bandwidth the check measured on the rack",
-        ("rack", "check", "testcase"),
-    )
-    rack_median = Family(
-        _name("rack_bandwidth_median_bytes_per_second"),
-        "gauge",
-        "The median GPU pair bandwidth the check measured on the rack",
-        ("rack", "check", "testcase"),
-    )
-    tray_min = Family(
-        _name("tray_bandwidth_min_bytes_per_second"),
-        "gauge",
-        "The lowest bandwidth of the measured GPU pairs with a GPU on the tray",
-        ("node", "rack", "check", "testcase"),
-    )
-    tray_median = Family(
-        _name("tray_bandwidth_median_bytes_per_second"),
-        "gauge",
-        "The median bandwidth of the measured GPU pairs with a GPU on the tray",
-        ("node", "rack", "check", "testcase"),
-    )
-    tray_weakest = Family(
-        _name("tray_weakest_gpu_bandwidth_bytes_per_second"),
-        "gauge",
-        "The tray's weakest GPU: the lowest of its GPUs' median pair bandwidth",
-        ("node", "rack", "check", "testcase"),
-    )
-    nccl_average = Family(
-        _name("nccl_bus_bandwidth_average_bytes_per_second"),
-        "gauge",
-        "NCCL bus bandwidth averaged over the message sizes of the run (nccl-tests' Avg bus bandwidth)",
-        ("rack", "check", "benchmark"),
-    )
-    nccl_max = Family(
-        _name("nccl_bus_bandwidth_max_bytes_per_second"),
-        "gauge",
-        "NCCL bus bandwidth at the best message size of the run",
-        ("rack", "check", "benchmark"),
-    )
-    for record in report.get("checks") or []:
-        rack, check, details = record["rack"], record["check"], record.get("details") or {}
-        for each in racks_of(rack):
-            passed.add(int(bool(record["passed"])), rack=each, check=check)
-            for verdict in VERDICTS:
-                check_verdict.add(int(record["verdict"] == verdict), rack=each, check=check, verdict=verdict)
-        if racks_of(rack) != [rack]:
-            continue  # a check that reached no rack: its verdict is each rack's, no duration or figure is
-        duration.add(record.get("duration_seconds"), rack=rack, check=check)
-        if record["verdict"] == ERROR:
-            continue  # a check that could not run measured nothing
-        testcase = str(details.get("testcase") or "")
-        if _is_bandwidth(details):
-            rack_min.add(bytes_per_second(details.get("min")), rack=rack, check=check, testcase=testcase)
-            rack_median.add(bytes_per_second(details.get("median_gbps")), rack=rack, check=check, testcase=testcase)
-            for node, figures in tray_bandwidth(record).items():
-                labels = {"node": node, "rack": rack, "check": check, "testcase": testcase}
-                tray_min.add(bytes_per_second(figures["min"]), **labels)
-                tray_median.add(bytes_per_second(figures["median"]), **labels)
-                tray_weakest.add(bytes_per_second(figures["weakest_gpu"]), **labels)
-        benchmark = str(details.get("benchmark") or "")
-        nccl_average.add(bytes_per_second(details.get("avg_busbw_gbps")), rack=rack, check=check, benchmark=benchmark)
-        nccl_max.add(bytes_per_second(details.get("max_busbw_gbps")), rack=rack, check=check, benchmark=benchmark)
 
-    rack_verdict = Family(
-        _name("rack_verdict"),
-        "gauge",
+def _record_families() -> Dict[str, Family]:
+    """The families of the checks' records, by a short name: verdicts, durations and the measured figures."""
+    bandwidth = ("rack", "check", "testcase")
+    tray = ("node", "rack", "check", "testcase")
+    nccl = ("rack", "check", "benchmark")
+    return {
+        "passed": _gauge(
+            "verification_passed",
+            "Whether the check passed on the rack (1) or not (0); an allowed incomplete check passes",
+            "rack",
+            "check",
+        ),
+        "check_verdict": _gauge(
+            "check_verdict",
+            "The verdict of a check on a rack (passed, failed, error), one-hot",
+            "rack",
+            "check",
+            "verdict",
+        ),
+        "duration": _gauge("check_duration_seconds", "How long the check ran on the rack", "rack", "check"),
+        "rack_min": _gauge(
+            "rack_bandwidth_min_bytes_per_second",
+            "The lowest GPU pair bandwidth the check measured on the rack",
+            *bandwidth,
+        ),
+        "rack_median": _gauge(
+            "rack_bandwidth_median_bytes_per_second",
+            "The median GPU pair bandwidth the check measured on the rack",
+            *bandwidth,
+        ),
+        "tray_min": _gauge(
+            "tray_bandwidth_min_bytes_per_second",
+            "The lowest bandwidth of the measured GPU pairs with a GPU on the tray",
+            *tray,
+        ),
+        "tray_median": _gauge(
+            "tray_bandwidth_median_bytes_per_second",
+            "The median bandwidth of the measured GPU pairs with a GPU on the tray",
+            *tray,
+        ),
+        "tray_weakest": _gauge(
+            "tray_weakest_gpu_bandwidth_bytes_per_second",
+            "The tray's weakest GPU: the lowest of its GPUs' median pair bandwidth",
+            *tray,
+        ),
+        "nccl_average": _gauge(
+            "nccl_bus_bandwidth_average_bytes_per_second",
+            "NCCL bus bandwidth averaged over the message sizes of the run (nccl-tests' Avg bus bandwidth)",
+            *nccl,
+        ),
+        "nccl_max": _gauge(
+            "nccl_bus_bandwidth_max_bytes_per_second", "NCCL bus bandwidth at the best message size of the run", *nccl
+        ),
+    }
+
+
+def _add_record(families: Mapping[str, Family], record: Mapping[str, Any], racks: List[str]) -> None:
+    """One check's record: its verdict on each of ``racks`` (the racks a record that reached no rack speaks for),
+    and, on its own rack, its duration and what it measured."""
+    rack, check, details = record["rack"], record["check"], record.get("details") or {}
+    for each in racks:
+        families["passed"].add(int(bool(record["passed"])), rack=each, check=check)
+        for verdict in VERDICTS:
+            families["check_verdict"].add(int(record["verdict"] == verdict), rack=each, check=check, verdict=verdict)
+    if racks != [rack]:
+        return  # a check that reached no rack: its verdict is each rack's, no duration or figure is
+    families["duration"].add(record.get("duration_seconds"), rack=rack, check=check)
+    if record["verdict"] == ERROR:
+        return  # a check that could not run measured nothing
+    testcase = str(details.get("testcase") or "")
+    if _is_bandwidth(details):
+        families["rack_min"].add(bytes_per_second(details.get("min")), rack=rack, check=check, testcase=testcase)
+        median = bytes_per_second(details.get("median_gbps"))
+        families["rack_median"].add(median, rack=rack, check=check, testcase=testcase)
+        for node, figures in tray_bandwidth(record).items():
+            labels = {"node": node, "rack": rack, "check": check, "testcase": testcase}
+            families["tray_min"].add(bytes_per_second(figures["min"]), **labels)
+            families["tray_median"].add(bytes_per_second(figures["median"]), **labels)
+            families["tray_weakest"].add(bytes_per_second(figures["weakest_gpu"]), **labels)
+    benchmark = str(details.get("benchmark") or "")
+    average, best = bytes_per_second(details.get("avg_busbw_gbps")), bytes_per_second(details.get("max_busbw_gbps"))
+    families["nccl_average"].add(average, rack=rack, check=check, benchmark=benchmark)
+    families["nccl_max"].add(best, rack=rack, check=check, benchmark=benchmark)
+
+
+def _rack_families(report: Mapping[str, Any], fanned: List[str]) -> List[Family]:
+    """Each rack's verdict over the run's checks (a run that reached no rack: each rack it speaks for) and trays."""
+    rack_verdict = _gauge(
+        "rack_verdict",
         "The rack's verdict over the run's checks (passed, incomplete, failed, error), one-hot",
-        ("rack", "verdict"),
+        "rack",
+        "verdict",
     )
-    rack_trays = Family(
-        _name("rack_trays"),
-        "gauge",
+    rack_trays = _gauge(
+        "rack_trays",
         "The rack's GPU trays: the report's coverage counts (trays, declared, expected, found, verified, failed, "
         "skipped, unverified, unmeasured, missing)",
-        ("rack", "state"),
+        "rack",
+        "state",
     )
     views = report.get("racks") or {}
     unreached = views.get(NO_RACK_REACHED) if fanned else None
@@ -543,47 +565,54 @@ def metric_families(
         if rack in judged:
             for state, count in (view.get("trays") or {}).items():
                 rack_trays.add(count, rack=rack, state=state)
+    return [rack_verdict, rack_trays]
 
-    tray_verified = Family(
-        _name("tray_verified"),
-        "gauge",
+
+def _tray_verified_family(report: Mapping[str, Any]) -> Family:
+    tray_verified = _gauge(
+        "tray_verified",
         "The tray's verdict over the run's checks (passed, failed, skipped), one-hot",
-        ("node", "rack", "verdict"),
+        "node",
+        "rack",
+        "verdict",
     )
     for node, tray in (report.get("trays") or {}).items():
         for verdict in TRAY_VERDICTS:
             tray_verified.add(int(tray["verdict"] == verdict), node=node, rack=tray["rack"], verdict=verdict)
+    return tray_verified
 
-    last = Family(
-        _name("last_pass_timestamp_seconds"),
-        "gauge",
+
+def _last_pass_family(passes: Mapping[str, float], shown: Set[str]) -> Family:
+    last = _gauge(
+        "last_pass_timestamp_seconds",
         "When the rack last passed every check of a run (Unix time; the kept history and this run)",
-        ("rack",),
+        "rack",
     )
-    shown = set(passes) | set(verdicts)
-    if declared:  # a rack the site no longer declares leaves no stale sample behind
-        shown &= {str(rack) for rack in declared} | set(views)
     for rack, when in passes.items():
         if rack in shown:
             last.add(when, rack=rack)
-    last_known = Family(
-        _name("rack_last_verdict"),
-        "gauge",
+    return last
+
+
+def _last_verdict_families(verdicts: Mapping[str, RackLastVerdict], shown: Set[str]) -> List[Family]:
+    """Each shown rack's last verdict over its checks' last verdicts, when it was given, and what it lacks."""
+    last_known = _gauge(
+        "rack_last_verdict",
         "The rack's last verdict over each check's verdict in the newest run that judged it (passed, failed, "
         "unverified), one-hot: passed only when every required check passed; a check that could not run does not count",
-        ("rack", "verdict"),
+        "rack",
+        "verdict",
     )
-    last_known_time = Family(
-        _name("rack_last_verdict_timestamp_seconds"),
-        "gauge",
+    last_known_time = _gauge(
+        "rack_last_verdict_timestamp_seconds",
         "When the newest of the check verdicts the rack's last verdict stands on was given (Unix time)",
-        ("rack",),
+        "rack",
     )
-    last_missing = Family(
-        _name("rack_last_verdict_missing_check"),
-        "gauge",
+    last_missing = _gauge(
+        "rack_last_verdict_missing_check",
         "A required check that has given no verdict on the rack, which keeps its last verdict unverified",
-        ("rack", "check"),
+        "rack",
+        "check",
     )
     for rack, found in verdicts.items():
         if rack in shown:
@@ -592,17 +621,23 @@ def metric_families(
             last_known_time.add(found.time, rack=rack)
             for check in found.missing:
                 last_missing.add(1, rack=rack, check=check)
-    check_last = Family(
-        _name("rack_check_last_verdict"),
-        "gauge",
+    return [last_known, last_known_time, last_missing]
+
+
+def _check_last_families(checks_known: Mapping[str, Tuple[str, float]], shown: Set[str]) -> List[Family]:
+    """Each check's last verdict on each shown rack, and when it was given."""
+    check_last = _gauge(
+        "rack_check_last_verdict",
         "The check's verdict on the rack in the newest run in which it judged the rack (passed, failed), one-hot",
-        ("rack", "check", "verdict"),
+        "rack",
+        "check",
+        "verdict",
     )
-    check_last_time = Family(
-        _name("rack_check_last_verdict_timestamp_seconds"),
-        "gauge",
+    check_last_time = _gauge(
+        "rack_check_last_verdict_timestamp_seconds",
         "When the run that gave the check's last verdict on the rack finished (Unix time)",
-        ("rack", "check"),
+        "rack",
+        "check",
     )
     for key, (found_verdict, when) in checks_known.items():
         check, rack = key.split("/", 1)
@@ -610,32 +645,7 @@ def metric_families(
             for verdict in CHECK_VERDICTS:
                 check_last.add(int(found_verdict == verdict), rack=rack, check=check, verdict=verdict)
             check_last_time.add(when, rack=rack, check=check)
-
-    return [
-        run_verdict,
-        run_info,
-        finished,
-        run_duration,
-        rack_verdict,
-        rack_trays,
-        last,
-        last_known,
-        last_known_time,
-        last_missing,
-        check_last,
-        check_last_time,
-        passed,
-        check_verdict,
-        duration,
-        rack_min,
-        rack_median,
-        nccl_average,
-        nccl_max,
-        tray_verified,
-        tray_min,
-        tray_median,
-        tray_weakest,
-    ]
+    return [check_last, check_last_time]
 
 
 def label_names(families: Sequence[Family]) -> List[str]:
