@@ -159,26 +159,6 @@ def test_a_record_without_a_median_or_in_another_unit_has_no_bandwidth_sample():
         assert value(found, "gpu_fabric_verification_passed", rack="rack2", check="nvbandwidth") == 1
 
 
-def test_tray_figures_of_a_bisect_matrix_follow_its_row_pairs():
-    details = {
-        "gpus_per_node": 2,
-        "matrix": [[700.0], [800.0], [None], [810.0]],
-        "row_pairs": [[0, 2], [1, 3], [2, 0], [3, 1]],
-    }
-    assert metrics.matrix_pairs(details) == [(0, 2, 700.0), (1, 3, 800.0), (3, 1, 810.0)]
-    figures = {"min": 700.0, "median": 800.0, "weakest_gpu": 700.0}  # GPU 0 and 2 share the 700 pair
-    assert metrics.tray_bandwidth({"nodes": ["t0", "t1"], "details": details}) == {"t0": figures, "t1": figures}
-
-
-def test_tray_figures_of_a_square_matrix_leave_out_its_diagonal():
-    record = {
-        "nodes": ["t0", "t1"],
-        "details": {"gpus_per_node": 1, "matrix": [[None, 500.0], [700.0, 9999.0]]},
-    }
-    figures = {"min": 500.0, "median": 600.0, "weakest_gpu": 600.0}  # each GPU's median of its two pairs: 600
-    assert metrics.tray_bandwidth(record) == {"t0": figures, "t1": figures}
-
-
 def test_the_last_pass_of_each_rack_comes_from_the_kept_runs(tmp_path):
     history = tmp_path / "runs"
     records = [r for r in load_records(str(RECORDS)) if r["run_id"] == RUN]
@@ -235,13 +215,6 @@ def test_the_last_pass_passes_over_what_is_no_history_entry_and_reads_a_cut_inde
 )
 def test_values_are_written_exactly(given, text):
     assert metrics.format_value(given) == text
-
-
-def test_bandwidth_is_in_bytes_per_second():
-    assert metrics.bytes_per_second(821.45) == 821_450_000_000
-    assert metrics.bytes_per_second(None) is None
-    assert metrics.bytes_per_second(float("nan")) is None
-    assert metrics.bytes_per_second(True) is None
 
 
 def test_no_sample_makes_no_text():
