@@ -483,7 +483,7 @@ class References:
                     found.baseline_source = baseline.source
         if found.product is None:
             # A run held against no product reference may be faulty from the start: it never sets a later run's bar
-            # (history.baseline_for takes a passing run only when its record lists a product reference).
+            # (history_baseline.baseline_for takes a passing run only when its record lists a product reference).
             what = f"{gpu_product or 'this GPU product'}, {testcase or 'this testcase'}"
             if driver_version:
                 what += f", driver {driver_version}"

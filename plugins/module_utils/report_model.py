@@ -364,7 +364,7 @@ def build_report(
 ) -> dict[str, Any]:
     """The report as data (what report.json holds); with ``run_id`` only that run's records count.
 
-    ``trends``: per (check, rack) the figures of the last kept runs (``history.trends``); a drop against the
+    ``trends``: per (check, rack) the figures of the last kept runs (``history_trends.trends``); a drop against the
     baseline is flagged, it does not change the verdict (the check's own rule holds the rack to the baseline).
     ``valid_hours``: how long a verdict holds after the run (``due``: ``due_next``).
     """
