@@ -8,7 +8,10 @@ verify stage's wait comes from (docs/verification.md, "Modelled rack times"):
 - the per-pair cost of the default testcase, taken apart (copies, step set-up, buffers, MPI);
 - per fleet mode: the pairs, the steps, one step's seconds, the whole run and the check's wait on a rack
   of ``--gpus`` GPUs (default 72, a GB200 NVL72);
-- the two real 2x H200 runs the model was fitted to, modelled next to what was measured.
+- the one-H200 timings stored in tests/fixtures/nvbandwidth/h200x1-timings (timings.tsv, each process timed),
+  next to what the model gives for the same runs;
+- the two 2x H200 runs the model was fitted to, with their whole-process times as noted with the captures
+  (tests/fixtures/nvbandwidth/h200x2-*): those times were read off by hand, and no timing file of them is kept.
 
     python bench/nvbandwidth_runtime.py                  # with .venv/bin on PATH
     python bench/nvbandwidth_runtime.py --gpus 8 --product NVIDIA-GB200 --json .tmp/bench-runtime.json
@@ -23,7 +26,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-MODEL = Path(__file__).resolve().parent.parent / "plugins" / "module_utils" / "nvbandwidth_runtime.py"
+REPO = Path(__file__).resolve().parent.parent
+MODEL = REPO / "plugins" / "module_utils" / "nvbandwidth_runtime.py"
+TIMINGS = REPO / "tests" / "fixtures" / "nvbandwidth" / "h200x1-timings" / "timings.tsv"
 
 
 def load_model() -> ModuleType:
@@ -33,6 +38,18 @@ def load_model() -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def stored_timings(path: Path, testcase: str) -> list:
+    """``(buffer MiB, samples, [seconds of each process])`` of ``testcase`` run alone, from the stored timings."""
+    runs: dict = {}
+    lines = path.read_text().splitlines()
+    header = lines[0].split("\t")
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("\t")))
+        if row["label"].startswith(f"{testcase}-b") and row["rc"] == "0":
+            runs.setdefault((int(row["buffer_mib"]), int(row["samples"])), []).append(float(row["seconds"]))
+    return [(buffer, samples, seconds) for (buffer, samples), seconds in sorted(runs.items())]
 
 
 def main() -> int:
@@ -63,14 +80,23 @@ def main() -> int:
             f"{rt.duration_text(row['seconds']):>14} {rt.duration_text(row['wait_s']):>14}"
         )
     print()
+    testcase = "host_to_device_memcpy_ce"
+    print(f"stored: one H200 (driver 580.159.04, nvbandwidth v0.7), {testcase}, whole process ({TIMINGS.name}):")
+    print(f"  {'buffer MiB':>10} {'samples':>7} {'measured s':>14} {'modelled s':>10}")
+    for buffer, samples, seconds in stored_timings(TIMINGS, testcase):
+        modelled = rt.modelled_seconds(testcase, 1, buffer_mib=buffer, iterations=samples, pair_gbps=rt.HOST_GBPS)
+        measured = ", ".join(f"{value:.3f}" for value in seconds)
+        print(f"  {buffer:>10} {samples:>7} {measured:>14} {modelled.seconds:>10.3f}")
+    print()
+    # the fit's two runs: their times were read off by hand with the captures; no timing file of them is kept
     fitted = [
         ("device_to_device_memcpy_read_ce", 394.0, "1.0-1.2 s"),
         ("host_to_device_memcpy_ce", 0.0, "2.5 s"),
     ]
-    print("fitted to the real 2x H200 (driver 580, nvbandwidth v0.8, 512 MiB), whole process:")
-    for testcase, gbps, measured in fitted:
-        estimate = rt.modelled_seconds(testcase, 2, pair_gbps=gbps)
-        print(f"  {testcase:<34} modelled {estimate.seconds:.2f} s, measured {measured}")
+    print("fitted to 2x H200 (driver 580, nvbandwidth v0.8, 512 MiB), whole process; noted by hand, not stored:")
+    for name, gbps, noted in fitted:
+        estimate = rt.modelled_seconds(name, 2, pair_gbps=gbps)
+        print(f"  {name:<34} modelled {estimate.seconds:.2f} s, noted {noted}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"per_pair": default.to_dict(), "modes": rows}, indent=2) + "\n")
