@@ -40,17 +40,24 @@ whole row and column are below the median rule, the finding names that GPU ("GPU
 pairs average ...") instead of listing its 2(N-1) pairs one by one, and only that GPU's node is blamed.
 
 The figures the rules use (the peak table, the product references, the site baseline, the defaults) and
-the choice of the strictest reference live in ``bandwidth_thresholds``. Only the Python standard library is
-used: this file runs on GPU hosts as well as on the controller.
+the choice of the strictest reference live in ``bandwidth_thresholds``; what the cells of a matrix are (GPU pairs,
+rows that are pairs, host<->device cells, each GPU's tray) in ``bandwidth_cells``. Only the Python standard library
+is used: this file runs on GPU hosts as well as on the controller.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_cells import (
+    Layout,
+    MeasuredCells,
+    cell_problems,
+    is_square_peer,
+    rows_of,
+)
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     RULE_FLOOR,
     RULE_MEDIAN,
@@ -67,7 +74,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresho
     positive_or_none,
     reference_table_problems,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.gpu_index import node_of
 
 MAX_SUMMARY_ITEMS = 5
 
@@ -131,58 +137,6 @@ class Judgement:
         }
 
 
-def _rows_of(matrix: Any) -> List[List[Cell]]:
-    rows = getattr(matrix, "rows", matrix)
-    return [[v if v is None or isinstance(v, bool) else float(v) for v in row] for row in rows or []]
-
-
-def _cell_problems(rows: List[List[Cell]]) -> List[str]:
-    """The cells that are no bandwidth (a boolean, NaN, an infinity, below 0): a NaN cell passes every rule."""
-    bad = [
-        f"row {r} column {c}: {v!r}"
-        for r, row in enumerate(rows)
-        for c, v in enumerate(row)
-        if v is not None and (isinstance(v, bool) or not 0 <= v < float("inf"))
-    ]
-    if not bad:
-        return []
-    more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
-    return [f"the matrix has cells that are no bandwidth (a finite GB/s, 0 or more): {', '.join(bad[:3])}{more}"]
-
-
-def _is_gpu_to_gpu(matrix: Any, rows: List[List[Cell]]) -> bool:
-    """A GPU<->GPU matrix (the median rule applies); host<->device matrices have CPU in their description."""
-    description = getattr(matrix, "description", None)
-    if description is None:
-        return True  # plain rows: a peer matrix
-    return "CPU" not in description
-
-
-def _is_square_peer(rows: List[List[Cell]], gpu_to_gpu: bool) -> bool:
-    return gpu_to_gpu and len(rows) > 1 and all(len(row) == len(rows) for row in rows)
-
-
-BISECT_TESTCASE = "multinode_bisect_write_ce"
-_ROW_PAIR_RE = re.compile(r"^\s*(\d+)\s*->\s*(\d+)\s*$")
-
-
-def row_pairs(matrix: Any, rows: List[List[Cell]], testcase: Optional[str]) -> Optional[List[Tuple[int, int]]]:
-    """The GPU pair of each row of a matrix whose rows are pairs, or None for a matrix of GPUs x GPUs.
-
-    ``multinode_bisect_write_ce`` prints an N x 1 matrix: row i is GPU i writing to GPU (i + N/2) mod N, all
-    GPUs at once (nvbandwidth ``multinode_testcases.cpp``), labelled "<i>-><peer>" in the text output. The
-    labels are read where they are all pairs; JSON output has none, and the pairs follow from the testcase.
-    """
-    if len(rows) < 2 or any(len(row) != 1 for row in rows):
-        return None
-    labels = [_ROW_PAIR_RE.match(str(label)) for label in getattr(matrix, "row_labels", None) or []]
-    if len(labels) == len(rows) and all(labels):
-        return [(int(m.group(1)), int(m.group(2))) for m in labels]
-    if testcase != BISECT_TESTCASE:
-        return None
-    return [(i, (i + len(rows) // 2) % len(rows)) for i in range(len(rows))]
-
-
 def _num(value: float) -> str:
     """A value as nvbandwidth showed it (up to 3 decimals, no trailing zeros)."""
     return f"{value:.3f}".rstrip("0").rstrip(".")
@@ -205,83 +159,11 @@ def _checked_rows(
 ) -> List[List[Cell]]:
     """The matrix's rows, once the thresholds, the tables and every cell can be applied; else ValueError."""
     problems = thresholds.problems() + peak_table_problems(peak_table) + reference_table_problems(product_references)
-    rows = _rows_of(matrix)
-    problems += _cell_problems(rows)
+    rows = rows_of(matrix)
+    problems += cell_problems(rows)
     if problems:
         raise ValueError("; ".join(problems))
     return rows
-
-
-@dataclass
-class _Layout:
-    """What a matrix's cells are: GPU pairs (square, or rows that are pairs) or other cells, and each GPU's tray."""
-
-    rows: List[List[Cell]]
-    description: str
-    gpu_to_gpu: bool
-    square: bool
-    paired: Optional[List[Tuple[int, int]]]
-    nodes: Optional[Sequence[str]]
-    gpus_per_node: Optional[int]
-
-    @classmethod
-    def of(
-        cls,
-        matrix: Any,
-        rows: List[List[Cell]],
-        testcase: Optional[str],
-        nodes: Optional[Sequence[str]],
-        gpus_per_node: Optional[int],
-    ) -> _Layout:
-        gpu_to_gpu = _is_gpu_to_gpu(matrix, rows)
-        square = _is_square_peer(rows, gpu_to_gpu)
-        paired = row_pairs(matrix, rows, testcase) if gpu_to_gpu and not square else None
-        layout = cls(rows, str(getattr(matrix, "description", "") or ""), gpu_to_gpu, square, paired, nodes, None)
-        if nodes and (gpus_per_node is None or gpus_per_node < 1):
-            count = layout.gpus or max((len(r) for r in rows), default=0)
-            gpus_per_node = max(1, count // len(nodes)) if count and count % len(nodes) == 0 else 1
-        layout.gpus_per_node = gpus_per_node
-        return layout
-
-    @property
-    def per_cell(self) -> bool:
-        """A cell is judged against its own reference where the rows and columns are GPUs, or the rows are pairs."""
-        return self.square or self.paired is not None
-
-    @property
-    def gpus(self) -> int:
-        return len(self.rows) if self.per_cell else 0
-
-    def gpus_of(self, r: int, c: int) -> Tuple[int, int]:
-        return self.paired[r] if self.paired is not None else (r, c)
-
-    def node(self, gpu: int) -> Optional[str]:
-        return node_of(gpu, self.nodes, self.gpus_per_node)
-
-    def judged(self) -> List[Tuple[int, int, Cell]]:
-        """The cells judged: every off-diagonal cell of a square peer matrix, every cell otherwise."""
-        return [(r, c, v) for r, row in enumerate(self.rows) for c, v in enumerate(row) if not (self.square and r == c)]
-
-
-@dataclass
-class _Cells:
-    """The judged cells of a matrix, those measured, and their median and sum (nvbandwidth's SUM where printed)."""
-
-    judged: List[Tuple[int, int, Cell]]
-    measured: List[Tuple[int, int, Cell]]
-    values: List[float]
-    median: Optional[float]
-    total: Optional[float]
-
-    @classmethod
-    def of(cls, matrix: Any, layout: _Layout) -> _Cells:
-        judged = layout.judged()
-        measured = [(r, c, v) for r, c, v in judged if v is not None]
-        values = [cell[2] for cell in measured]
-        median = statistics.median(values) if values else None
-        reported_sum = getattr(matrix, "reported_sum", None)
-        total = float(reported_sum) if reported_sum is not None else (round(sum(values), 2) if values else None)
-        return cls(judged, measured, values, median, total)
 
 
 @dataclass
@@ -291,8 +173,8 @@ class _Judging:
     matrix: Any
     thresholds: Thresholds
     gpu_product: Optional[str]
-    layout: _Layout
-    cells: _Cells
+    layout: Layout
+    cells: MeasuredCells
     floor: Floor
     median_fraction: Optional[float]
     references: References
@@ -531,10 +413,10 @@ def judge(
     """
     thresholds = thresholds or Thresholds()
     rows = _checked_rows(matrix, thresholds, peak_table, product_references)
-    layout = _Layout.of(matrix, rows, testcase, nodes, gpus_per_node)
+    layout = Layout.of(matrix, rows, testcase, nodes, gpus_per_node)
     floor = pair_floor(thresholds, gpu_product, peak_table)
     median_fraction = positive_or_none(thresholds.min_fraction_of_median) if layout.gpu_to_gpu else None
-    cells = _Cells.of(matrix, layout)
+    cells = MeasuredCells.of(matrix, layout)
     references = References.of(
         median_fraction,
         cells.median,
@@ -569,8 +451,8 @@ def direction_violations(directions: Sequence[Any], min_fraction_of_median: Opti
         return []
     cells = []
     for matrix in directions:
-        rows = _rows_of(matrix)
-        square = _is_square_peer(rows, True)
+        rows = rows_of(matrix)
+        square = is_square_peer(rows, True)
         name = str(getattr(matrix, "key", "") or "direction")
         cells.extend(
             (name, r, c, v)

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_rule import BISECT_TESTCASE, row_pairs
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_cells import BISECT_TESTCASE, row_pairs
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     ONE_LOST_LINK_OF_18,
     RULE_BASELINE,
