@@ -26,7 +26,7 @@ description:
     O(kube_context), as the Kubernetes client loads it.
   - Once the kubeconfig loads, the API server is asked one question (which resources it serves in
     C(admissionregistration.k8s.io/v1)), asked again while nothing answers, for O(api_patience) seconds. An API server
-    that does not answer for that long is a problem, in one line naming the server and what to set: every check
+    that does not answer for that long is a problem, in one line naming the server and what to set; every check
     would wait for it as long again and then not run, so it is said once, here.
   - With O(admission_policy), when the API server does not serve ValidatingAdmissionPolicy (Kubernetes 1.30 or
     later), the admission policies of C(docs/rbac/verify-stage.yaml) do not apply, and one line says so in
@@ -118,7 +118,7 @@ selected:
   sample: [gpu_health]
 runs:
   description: Every check this run runs, in the verify stage's order (its own roles', then the others). Empty when
-    the tags select no check of the verify stage (C(--tags cluster)): the run has no record and so no report.
+    the tags select no check of the verify stage (C(--tags cluster)); such a run has no record and so no report.
   returned: always
   type: list
   elements: str
