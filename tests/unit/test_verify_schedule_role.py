@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, Tuple
 
 import pytest
 
@@ -41,19 +41,25 @@ class CallbackModule(CallbackBase):
 '''
 
 
-def rendered(tmp_path: Path, *extra: str) -> dict:
-    """The schedule's objects as the role renders them (its set_fact), with ``extra`` as ``-e`` arguments."""
-    (tmp_path / "callbacks").mkdir()
-    (tmp_path / "callbacks" / "capture.py").write_text(CAPTURE)
+def controller(tmp_path: Path) -> Tuple[Path, Dict[str, str]]:
+    """An inventory of this machine as the controller, and the environment of a playbook run with no connection of
+    the caller's (no K8S_AUTH_*, no KUBECONFIG)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
         f"      ansible_python_interpreter: {sys.executable}\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("K8S_AUTH_", "KUBECONFIG"))}
+    env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    return inventory, env
+
+
+def rendered(tmp_path: Path, *extra: str) -> dict:
+    """The schedule's objects as the role renders them (its set_fact), with ``extra`` as ``-e`` arguments."""
+    (tmp_path / "callbacks").mkdir()
+    (tmp_path / "callbacks" / "capture.py").write_text(CAPTURE)
+    inventory, env = controller(tmp_path)
     env.update(
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-        ANSIBLE_NOCOLOR="1",
         ANSIBLE_CALLBACK_PLUGINS=str(tmp_path / "callbacks"),
         ANSIBLE_CALLBACKS_ENABLED="capture",
         CAPTURE_FILE=str(tmp_path / "tasks.jsonl"),
@@ -118,15 +124,8 @@ current-context: c
 
 def failures(tmp_path: Path, kubeconfig: Path, state: str, **settings: Any) -> list:
     """The message of every failed task of playbooks/schedule.yml run with ``kubeconfig`` in ``state``."""
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(
-        "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
-        f"      ansible_python_interpreter: {sys.executable}\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("K8S_AUTH_", "KUBECONFIG"))}
-    env.update(
-        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"
-    )
+    inventory, env = controller(tmp_path)
+    env.update(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
     variables = {
         "verify_schedule_image": "registry.example.com/gpu-fabric-ee:0.4.0",
         "verify_schedule_kubeconfig": str(kubeconfig),
