@@ -62,7 +62,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history_ru
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import Baseline  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check  # noqa: E402
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun  # noqa: E402
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan  # noqa: E402
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan  # noqa: E402
 
 # Figures that are no bandwidth; "821.41" is a number as a template renders it (read, and the rack still fails).
 NOT_FIGURES: Tuple[Any, ...] = (

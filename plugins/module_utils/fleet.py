@@ -35,6 +35,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     connect,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import Api, ApiUnavailable
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan, is_not_due
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun, Settings
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     FLEET,
@@ -50,9 +51,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     with_view,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
-    RackPlan,
     Scope,
     declared_plans,
     given_namespaces,

@@ -28,9 +28,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
     size_text,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import Record, failed_by
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
 # The host a rank prints (nvbandwidth's ``Process N (<host>)``, nccl-tests' ``on <host>``): the worker pod's
 # hostname, ``<job>-worker-<index>`` under the MPI operator (a domain after it cut off).

@@ -33,6 +33,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
     Preempted,
     priority_class_manifest,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     OUTCOME_ERROR,
     OUTCOME_FAILED,
@@ -46,11 +47,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff, WaitTimeout
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rights import Right, grant
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
-    RackPlan,
-    dns_label,
-    rack_namespace,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label, rack_namespace
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     LOG_READER_ROLE,
     PULL_SECRET_TYPES,

@@ -16,10 +16,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, TypedDict
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import outcomes
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, valid_view
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, one_line, plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import MIN_TRAYS, RackPlan, is_not_due
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import by_name, natural_key, one_line, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_not_due
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import MIN_TRAYS, RackPlan, by_name
 
 # the outcomes under the names the writers use (their one home: ``outcomes``)
 OUTCOME_PASSED = outcomes.PASSED

@@ -18,14 +18,11 @@ from typing import Any, Iterable, Optional
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_catalog import CHECK_NAMES, check_key
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history import first_time
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import ERROR, FAILED, INCOMPLETE, PASSED
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import is_selection_skip
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.report_records import NO_RACK, is_current
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
-    DEFAULT_VALID_HOURS,
-    is_selection_skip,
-    valid_until,
-)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import DEFAULT_VALID_HOURS, valid_until
 
 # The checks in the order the report lists them (the catalog's, which the registry follows); a check not named
 # there comes after them, by name (check_key).
@@ -237,7 +234,7 @@ def tray_verdicts(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for it and none skipped it; skipped otherwise (skipped by any record, even when another measured it;
     unmeasured; or measured by a failure that names no tray). ``skip_reasons``: the reasons the records skipped the
     tray for, each once (empty unless a record skipped it), for ``node_verdict`` to tell a skip for the tray's own
-    state from one the run chose (``tray_state.is_selection_skip``).
+    state from one the run chose (``rack_plan.is_selection_skip``).
     """
     by_rack: dict[str, list[dict[str, Any]]] = {}
     for record in records:
@@ -322,7 +319,7 @@ def due_next(
     First the trays the run skipped for their state or could not verify (due at the run's finish, ``due``, with
     the reason), then the failed ones (due then too), then the verified ones by the end of their verdict's
     validity, the run's finish plus ``valid_hours`` (``tray_state.valid_until``, as the verdict written to the
-    Node holds), and last the trays the run chose to leave (``tray_state.is_selection_skip``: not selected, not
+    Node holds), and last the trays the run chose to leave (``rack_plan.is_selection_skip``: not selected, not
     due), of which the run knows nothing new (``due`` null: their Node's verdict says when). Without a finish
     time ``due`` is null.
     """

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Tuple
+from typing import Any, Iterable, List, Tuple
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -29,6 +29,11 @@ def natural_key(name: Any) -> Tuple[Tuple[int, Any], ...]:
     """Sort key for names with numbers in them: rack2 before rack10, gb200-r0-t2 before gb200-r0-t10 (a number
     sorts before text at the same place). The one order of trays and racks in messages, records and reports."""
     return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(str(name)) if part)
+
+
+def by_name(names: Iterable[str]) -> List[str]:
+    """``names`` once each, in their natural order (``natural_key``)."""
+    return sorted(set(names), key=natural_key)
 
 
 def unquoted_number_hint(value: Any, choices: Iterable[str]) -> str:

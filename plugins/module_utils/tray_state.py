@@ -31,7 +31,7 @@ is shown as it was, and the tray is due for every check.
 A tray is due for a check (``due_reason``) when the check never verified it, its entry failed, expired (or expires
 within the window a run is given) or cannot be read, or the last run skipped the tray for that check. A run told to
 verify only the due trays skips the others with ``not_due_reason``; such a skip, like every skip the run chose
-(``is_selection_skip``), says nothing of the tray and is not written to it.
+(``rack_plan.is_selection_skip``), says nothing of the tray and is not written to it.
 
 Every time read from a Node goes through ``read_time``: a value that is no RFC 3339 date-time, or one outside
 1970-9998 (far past or future, or an offset that moves it out of range), is unreadable, never a crash.
@@ -45,6 +45,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import FAILED, PASSED
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import NOT_DUE
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import parse_time, rfc3339
 
 LABEL_KEY = "gpu-fabric.nvidia.com/verified"
@@ -68,10 +69,6 @@ DEFAULT_REQUIRED_CHECKS: Tuple[str, ...] = ("cliques", "imex_channel", "nvbandwi
 # before the year 9999 (what a verdict's validity is added to).
 EARLIEST_TIME = datetime(1970, 1, 1, tzinfo=timezone.utc)
 LATEST_TIME = datetime(9999, 1, 1, tzinfo=timezone.utc)
-
-# The skips a run chooses (what the site narrowed the run to, or a tray that is not due): not the tray's state.
-NOT_DUE = "not due"
-SELECTION_SKIP_PREFIXES = ("not selected", NOT_DUE)
 
 
 def read_time(value: Any) -> Tuple[Optional[datetime], str]:
@@ -352,16 +349,6 @@ def not_due_reason(state: TrayState, check: Optional[str] = None) -> str:
     moment = entry.valid_until if entry is not None else state.valid_until
     until = rfc3339(moment) if moment else "no expiry"
     return f"{NOT_DUE} ({outcome} until {until})"
-
-
-def is_not_due(reason: str) -> bool:
-    """Whether a plan's skip reason is ``not_due_reason``'s."""
-    return str(reason).startswith(NOT_DUE)
-
-
-def is_selection_skip(reason: str) -> bool:
-    """Whether a plan's skip reason is the run's choice (narrowed, not due) rather than the tray's state."""
-    return str(reason).startswith(SELECTION_SKIP_PREFIXES)
 
 
 def tray_record(

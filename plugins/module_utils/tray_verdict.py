@@ -8,7 +8,7 @@ check what the run said of it (``checks``; without it ``checks_failed`` and ``ch
 makes records of them and names every entry that cannot be used; ``time_problems`` refuses a run time that cannot
 be written. The run's outcomes are merged into the tray's per-check entries (``tray_state``'s format), forward only:
 an entry newer than the run is kept (``merged_entries``); a skip for the tray's own state (a reason that is not
-``tray_state.is_selection_skip``) becomes the ``skipped`` mark (``merged_skip``). Pure: no Kubernetes client.
+``rack_plan.is_selection_skip``) becomes the ``skipped`` mark (``merged_skip``). Pure: no Kubernetes client.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import FAILED, PASSED
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import is_selection_skip
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.times import rfc3339
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
@@ -26,7 +27,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import
     TrayState,
     check_fields,
     check_state_fields,
-    is_selection_skip,
     later,
     read_time,
 )

@@ -35,7 +35,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import ( 
     _get,
     is_gpu_node,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import MIN_TRAYS, RackPlan
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import by_name, natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
     TrayState,
     due_reason,
@@ -84,19 +85,12 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
-MIN_TRAYS = 2  # a multi-node check needs two trays; a rack with fewer is incomplete
-
-
 _DNS_LABEL_MAX = 63
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 
 def node_name(node: Mapping[str, Any]) -> str:
     return str(_get(node, "metadata", "name") or "")
-
-
-def by_name(names: Iterable[str]) -> List[str]:
-    return sorted(set(names), key=natural_key)
 
 
 def labels_of(obj: Mapping[str, Any]) -> Dict[str, str]:
@@ -252,80 +246,6 @@ class Scope:
     due_within_hours: float = 0.0
     now: Optional[datetime] = None  # set once per run; None: when the plan is made
     due_check: str = ""  # the check whose due trays an only-due run uses (tray_state: due is per check); "": the tray's
-
-
-@dataclass
-class RackPlan:
-    """One rack of a run: its trays, the ones used and the ones skipped with their reason."""
-
-    name: str
-    cliques: List[str]  # clique values of its trays (more than one: the rack is split)
-    found: List[str]  # every GPU tray of the rack
-    nodes: List[str]  # the trays the check uses, sorted
-    skipped: List[Dict[str, str]]  # [{node, reason}]
-    gpus_per_tray: int
-    gpu_product: str
-    expected_trays: int = 0
-    only_due: bool = False  # the run verifies only the due trays
-    due: List[Dict[str, str]] = field(default_factory=list)  # [{node, reason}]: the due trays it uses
-    # not due, measured with too few due ones (partners of the due trays): their verdicts are refreshed too
-    partners: List[str] = field(default_factory=list)
-    # the rack as gpu_fabric_racks declares it (``is_declared``): its trays, the declared ones without a GPU Node
-    # ([{node, reason}]) and the trays of its clique the inventory does not list
-    is_declared: bool = False
-    declared: List[str] = field(default_factory=list)
-    missing: List[Dict[str, str]] = field(default_factory=list)
-    undeclared: List[str] = field(default_factory=list)
-
-    @property
-    def clique(self) -> Optional[str]:
-        return self.cliques[0] if len(self.cliques) == 1 else None
-
-    @property
-    def absent(self) -> bool:
-        """A rack gpu_fabric_racks declares and the cluster does not show: no GPU Node of its trays."""
-        return self.is_declared and not self.found
-
-    @property
-    def nothing_due(self) -> bool:
-        """An only-due run has no usable due tray here: the rack is not run, which is no failure."""
-        return self.only_due and not self.due and not self.absent
-
-    @property
-    def incomplete(self) -> bool:
-        return len(self.nodes) < MIN_TRAYS and not self.nothing_due and not self.absent
-
-    def trays(self) -> Dict[str, Any]:
-        trays: Dict[str, Any] = {
-            "expected": self.expected_trays,
-            "found": list(self.found),
-            "skipped": [dict(s) for s in self.skipped],
-        }
-        if self.is_declared:
-            trays.update(
-                declared=list(self.declared),
-                missing=[dict(m) for m in self.missing],
-                undeclared=list(self.undeclared),
-            )
-        if self.only_due:
-            trays.update(due=[dict(d) for d in self.due], partners=list(self.partners))
-        return trays
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {
-            "rack": self.name,
-            "clique": self.clique,
-            "cliques": list(self.cliques),
-            "nodes": list(self.nodes),
-            "gpus_per_tray": self.gpus_per_tray,
-            "gpu_product": self.gpu_product,
-            "incomplete": self.incomplete,
-            "absent": self.absent,
-            "nothing_due": self.nothing_due,
-            "due": [dict(d) for d in self.due],
-            "partners": list(self.partners),
-            "trays": self.trays(),
-        }
 
 
 @dataclass

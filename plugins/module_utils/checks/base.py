@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.check_view import CheckView, check_view
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views import detail_facts
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import Record
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rights import Right
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
 if TYPE_CHECKING:  # the lifecycle calls the check, and the check the lifecycle's steps
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_watch

@@ -16,18 +16,17 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import (
     GPU_RESOURCE,
     unlabelled_message,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
     OUTCOME_FAILED,
     OUTCOME_PASSED,
     Record,
     record_for,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import by_name, natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
-    RackPlan,
     Scope,
     allocatable_gpus,
-    by_name,
     group_racks,
     labels_of,
     node_name,

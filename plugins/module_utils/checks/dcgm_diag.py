@@ -56,8 +56,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections impo
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
-    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.6.0-1-ubuntu24.04"  # the GPU Operator's dcgm image
 SOCKET = "/tmp/nv-hostengine.sock"

@@ -26,7 +26,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views impo
     shown,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nvbandwidth_log
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun

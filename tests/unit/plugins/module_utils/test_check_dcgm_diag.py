@@ -12,13 +12,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.dcgm_diag import (
     DcgmDiagCheck,
     script,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.dcgm_json import parse_diag_json
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import MARK, sections
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 DCGM = REPO_ROOT / "tests" / "fixtures" / "dcgm"
@@ -49,7 +50,7 @@ def check(**given) -> DcgmDiagCheck:
 
 
 def rack(diag: DcgmDiagCheck, timeout: float = 0) -> rack_run.RackRun:
-    plan = verification.RackPlan("rack1", ["c.1"], ["t4", "t5"], ["t4", "t5"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack1", ["c.1"], ["t4", "t5"], ["t4", "t5"], [], 4, "NVIDIA GB200")
     return rack_run.RackRun(diag, object(), plan, rack_run.Settings(timeout=timeout))
 
 
@@ -411,7 +412,7 @@ def test_arguments_that_narrow_the_gpus_are_refused():
 
 def test_the_rack_run_holds_each_tray_to_the_gpus_its_plan_gives(monkeypatch):
     diag = check()
-    plan = verification.RackPlan("rack1", ["c.1"], ["t4", "t5"], ["t4", "t5"], [], 8, "NVIDIA GB200")
+    plan = RackPlan("rack1", ["c.1"], ["t4", "t5"], ["t4", "t5"], [], 8, "NVIDIA GB200")
     run = rack_run.RackRun(diag, object(), plan, rack_run.Settings())
     pods = {
         diag.pod_name(node): {"metadata": {"name": diag.pod_name(node)}, "status": {"phase": "Succeeded"}}

@@ -11,13 +11,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, gpu_memory, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, gpu_memory, rack_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import gpu_health
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.gpu_health import (
     GpuHealthCheck,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvlink_counters import parse_nvlink_errors
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.pod_sections import MARK, sections
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 SMI = REPO_ROOT / "tests" / "fixtures" / "nvidia-smi"
@@ -127,7 +128,7 @@ def test_an_unfinished_output_fails_the_tray_saying_what_is_missing():
 
 def test_the_pod_reads_every_gpu_without_claiming_one():
     health = check(image="mirror.example/ubuntu:22.04")
-    plan = verification.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
     run = rack_run.RackRun(health, object(), plan, rack_run.Settings())
     pod = health.manifest(run, "t1")
     (container,) = pod["spec"]["containers"]
@@ -421,7 +422,7 @@ def test_a_gb200_report_without_a_fabric_section_fails_naming_the_gpu():
 
 def test_the_rack_run_fails_the_tray_whose_link_is_down_and_passes_the_other(monkeypatch):
     health = check()
-    plan = verification.RackPlan("rack1", ["c.1"], ["t4", "t5"], ["t4", "t5"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack1", ["c.1"], ["t4", "t5"], ["t4", "t5"], [], 4, "NVIDIA GB200")
     run = rack_run.RackRun(health, object(), plan, rack_run.Settings())
     pods = {
         health.pod_name(node): {"metadata": {"name": health.pod_name(node)}, "status": {"phase": "Succeeded"}}

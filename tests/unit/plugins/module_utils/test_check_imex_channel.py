@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, rack_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.imex_channel import ImexChannelCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import Preempted
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import imex_pod_name
 
 LISTING = (Path(__file__).resolve().parents[3] / "fixtures" / "k8s" / "imex-channel-injection-pod.log").read_text()
@@ -34,7 +35,7 @@ class Run:
     ended (a tray left out: its pod was deleted), and each pod's log (an exception: the read failed)."""
 
     def __init__(self, ended: Dict[str, Dict[str, Any]], logs: Dict[str, Union[str, BaseException]]) -> None:
-        self.plan = verification.RackPlan("rack0", ["c.1"], TRAYS, TRAYS, [], 4, "NVIDIA-GB200")
+        self.plan = RackPlan("rack0", ["c.1"], TRAYS, TRAYS, [], 4, "NVIDIA-GB200")
         self.settings = rack_run.Settings()
         self.namespace, self.selector, self.claim_template, self.compute_domain = "ns", "", "channel", "domain"
         self.uid_range = None

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.nccl import NcclCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.nvbandwidth import NvbandwidthCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nccl_log, judge_nvbandwidth_log
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from mpi_settings import MPI
 
 REPO_ROOT = Path(__file__).resolve().parents[4]

@@ -13,7 +13,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresho
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import NotRun
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.history_runs import pin_run, record_run
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

@@ -17,11 +17,11 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import (
     kube_api,
     kube_watch,
     rack_run,
-    verification,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     DEFAULT_LAUNCHER_AFFINITY,
     imex_pod_manifest,
@@ -206,7 +206,7 @@ class LogApi:
 
 
 def rack_run_of(api) -> rack_run.RackRun:
-    plan = verification.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
     check = nvbandwidth_check.NvbandwidthCheck(
         "img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {}
     )
@@ -269,7 +269,7 @@ class Raising(base.Check):
 
 
 def record_after(exc) -> dict:
-    plan = verification.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
     return rack_run.RackRun(Raising(exc), GoneApi(), plan, rack_run.Settings(), sleep=lambda s: None).run()
 
 

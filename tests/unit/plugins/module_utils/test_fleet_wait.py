@@ -5,19 +5,20 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import fleet, rack_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from fake_clock import Clock
 from mpi_settings import MPI
 
 READ_CE = "multinode_device_to_device_memcpy_read_ce"
 
 
-def nvl72(trays: int = 18, product: str = "NVIDIA-GB200") -> verification.RackPlan:
+def nvl72(trays: int = 18, product: str = "NVIDIA-GB200") -> RackPlan:
     nodes = [f"t{i}" for i in range(trays)]
-    return verification.RackPlan("rack0", ["c.1"], nodes, nodes, [], 4, product)
+    return RackPlan("rack0", ["c.1"], nodes, nodes, [], 4, product)
 
 
 def nvbandwidth(testcase: str = READ_CE, extra_args=()) -> nvbandwidth_check.NvbandwidthCheck:

@@ -15,7 +15,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
     judge_nvbandwidth_log,
     nccl_threshold,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 GB200 = (FIXTURES / "nvbandwidth" / "gb200-2node-multinode_device_to_device_memcpy_read_ce.txt").read_text()

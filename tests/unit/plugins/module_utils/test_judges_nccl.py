@@ -11,7 +11,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
     judge_nccl_log,
     nccl_threshold,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import RackPlan
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 
 from tests.conftest import FIXTURES
 

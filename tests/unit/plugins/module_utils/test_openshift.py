@@ -9,10 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, openshift, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, openshift, rack_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import imex_pod_manifest
 from fake_clock import Clock
 from kubernetes.client.exceptions import ApiException
@@ -87,7 +88,7 @@ class ForbiddingClient:
 
 
 def test_a_pod_refused_by_scc_admission_ends_the_check_with_one_line():
-    plan = verification.RackPlan("rack0", ["c.1"], ["gb200-r0-t0"], ["gb200-r0-t0"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], ["gb200-r0-t0"], ["gb200-r0-t0"], [], 4, "NVIDIA GB200")
     run = rack_run.RackRun(
         imex_check.ImexChannelCheck("busybox"), kube_api.Api(ForbiddingClient()), plan, rack_run.Settings()
     )
@@ -120,7 +121,7 @@ class EventsApi:
 
 def test_mpi_pods_refused_by_scc_admission_are_found_in_the_events():
     message = "Error creating: " + json.loads(FORBIDDEN)["message"].replace("imex-channel-gb200-r0-t0", "nvb-worker-0")
-    plan = verification.RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], ["t0", "t1"], ["t0", "t1"], [], 4, "NVIDIA GB200")
     check = nvbandwidth_check.NvbandwidthCheck(
         "img", MPI, "multinode_device_to_device_memcpy_read_ce", [], lambda *a: {}
     )
@@ -152,7 +153,7 @@ class NamespaceApi:
 
 
 def test_the_namespace_annotation_is_waited_for_a_bounded_time():
-    plan = verification.RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
     clock = Clock()
     settings = rack_run.Settings(openshift=True, openshift_annotation_wait=10.0, poll=1.0)
     run = rack_run.RackRun(imex_check.ImexChannelCheck("busybox"), NamespaceApi(3), plan, settings, clock.sleep, clock)
@@ -175,7 +176,7 @@ class GivenNamespaceApi(NamespaceApi):
 
 
 def test_a_given_namespace_on_openshift_has_its_user_range_read_too():
-    plan = verification.RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
     clock = Clock()
     settings = rack_run.Settings(openshift=True, namespaces={"rack0": "site-gpu"})
     run = rack_run.RackRun(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import checks, rack_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base import Check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.dcgm_diag import DcgmDiagCheck
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.gpu_health import GpuHealthCheck
@@ -26,16 +26,14 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
     preemption_of,
     priority_class_manifest,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import is_selection_skip
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan, is_selection_skip
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     imex_pod_manifest,
     mpijob_manifest,
 )
 from mpi_settings import MPI
 
-PLAN = verification.RackPlan(
-    "rack0", ["c.1"], ["gb200-r0-t0", "gb200-r0-t1"], ["gb200-r0-t0", "gb200-r0-t1"], [], 4, "NVIDIA GB200"
-)
+PLAN = RackPlan("rack0", ["c.1"], ["gb200-r0-t0", "gb200-r0-t1"], ["gb200-r0-t0", "gb200-r0-t1"], [], 4, "NVIDIA GB200")
 
 
 def victim(name: str, node: str = "gb200-r0-t1", phase: str = "Running") -> dict:

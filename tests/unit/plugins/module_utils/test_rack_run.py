@@ -9,9 +9,10 @@ nowhere else, is proven on the simulated rack's API server (tests/integration/te
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, rack_run, verification
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import kube_api, rack_run
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import base
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from fake_clock import Clock
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import api_exception
@@ -51,7 +52,7 @@ class GrantApi:
 
 
 def rack_run_on(api, clock):
-    plan = verification.RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], ["t0"], ["t0"], [], 4, "NVIDIA GB200")
     settings = rack_run.Settings(run_id="run-1", poll=1.0)
     return rack_run.RackRun(imex_check.ImexChannelCheck("busybox"), api, plan, settings, clock.sleep, clock)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import (
+    by_name,
     natural_key,
     one_line,
     plural,
@@ -48,6 +49,10 @@ def test_trays_and_racks_sort_by_their_numbers_in_the_one_natural_order():
     # a number before text at the same place; a name that is not text sorts as its str
     assert sorted(["a", "1a"], key=natural_key) == ["1a", "a"]
     assert natural_key(7) == natural_key("7")
+
+
+def test_names_come_once_each_in_their_natural_order():
+    assert by_name(["t10", "t2", "t10", "t1"]) == ["t1", "t2", "t10"]
 
 
 def test_plural():

@@ -22,7 +22,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import
     annotation_fields,
     due_reason,
     epoch_label,
-    is_selection_skip,
     not_due_reason,
     read_state,
 )
@@ -170,20 +169,6 @@ def test_a_skip_older_than_the_verdict_is_a_leftover_and_the_verdict_counts():
 )
 def test_times_are_read_as_rfc_3339(text, expected):
     assert parse_time(text) == expected
-
-
-@pytest.mark.parametrize(
-    ("reason", "chosen"),
-    [
-        ("not due (passed until 2026-12-12T17:40:00Z)", True),
-        ("not selected (gpu_fabric_verify_nodes_per_clique is 2)", True),
-        ("cordoned", False),
-        ("GPUs in use: 4 of 4 nvidia.com/gpu held by team-a/train-0 (4)", False),
-        ("rack incomplete: the nvbandwidth check needs 2 usable trays", False),
-    ],
-)
-def test_the_runs_own_skips_say_nothing_of_the_tray(reason, chosen):
-    assert is_selection_skip(reason) is chosen
 
 
 # --- per-check state -------------------------------------------------------------------------------------------

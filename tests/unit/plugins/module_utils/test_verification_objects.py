@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import verification_objects as vo
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     imex_pod_manifest,
     mpijob_manifest,
@@ -183,9 +184,9 @@ def registered_check(name: str):
 
 def host_check_pods() -> Iterator[Tuple[str, Dict[str, Any]]]:
     """(check, pod spec) of the checks that run one pod per tray, with their defaults."""
-    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import rack_run, verification
+    from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import rack_run
 
-    plan = verification.RackPlan("rack0", ["c.1"], NODES[:2], NODES[:2], [], 4, "NVIDIA GB200")
+    plan = RackPlan("rack0", ["c.1"], NODES[:2], NODES[:2], [], 4, "NVIDIA GB200")
     for name in HOST_CHECKS:
         check = registered_check(name)
         yield name, check.manifest(rack_run.RackRun(check, object(), plan, rack_run.Settings()), NODES[1])["spec"]
