@@ -16,6 +16,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.outcomes import F
 DEFAULT_TAINT_KEY = "gpu-fabric.nvidia.com/unverified"
 TAINT_VALUE = "true"
 TAINT_EFFECT = "NoSchedule"
+# The checks' pods tolerate the taint on failed trays (``gpu_fabric_verify_taint_failed``), so a failed tray is
+# measured again (and untainted when it passes).
+UNVERIFIED_TOLERATION: Dict[str, str] = {"key": DEFAULT_TAINT_KEY, "operator": "Exists", "effect": TAINT_EFFECT}
 
 TAINT_ADDED = "added"
 TAINT_REMOVED = "removed"

@@ -28,6 +28,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import api_poll, is_transient
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.kube_api import Api, ApiUnavailable, refused
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.object_names import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import (
     PRIORITY_API_VERSION,
     Preempted,
@@ -47,7 +48,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import (
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.retry import Backoff, WaitTimeout
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rights import Right, grant
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label, rack_namespace
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import rack_namespace
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     LOG_READER_ROLE,
     PULL_SECRET_TYPES,

@@ -23,7 +23,6 @@ library only.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -35,6 +34,8 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import ( 
     _get,
     is_gpu_node,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_taint import UNVERIFIED_TOLERATION
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.object_names import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import MIN_TRAYS, RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import by_name, natural_key, plural
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import (
@@ -46,10 +47,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.tray_state import
 
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 UNASSIGNED_RACK = "unassigned"
-# The taint that gpu_fabric_verify_taint_failed puts on failed trays: the checks tolerate it, so a
-# failed tray is measured again (and untainted when it passes).
-UNVERIFIED_TAINT = "gpu-fabric.nvidia.com/unverified"
-UNVERIFIED_TOLERATION: Dict[str, str] = {"key": UNVERIFIED_TAINT, "operator": "Exists", "effect": "NoSchedule"}
 # GPU nodes are often tainted so that only GPU pods land there; NVIDIA's operands tolerate this key.
 GPU_NODE_TOLERATIONS: List[Dict[str, str]] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -83,10 +80,6 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     if (toleration.get("operator") or "Equal") == "Exists":
         return not key or key == taint.get("key")
     return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-_DNS_LABEL_MAX = 63
-_NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
 
 def node_name(node: Mapping[str, Any]) -> str:
@@ -541,16 +534,6 @@ def parse_nodes_per_clique(value: Any) -> Optional[int]:
 
 
 # -- names of the objects of one rack -----------------------------------------------------------------
-
-
-def dns_label(*parts: str, limit: int = _DNS_LABEL_MAX) -> str:
-    """``parts`` joined into a valid DNS-1123 label; a hash keeps cut names apart."""
-    text = "-".join(_NOT_DNS.sub("-", part.lower()).strip("-") for part in parts if part)
-    text = re.sub(r"-{2,}", "-", text).strip("-") or "x"
-    if len(text) <= limit:
-        return text
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[: limit - 9].rstrip('-')}-{digest}"
 
 
 def rack_namespace(prefix: str, check: str, rack: str) -> str:

@@ -13,11 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.node_taint import UNVERIFIED_TOLERATION
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.object_names import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import pod_priority
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import (
-    UNVERIFIED_TOLERATION,
-    dns_label,
-)
 
 PART_OF_LABEL = "app.kubernetes.io/part-of"
 PART_OF = "gpu-fabric-verify"

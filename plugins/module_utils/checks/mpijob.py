@@ -19,10 +19,10 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.base impor
     skipped_note,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import pod_summary
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.object_names import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import preempted, preemption_of
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rights import grant
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     MPIJOB_API_VERSION,
     mpijob_manifest,

@@ -31,9 +31,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.cliques import GP
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.k8s import (
     pod_summary,
 )
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.object_names import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.priority import pod_priority, preempted
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import natural_key, plural
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     common_labels,
     pod_tolerations,

@@ -23,8 +23,9 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import bas
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import imex_channel as imex_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nccl as nccl_check
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks import nvbandwidth as nvbandwidth_check
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.object_names import dns_label
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import dns_label, given_namespaces
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification import given_namespaces
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification_objects import (
     common_labels,
     imex_pod_manifest,

@@ -28,7 +28,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.verification impo
     clique_short_name,
     coverage_note,
     declared_plans,
-    dns_label,
     gpus_in_use,
     group_racks,
     parse_nodes_per_clique,
@@ -237,7 +236,6 @@ def test_names_are_dns_labels_that_never_collide():
     long_a = rack_namespace("gpu-fabric-verify", "nvbandwidth", "clique-69a19a31-32766-and-a-very-long-suffix-a")
     long_b = rack_namespace("gpu-fabric-verify", "nvbandwidth", "clique-69a19a31-32766-and-a-very-long-suffix-b")
     assert len(long_a) <= 63 and len(long_b) <= 63 and long_a != long_b
-    assert dns_label("Rack_01", "A..B") == "rack-01-a-b"
 
 
 def test_the_clique_judge_names_the_tray_with_a_missing_gpu():
