@@ -5,7 +5,9 @@
 
 A judge reads the tool's output with the tool's parser and applies the one rule of that tool
 (``bandwidth_rule`` for nvbandwidth, ``nccl`` for nccl-tests); the fleet lifecycle prefixes the
-rack's name and writes the record.
+rack's name and writes the record. What every judge needs (the GPUs a run shows, ``gpu_coverage``; the
+options' thresholds) is here; the nvbandwidth judge is the check's own (``checks.nvbandwidth``), so that
+no judge here stands on the nvbandwidth parser and its rule.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     DEFAULT_MIN_FRACTION_OF_MEDIAN,
     DEFAULT_PEAK_TABLE,
-    Baseline,
     Thresholds,
     nvlink_peak_gbps,
 )
@@ -27,7 +28,6 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nccl import (
     nccl_tests_summary,
     size_text,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.record import Record, failed_by
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line, plural
@@ -163,91 +163,6 @@ def peak_table(options: Mapping[str, Any]) -> Any:
     """The site's product table tried before the built-in one (None: the built-in one alone)."""
     extra = list(options.get("peak_gbps_by_product") or [])
     return extra + list(DEFAULT_PEAK_TABLE) if extra else None
-
-
-def judge_nvbandwidth_log(
-    log: str, plan: RackPlan, options: Mapping[str, Any], nodes: Optional[Sequence[str]] = None
-) -> Dict[str, Any]:
-    """The verdict on one rack's nvbandwidth run over ``plan.nodes`` x ``plan.gpus_per_tray`` GPUs.
-
-    ``nodes``: the tray of each worker in rank order (GPU i on ``nodes[i // gpus_per_tray]``); default the
-    rack's trays in name order.
-    """
-    nodes = list(nodes or plan.nodes)
-    verdict = check_nvbandwidth(
-        log,
-        testcase=options.get("testcase"),
-        thresholds=nvbandwidth_thresholds(options),
-        gpu_product=plan.gpu_product,
-        nodes=nodes,
-        gpus_per_node=plan.gpus_per_tray,
-        peak_table=peak_table(options),
-        product_references=options.get("product_references") or None,
-        baseline=Baseline.from_record(options.get("baseline")),
-    )
-    result = verdict.to_result()
-    expected = len(plan.nodes) * plan.gpus_per_tray
-    errors = list(result["errors"])
-    listed = [(int(d["index"]), str(d["host"] or ""), int(d["device"])) for d in result["devices"]]
-    coverage = gpu_coverage(
-        "nvbandwidth", listed, nodes, plan.gpus_per_tray, result["gpus"] or None, listing="Process line"
-    )
-    details = {
-        "testcase": result["testcase"],
-        # the driver the run measured on: a later run on another branch does not take this run as its baseline
-        "driver_version": result["driver_version"],
-        "rank_nodes": nodes,
-        "gpus_per_node": plan.gpus_per_tray,
-        "gpu_product": plan.gpu_product,
-        "peak_gbps": result["peak_gbps"],
-        "min_fraction_of_peak": result["min_fraction_of_peak"],
-        "min_fraction_of_median": result["min_fraction_of_median"],
-        "median_gbps": result["median_gbps"],
-        "median_threshold_gbps": result["median_threshold_gbps"],
-        "reference": result["reference"],
-        "references": result["references"],
-        "threshold_gbps": result["threshold_gbps"],
-        "threshold_explanation": result["threshold_explanation"],
-        "unit": result["unit"] or "GB/s",
-        "matrix": result["matrix"],
-        "row_pairs": result["row_pairs"],
-        "sum": result["sum"],
-        "min": result["min"],
-        "max": result["max"],
-        "mean": result["mean"],
-        "failing_pairs": result["failing_pairs"],
-        "low_gpus": result["low_gpus"],
-        "expected_gpus": expected,
-        "missing_gpus": coverage.trays,
-        "violations": coverage.problems + errors + list(result["violations"]),
-        "warnings": result["warnings"],
-    }
-    if coverage.problems:  # no evidence of every planned GPU: no figure is judged, the trays that lack one are named
-        return {
-            "passed": False,
-            "summary": one_line(coverage.summary()),
-            "details": details,
-            "failed_nodes": sorted(coverage.trays),
-            "node_problems": dict(coverage.trays),
-        }
-    if errors:
-        return {
-            "passed": False,
-            "summary": "the nvbandwidth output does not show a completed run: "
-            + "; ".join(one_line(e) for e in errors[:3]),
-            "details": details,
-            "failed_nodes": [],
-        }
-    judgement = verdict.judgement
-    return {
-        "passed": bool(result["passed"]),
-        "summary": one_line(result["summary"]),
-        "details": details,
-        "failed_nodes": list(result["failed_nodes"]),
-        "node_problems": dict(judgement.node_problems)
-        if judgement is not None and hasattr(judgement, "node_problems")
-        else {},
-    }
 
 
 def nccl_threshold(options: Mapping[str, Any], product: str, binary: str = "all_reduce_perf") -> Any:

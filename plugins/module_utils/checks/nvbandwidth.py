@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 """The check ``nvbandwidth``: NVIDIA's nvbandwidth over every GPU pair of the rack in one MPIJob, each pair held to
-the floor, the rack's median and its baseline (``judges.judge_nvbandwidth_log``); the wait follows from the pairs
+the floor, the rack's median and its baseline (``judge_nvbandwidth_log``); the wait follows from the pairs
 (``nvbandwidth_runtime``)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import history, h
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils import nvbandwidth_runtime as runtime
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.bandwidth_thresholds import (
     DEFAULT_MIN_FRACTION_OF_PEAK,
+    Baseline,
     peak_table_problems,
     reference_table_problems,
 )
@@ -25,11 +26,104 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views impo
     pairs_table,
     shown,
 )
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nvbandwidth_log
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
+    gpu_coverage,
+    nvbandwidth_thresholds,
+    peak_table,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.nvbandwidth import check_nvbandwidth
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_line
 
 if TYPE_CHECKING:  # the lifecycle runs the check: its type only
     from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_run import RackRun
+
+
+# The check's own judge, not one of ``judges``: the nccl check, which reads ``judges``, then stands on no nvbandwidth
+# parser and rule, and no chain of imports grows past 7 floors (tests/unit/plugins/test_import_layers.py).
+def judge_nvbandwidth_log(
+    log: str, plan: RackPlan, options: Mapping[str, Any], nodes: Optional[Sequence[str]] = None
+) -> Dict[str, Any]:
+    """The verdict on one rack's nvbandwidth run over ``plan.nodes`` x ``plan.gpus_per_tray`` GPUs.
+
+    ``nodes``: the tray of each worker in rank order (GPU i on ``nodes[i // gpus_per_tray]``); default the
+    rack's trays in name order.
+    """
+    nodes = list(nodes or plan.nodes)
+    verdict = check_nvbandwidth(
+        log,
+        testcase=options.get("testcase"),
+        thresholds=nvbandwidth_thresholds(options),
+        gpu_product=plan.gpu_product,
+        nodes=nodes,
+        gpus_per_node=plan.gpus_per_tray,
+        peak_table=peak_table(options),
+        product_references=options.get("product_references") or None,
+        baseline=Baseline.from_record(options.get("baseline")),
+    )
+    result = verdict.to_result()
+    expected = len(plan.nodes) * plan.gpus_per_tray
+    errors = list(result["errors"])
+    listed = [(int(d["index"]), str(d["host"] or ""), int(d["device"])) for d in result["devices"]]
+    coverage = gpu_coverage(
+        "nvbandwidth", listed, nodes, plan.gpus_per_tray, result["gpus"] or None, listing="Process line"
+    )
+    details = {
+        "testcase": result["testcase"],
+        # the driver the run measured on: a later run on another branch does not take this run as its baseline
+        "driver_version": result["driver_version"],
+        "rank_nodes": nodes,
+        "gpus_per_node": plan.gpus_per_tray,
+        "gpu_product": plan.gpu_product,
+        "peak_gbps": result["peak_gbps"],
+        "min_fraction_of_peak": result["min_fraction_of_peak"],
+        "min_fraction_of_median": result["min_fraction_of_median"],
+        "median_gbps": result["median_gbps"],
+        "median_threshold_gbps": result["median_threshold_gbps"],
+        "reference": result["reference"],
+        "references": result["references"],
+        "threshold_gbps": result["threshold_gbps"],
+        "threshold_explanation": result["threshold_explanation"],
+        "unit": result["unit"] or "GB/s",
+        "matrix": result["matrix"],
+        "row_pairs": result["row_pairs"],
+        "sum": result["sum"],
+        "min": result["min"],
+        "max": result["max"],
+        "mean": result["mean"],
+        "failing_pairs": result["failing_pairs"],
+        "low_gpus": result["low_gpus"],
+        "expected_gpus": expected,
+        "missing_gpus": coverage.trays,
+        "violations": coverage.problems + errors + list(result["violations"]),
+        "warnings": result["warnings"],
+    }
+    if coverage.problems:  # no evidence of every planned GPU: no figure is judged, the trays that lack one are named
+        return {
+            "passed": False,
+            "summary": one_line(coverage.summary()),
+            "details": details,
+            "failed_nodes": sorted(coverage.trays),
+            "node_problems": dict(coverage.trays),
+        }
+    if errors:
+        return {
+            "passed": False,
+            "summary": "the nvbandwidth output does not show a completed run: "
+            + "; ".join(one_line(e) for e in errors[:3]),
+            "details": details,
+            "failed_nodes": [],
+        }
+    judgement = verdict.judgement
+    return {
+        "passed": bool(result["passed"]),
+        "summary": one_line(result["summary"]),
+        "details": details,
+        "failed_nodes": list(result["failed_nodes"]),
+        "node_problems": dict(judgement.node_problems)
+        if judgement is not None and hasattr(judgement, "node_problems")
+        else {},
+    }
 
 
 class NvbandwidthCheck(MpiJobCheck):

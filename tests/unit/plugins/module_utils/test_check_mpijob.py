@@ -11,8 +11,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.nccl import NcclCheck
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.nvbandwidth import NvbandwidthCheck
-from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nccl_log, judge_nvbandwidth_log
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.nvbandwidth import (
+    NvbandwidthCheck,
+    judge_nvbandwidth_log,
+)
+from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import judge_nccl_log
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.rack_plan import RackPlan
 from mpi_settings import MPI
 
