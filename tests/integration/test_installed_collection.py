@@ -164,3 +164,55 @@ def test_the_readme_using_it_commands_work_outside_a_clone(installed: Path, tmp_
         env=env,
     )
     assert list(json.loads(listed.stdout)) == [str(collections)]
+
+
+def run_installed(installed: Path, tmp_path: Path, *args: str, kubeconfig: str = "") -> subprocess.CompletedProcess:
+    """``ansible-playbook gpu_fabric.mnnvl.verify`` from the installed copy, in a directory of its own, with a
+    controller inventory and no connection of the caller's; the json callback's output."""
+    (tmp_path / "hosts.yml").write_text(
+        "k8s_controller:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {VENV_BIN / 'python'}\n"
+    )
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("ANSIBLE_", "K8S_AUTH_"))}
+    env.update(
+        ANSIBLE_CONFIG=str(installed / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(installed / "collections"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_SHOW_CUSTOM_STATS="true",
+        KUBECONFIG=kubeconfig or str(tmp_path / "no-kubeconfig"),
+    )
+    command = [str(VENV_BIN / "ansible-playbook"), "-i", "hosts.yml", "gpu_fabric.mnnvl.verify", *args]
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_the_installed_verify_answers_an_api_server_that_does_not_answer_once_in_check_mode(
+    installed: Path, tmp_path: Path
+):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "current-context: c\n"
+    )
+    result = run_installed(
+        installed, tmp_path, "--check", "-e", "gpu_fabric_verify_api_patience=2", kubeconfig=str(kubeconfig)
+    )
+    # before: exit 0, each check waiting 90 s for the API server again
+    assert result.returncode == 2, result.stdout[-4000:] + result.stderr[-2000:]
+    stats = json.loads(result.stdout)["global_custom_stats"]
+    assert stats["gpu_fabric_verdict"] == "error"
+    assert (
+        "cannot reach the Kubernetes API at https://127.0.0.1:1 for 2 s: connection refused"
+        in (stats["gpu_fabric_summary"])
+    )
+
+
+def test_the_installed_verify_with_tags_of_another_stage_needs_no_cluster_and_writes_no_report(
+    installed: Path, tmp_path: Path
+):
+    result = run_installed(installed, tmp_path, "--tags", "cluster")
+    # before: the report step failed ("the records directory ... does not exist; run the verify roles first")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert not (tmp_path / "report").exists()
+    assert "select no check of the verify stage; no report written" in result.stdout
