@@ -37,6 +37,18 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.text import one_l
 WORKER_HOST_RE = re.compile(r"-worker-(?P<index>\d+)$")
 
 
+def coverage_refusal(coverage: Any, details: Dict[str, Any]) -> Dict[str, Any]:
+    """The verdict of a run whose output lacks a planned GPU (``gpu_coverage``'s problems): failed, naming the
+    trays that lack one, and no figure judged."""
+    return {
+        "passed": False,
+        "summary": one_line(coverage.summary()),
+        "details": details,
+        "failed_nodes": sorted(coverage.trays),
+        "node_problems": dict(coverage.trays),
+    }
+
+
 def tray_of_rank(rank: int, host: str, nodes: Sequence[str], gpus_per_tray: int) -> Optional[str]:
     """The tray a rank ran on: that of the worker its host names (worker w runs on ``nodes[w]``), the tray its host
     is, else the one the launcher's hostfile gives the rank (``ppr:<gpus_per_tray>:node``: rank r on
@@ -244,13 +256,7 @@ def judge_nccl_log(
         "violations": violations,
     }
     if coverage.problems:  # no evidence of every planned GPU: no figure is judged, the trays that lack one are named
-        return {
-            "passed": False,
-            "summary": one_line(coverage.summary()),
-            "details": details,
-            "failed_nodes": sorted(coverage.trays),
-            "node_problems": dict(coverage.trays),
-        }
+        return coverage_refusal(coverage, details)
     if violations:
         return {
             "passed": False,

@@ -27,6 +27,7 @@ from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.checks.views impo
     shown,
 )
 from ansible_collections.gpu_fabric.mnnvl.plugins.module_utils.judges import (
+    coverage_refusal,
     gpu_coverage,
     nvbandwidth_thresholds,
     peak_table,
@@ -99,13 +100,7 @@ def judge_nvbandwidth_log(
         "warnings": result["warnings"],
     }
     if coverage.problems:  # no evidence of every planned GPU: no figure is judged, the trays that lack one are named
-        return {
-            "passed": False,
-            "summary": one_line(coverage.summary()),
-            "details": details,
-            "failed_nodes": sorted(coverage.trays),
-            "node_problems": dict(coverage.trays),
-        }
+        return coverage_refusal(coverage, details)
     if errors:
         return {
             "passed": False,
